@@ -1,0 +1,414 @@
+// shared/protocol/validate.ts -- the strict, hand-written check every decoded
+// frame passes before any code trusts it, on both sides of the agent <->
+// control-plane socket. Owns: a tiny schema helper (validators are plain
+// functions returning an error or null), the named size limits of every
+// string and list in the protocol, and one schema per message of
+// messages.ts.
+//
+// Contracts:
+// * A validator never throws, whatever it is given (bigints, typed arrays,
+//   objects with odd prototypes, cyclic data are all just "wrong type").
+// * The first problem found is reported as one line that starts with the
+//   path of the field at fault: `hello.node.capacity.cpu: expected a
+//   non-negative integer, got "x"`.
+// * Unknown fields are refused (`spawn.unit.spec.foo: unknown field`): a
+//   peer that speaks another shape must bump PROTOCOL_VERSION instead.
+// * An optional field may be absent or `undefined` (msgpack carries
+//   undefined); `null` is only accepted where the type says `| null`.
+// * `obj<T>()` is typed so that its field table must name every field of T,
+//   required and optional exactly as in T: a field added to messages.ts or
+//   model.ts without a validator is a compile error here.
+// Pure: no I/O, no clock, no node:* imports.
+
+import type { NodeInfo, Resources, Taint, Toleration, UnitReport, UnitSpec, EnvVar } from '../model.ts';
+import {
+  PROTOCOL_VERSION,
+  type AgentMessage,
+  type CommandRefusedMessage,
+  type ControlPlaneMessage,
+  type ForgetCommand,
+  type HeartbeatMessage,
+  type HelloMessage,
+  type LeaderMessage,
+  type SpawnCommand,
+  type TerminateCommand,
+  type UnitGoneMessage,
+  type UnitStatusMessage,
+  type WelcomeMessage,
+} from './messages.ts';
+
+// ---- named limits ---------------------------------------------------------
+// Every string and list on the wire has a maximum. The manifest and nodes-file
+// parsers use the same numbers, so whatever they accept also fits a frame.
+
+/** Node, unit and deployment names (a DNS-1123 subdomain is at most 253). */
+export const MAX_NAME_CHARS = 253;
+/** commandId, replicaId, leaderId. */
+export const MAX_ID_CHARS = 128;
+/** Free-text reasons (command-refused, terminate, unit reason). */
+export const MAX_REASON_CHARS = 1024;
+/** Signal names such as 'SIGKILL'. */
+export const MAX_SIGNAL_CHARS = 32;
+/** Units one hello may report: an agent with more must not exist. */
+export const MAX_UNITS_PER_HELLO = 4096;
+export const MAX_TAINTS_PER_NODE = 64;
+export const MAX_LABELS_PER_OBJECT = 64;
+/** Kubernetes: prefix (253) + '/' + name (63). */
+export const MAX_LABEL_KEY_CHARS = 317;
+export const MAX_LABEL_VALUE_CHARS = 63;
+export const MAX_TAINT_KEY_CHARS = 317;
+export const MAX_TAINT_VALUE_CHARS = 63;
+export const MAX_TOLERATIONS_PER_UNIT = 64;
+/** argv entries of one unit (command + args). */
+export const MAX_ARGV_ENTRIES = 256;
+export const MAX_ARG_CHARS = 4096;
+export const MAX_ENV_VARS_PER_UNIT = 256;
+export const MAX_ENV_NAME_CHARS = 256;
+export const MAX_ENV_VALUE_CHARS = 4096;
+/** Largest cpu (millicores) or memory (MiB) figure anyone may claim: 2^40. */
+export const MAX_RESOURCE_AMOUNT = 2 ** 40;
+
+// ---- the schema helper ----------------------------------------------------
+
+/**
+ * Checks `value` found at `path`; returns null when it is a T, else one line
+ * naming the path and the problem. `__type` is a phantom: it carries T for
+ * the compiler only and is never set.
+ */
+export type Validator<T> = ((value: unknown, path: string) => string | null) & { readonly __type?: T };
+
+interface OptionalField<T> {
+  readonly optional: true;
+  readonly check: Validator<T>;
+}
+
+/** Marks a field that may be absent (or undefined). */
+export function optional<T>(check: Validator<T>): OptionalField<T> {
+  return { optional: true, check };
+}
+
+type OptionalKeys<T> = { [K in keyof T]-?: {} extends Pick<T, K> ? K : never }[keyof T];
+
+/** A field table for T: every key of T, optional ones wrapped in optional(). */
+export type FieldTable<T> = {
+  [K in keyof T]-?: K extends OptionalKeys<T> ? OptionalField<Exclude<T[K], undefined>> : Validator<T[K]>;
+};
+
+const MAX_SHOWN_CHARS = 40;
+
+/** A short, safe rendering of any value for an error message; never throws. */
+export function describe(value: unknown): string {
+  switch (typeof value) {
+    case 'undefined':
+      return 'nothing';
+    case 'string': {
+      const shown = value.length > MAX_SHOWN_CHARS ? `${value.slice(0, MAX_SHOWN_CHARS)}...` : value;
+      return `${JSON.stringify(shown)}${value.length > MAX_SHOWN_CHARS ? ` (${value.length} chars)` : ''}`;
+    }
+    case 'number':
+      return Number.isNaN(value) ? 'NaN' : String(value);
+    case 'bigint':
+      return `bigint ${value.toString().slice(0, MAX_SHOWN_CHARS)}`;
+    case 'boolean':
+      return String(value);
+    case 'symbol':
+      return 'a symbol';
+    case 'function':
+      return 'a function';
+    default:
+      if (value === null) return 'null';
+      if (Array.isArray(value)) return `an array of ${value.length}`;
+      if (ArrayBuffer.isView(value)) return `binary data of ${value.byteLength} bytes`;
+      if (value instanceof Date) return 'a timestamp';
+      if (value instanceof Map) return 'a map with non-string keys';
+      return 'an object';
+  }
+}
+
+function expected(what: string, value: unknown, path: string): string {
+  return `${path}: expected ${what}, got ${describe(value)}`;
+}
+
+/** True for a plain data object as msgpack maps decode (no class, no array). */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+export function literal<const L extends string | number>(want: L): Validator<L> {
+  return (value, path) => (value === want ? null : expected(JSON.stringify(want), value, path));
+}
+
+export function oneOf<const L extends string>(choices: readonly L[]): Validator<L> {
+  const what = `one of ${choices.map((c) => JSON.stringify(c)).join(', ')}`;
+  return (value, path) =>
+    typeof value === 'string' && (choices as readonly string[]).includes(value) ? null : expected(what, value, path);
+}
+
+export interface StringRule {
+  maxChars: number;
+  /** Refuse '' (names, ids). */
+  nonEmpty?: boolean;
+  /**
+   * Refuse control characters (names, ids, reasons: they end up in logs and
+   * tables). Otherwise only NUL is refused: it cannot cross into argv/env.
+   */
+  printable?: boolean;
+}
+
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+
+export function string(rule: StringRule): Validator<string> {
+  const what = `${rule.nonEmpty ? 'a non-empty' : 'a'} string of at most ${rule.maxChars} chars`;
+  return (value, path) => {
+    if (typeof value !== 'string') return expected(what, value, path);
+    if (rule.nonEmpty && value.length === 0) return expected(what, value, path);
+    if (value.length > rule.maxChars) return expected(what, value, path);
+    if (rule.printable ? CONTROL_CHARS.test(value) : value.includes('\u0000'))
+      return `${path}: ${rule.printable ? 'control characters' : 'NUL characters'} are not allowed, got ${describe(value)}`;
+    return null;
+  };
+}
+
+export interface IntegerRule {
+  min: number;
+  max?: number;
+}
+
+/** Safe integers within [min, max]. */
+export function integer(rule: IntegerRule): Validator<number> {
+  const max = rule.max ?? Number.MAX_SAFE_INTEGER;
+  const what =
+    rule.min === 0 && rule.max === undefined
+      ? 'a non-negative integer'
+      : rule.min === 1 && rule.max === undefined
+        ? 'a positive integer'
+        : `an integer in ${rule.min}..${max}`;
+  return (value, path) =>
+    typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min && value <= max
+      ? null
+      : expected(what, value, path);
+}
+
+export function nullable<T>(check: Validator<T>): Validator<T | null> {
+  return (value, path) => (value === null ? null : check(value, path));
+}
+
+export function array<T>(item: Validator<T>, maxItems: number): Validator<T[]> {
+  return (value, path) => {
+    if (!Array.isArray(value)) return expected(`a list of at most ${maxItems}`, value, path);
+    if (value.length > maxItems) return `${path}: at most ${maxItems} entries allowed, got ${value.length}`;
+    for (let i = 0; i < value.length; i++) {
+      const problem = item(value[i], `${path}[${i}]`);
+      if (problem !== null) return problem;
+    }
+    return null;
+  };
+}
+
+/** A string -> string map (labels). */
+export function stringMap(key: Validator<string>, val: Validator<string>, maxEntries: number): Validator<Record<string, string>> {
+  return (value, path) => {
+    if (!isPlainObject(value)) return expected(`a map of strings`, value, path);
+    const keys = Object.keys(value);
+    if (keys.length > maxEntries) return `${path}: at most ${maxEntries} entries allowed, got ${keys.length}`;
+    for (const k of keys) {
+      const keyProblem = key(k, `${path} key`);
+      if (keyProblem !== null) return keyProblem;
+      const valueProblem = val(value[k], `${path}.${k}`);
+      if (valueProblem !== null) return valueProblem;
+    }
+    return null;
+  };
+}
+
+export function object<T>(fields: FieldTable<T>): Validator<T> {
+  const table = fields as Record<string, Validator<unknown> | OptionalField<unknown>>;
+  const names = Object.keys(table);
+  return (value, path) => {
+    if (!isPlainObject(value)) return expected('an object', value, path);
+    for (const name of names) {
+      const spec = table[name];
+      const present = Object.hasOwn(value, name) && value[name] !== undefined;
+      const fieldPath = `${path}.${name}`;
+      if (typeof spec === 'function') {
+        if (!present) return `${fieldPath}: missing`;
+        const problem = spec(value[name], fieldPath);
+        if (problem !== null) return problem;
+      } else if (present) {
+        const problem = spec.check(value[name], fieldPath);
+        if (problem !== null) return problem;
+      }
+    }
+    for (const key of Object.keys(value)) {
+      if (!Object.hasOwn(table, key)) return `${path}.${key}: unknown field`;
+    }
+    return null;
+  };
+}
+
+// ---- the model ------------------------------------------------------------
+
+const name = string({ maxChars: MAX_NAME_CHARS, nonEmpty: true, printable: true });
+const id = string({ maxChars: MAX_ID_CHARS, nonEmpty: true, printable: true });
+const reason = string({ maxChars: MAX_REASON_CHARS, printable: true });
+const count = integer({ min: 0 });
+const timestampMs = integer({ min: 0 });
+const term = integer({ min: 0 });
+const amount = integer({ min: 0, max: MAX_RESOURCE_AMOUNT });
+
+export const taintEffect = oneOf(['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const);
+
+export const resources: Validator<Resources> = object<Resources>({ cpu: amount, memory: amount });
+
+export const taint: Validator<Taint> = object<Taint>({
+  key: string({ maxChars: MAX_TAINT_KEY_CHARS, nonEmpty: true, printable: true }),
+  value: optional(string({ maxChars: MAX_TAINT_VALUE_CHARS, printable: true })),
+  effect: taintEffect,
+});
+
+export const toleration: Validator<Toleration> = object<Toleration>({
+  key: optional(string({ maxChars: MAX_TAINT_KEY_CHARS, printable: true })),
+  operator: oneOf(['Exists', 'Equal'] as const),
+  value: optional(string({ maxChars: MAX_TAINT_VALUE_CHARS, printable: true })),
+  effect: optional(taintEffect),
+});
+
+export const labels = stringMap(
+  string({ maxChars: MAX_LABEL_KEY_CHARS, nonEmpty: true, printable: true }),
+  string({ maxChars: MAX_LABEL_VALUE_CHARS, printable: true }),
+  MAX_LABELS_PER_OBJECT,
+);
+
+const envVar = object<EnvVar>({
+  name: string({ maxChars: MAX_ENV_NAME_CHARS, nonEmpty: true, printable: true }),
+  value: string({ maxChars: MAX_ENV_VALUE_CHARS }),
+});
+
+const argv: Validator<string[]> = (value, path) => {
+  const problem = array(string({ maxChars: MAX_ARG_CHARS }), MAX_ARGV_ENTRIES)(value, path);
+  if (problem !== null) return problem;
+  if ((value as string[]).length === 0 || (value as string[])[0] === '')
+    return `${path}: expected a non-empty argv (command[0] is the program)`;
+  return null;
+};
+
+export const unitSpec: Validator<UnitSpec> = object<UnitSpec>({
+  containerName: name,
+  command: argv,
+  env: array(envVar, MAX_ENV_VARS_PER_UNIT),
+  resources,
+  tolerations: array(toleration, MAX_TOLERATIONS_PER_UNIT),
+});
+
+export const nodeInfo: Validator<NodeInfo> = object<NodeInfo>({
+  name,
+  capacity: resources,
+  taints: array(taint, MAX_TAINTS_PER_NODE),
+  labels,
+});
+
+export const unitReport: Validator<UnitReport> = object<UnitReport>({
+  name,
+  deployment: name,
+  phase: oneOf(['Pending', 'Running', 'Terminating', 'Succeeded', 'Failed'] as const),
+  pid: optional(integer({ min: 1 })),
+  // Exit codes are 0..255 on POSIX, but Windows reports 32-bit values.
+  exitCode: optional(integer({ min: -(2 ** 31), max: 2 ** 32 - 1 })),
+  signal: optional(string({ maxChars: MAX_SIGNAL_CHARS, nonEmpty: true, printable: true })),
+  reason: optional(reason),
+  startedAt: optional(timestampMs),
+  finishedAt: optional(timestampMs),
+  resources,
+  term,
+});
+
+// ---- the messages ---------------------------------------------------------
+
+const v = literal(PROTOCOL_VERSION as 1);
+
+const agentSchemas: { [K in AgentMessage['type']]: Validator<Extract<AgentMessage, { type: K }>> } = {
+  hello: object<HelloMessage>({
+    v,
+    type: literal('hello'),
+    node: nodeInfo,
+    agentPid: integer({ min: 1 }),
+    units: array(unitReport, MAX_UNITS_PER_HELLO),
+    highestTerm: term,
+  }),
+  heartbeat: object<HeartbeatMessage>({ v, type: literal('heartbeat'), seq: count, sentAt: timestampMs }),
+  'unit-status': object<UnitStatusMessage>({ v, type: literal('unit-status'), unit: unitReport }),
+  'unit-gone': object<UnitGoneMessage>({ v, type: literal('unit-gone'), name }),
+  'command-refused': object<CommandRefusedMessage>({
+    v,
+    type: literal('command-refused'),
+    commandId: id,
+    reason,
+  }),
+};
+
+const controlPlaneSchemas: {
+  [K in ControlPlaneMessage['type']]: Validator<Extract<ControlPlaneMessage, { type: K }>>;
+} = {
+  welcome: object<WelcomeMessage>({
+    v,
+    type: literal('welcome'),
+    replicaId: id,
+    term,
+    leaderId: nullable(id),
+    heartbeatIntervalMs: integer({ min: 1 }),
+  }),
+  spawn: object<SpawnCommand>({
+    v,
+    type: literal('spawn'),
+    commandId: id,
+    term,
+    leaderId: id,
+    unit: object<SpawnCommand['unit']>({ name, deployment: name, spec: unitSpec }),
+  }),
+  terminate: object<TerminateCommand>({
+    v,
+    type: literal('terminate'),
+    commandId: id,
+    term,
+    leaderId: id,
+    name,
+    gracePeriodMs: integer({ min: 0 }),
+    reason,
+  }),
+  forget: object<ForgetCommand>({ v, type: literal('forget'), commandId: id, term, leaderId: id, name }),
+  leader: object<LeaderMessage>({ v, type: literal('leader'), term, leaderId: nullable(id) }),
+};
+
+export type Validated<M> = { ok: true; msg: M } | { ok: false; error: string };
+
+function validateEnvelope<M>(
+  value: unknown,
+  schemas: Record<string, Validator<unknown>>,
+  otherSide: Record<string, unknown>,
+  sender: string,
+): Validated<M> {
+  if (!isPlainObject(value)) return { ok: false, error: `frame is not a map, got ${describe(value)}` };
+  if (!Object.hasOwn(value, 'v') || value.v === undefined) return { ok: false, error: 'frame has no protocol version "v"' };
+  if (value.v !== PROTOCOL_VERSION) return { ok: false, error: `unsupported protocol version ${describe(value.v)}` };
+  const type = Object.hasOwn(value, 'type') ? value.type : undefined;
+  if (typeof type !== 'string') return { ok: false, error: `frame has no message type, got ${describe(type)}` };
+  if (!Object.hasOwn(schemas, type)) {
+    const hint = Object.hasOwn(otherSide, type) ? ` (not a message ${sender} sends)` : '';
+    return { ok: false, error: `unknown message type ${describe(type)}${hint}` };
+  }
+  const problem = schemas[type](value, type);
+  return problem === null ? { ok: true, msg: value as M } : { ok: false, error: problem };
+}
+
+/** Checks a decoded value is an AgentMessage; never throws. */
+export function validateAgentMessage(value: unknown): Validated<AgentMessage> {
+  return validateEnvelope<AgentMessage>(value, agentSchemas, controlPlaneSchemas, 'an agent');
+}
+
+/** Checks a decoded value is a ControlPlaneMessage; never throws. */
+export function validateControlPlaneMessage(value: unknown): Validated<ControlPlaneMessage> {
+  return validateEnvelope<ControlPlaneMessage>(value, controlPlaneSchemas, agentSchemas, 'the control plane');
+}
