@@ -1,0 +1,338 @@
+// test/unit/codec.test.ts -- the agent <-> control-plane frame codec:
+// every message survives a round trip, every kind of bad frame is refused
+// with a one-line reason naming the cause, and no input (random bytes,
+// mutated valid frames) ever makes a decoder throw.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Packr } from 'msgpackr';
+import { decodeAgentMessage, decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
+import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../../shared/protocol/messages.ts';
+import { MAX_UNITS_PER_HELLO, MAX_NAME_CHARS } from '../../shared/protocol/validate.ts';
+import type { UnitReport, UnitSpec } from '../../shared/model.ts';
+
+/** Encodes anything, bypassing the typed encoder, to forge bad frames. */
+const raw = new Packr({ useRecords: false });
+const forge = (value: unknown): Buffer => raw.pack(value);
+
+/** mulberry32: a small seeded PRNG so every fuzz failure can be replayed. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const report: UnitReport = {
+  name: 'web-1',
+  deployment: 'web',
+  phase: 'Failed',
+  pid: 4242,
+  exitCode: 1,
+  signal: 'SIGKILL',
+  reason: 'Killed',
+  startedAt: 1_700_000_000_000,
+  finishedAt: 1_700_000_005_000,
+  resources: { cpu: 1000, memory: 2048 },
+  term: 3,
+};
+
+const minimalReport: UnitReport = {
+  name: 'web-2',
+  deployment: 'web',
+  phase: 'Pending',
+  resources: { cpu: 100, memory: 128 },
+  term: 0,
+};
+
+const spec: UnitSpec = {
+  containerName: 'web',
+  command: ['sleep', '3600'],
+  env: [{ name: 'GREETING', value: 'hello' }],
+  resources: { cpu: 1000, memory: 2048 },
+  tolerations: [
+    { key: 'gpu-only', operator: 'Exists' },
+    { key: 'zone', operator: 'Equal', value: 'b', effect: 'NoExecute' },
+    { operator: 'Exists' },
+  ],
+};
+
+const agentMessages: AgentMessage[] = [
+  {
+    v: 1,
+    type: 'hello',
+    node: {
+      name: 'node-c',
+      capacity: { cpu: 4000, memory: 8192 },
+      taints: [{ key: 'gpu-only', effect: 'NoSchedule' }, { key: 'zone', value: 'b', effect: 'PreferNoSchedule' }],
+      labels: { zone: 'b', 'kubernetes.io/hostname': 'node-c' },
+    },
+    agentPid: 1234,
+    units: [report, minimalReport],
+    highestTerm: 3,
+  },
+  { v: 1, type: 'heartbeat', seq: 17, sentAt: 1_700_000_000_123 },
+  { v: 1, type: 'unit-status', unit: report },
+  { v: 1, type: 'unit-gone', name: 'web-1' },
+  { v: 1, type: 'command-refused', commandId: 'c-1', reason: 'stale term 3 < highest seen 4' },
+];
+
+const controlPlaneMessages: ControlPlaneMessage[] = [
+  { v: 1, type: 'welcome', replicaId: 'cp-1', term: 4, leaderId: 'cp-2', heartbeatIntervalMs: 1000 },
+  { v: 1, type: 'welcome', replicaId: 'cp-1', term: 0, leaderId: null, heartbeatIntervalMs: 1000 },
+  { v: 1, type: 'spawn', commandId: 'c-2', term: 4, leaderId: 'cp-2', unit: { name: 'web-1', deployment: 'web', spec } },
+  {
+    v: 1,
+    type: 'terminate',
+    commandId: 'c-3',
+    term: 4,
+    leaderId: 'cp-2',
+    name: 'web-1',
+    gracePeriodMs: 5000,
+    reason: 'scaled down',
+  },
+  { v: 1, type: 'forget', commandId: 'c-4', term: 4, leaderId: 'cp-2', name: 'web-1' },
+  { v: 1, type: 'leader', term: 5, leaderId: 'cp-3' },
+  { v: 1, type: 'leader', term: 5, leaderId: null },
+];
+
+function refusedAsAgent(frame: Uint8Array): string {
+  const result = decodeAgentMessage(frame);
+  assert.equal(result.ok, false, 'frame should have been refused');
+  return (result as { error: string }).error;
+}
+
+function refusedAsControlPlane(frame: Uint8Array): string {
+  const result = decodeControlPlaneMessage(frame);
+  assert.equal(result.ok, false, 'frame should have been refused');
+  return (result as { error: string }).error;
+}
+
+/** A deep copy of a message with one field replaced (path of keys/indices). */
+function withField(msg: object, path: (string | number)[], value: unknown): unknown {
+  const copy = structuredClone(msg) as Record<string | number, unknown>;
+  let at: Record<string | number, unknown> = copy;
+  for (const key of path.slice(0, -1)) at = at[key] as Record<string | number, unknown>;
+  const last = path[path.length - 1];
+  if (value === undefined) delete at[last];
+  else at[last] = value;
+  return copy;
+}
+
+test('every agent message survives an encode/decode round trip unchanged', () => {
+  for (const msg of agentMessages) {
+    const result = decodeAgentMessage(encodeMessage(msg));
+    assert.deepEqual(result, { ok: true, msg }, msg.type);
+  }
+});
+
+test('every control-plane message survives an encode/decode round trip unchanged', () => {
+  for (const msg of controlPlaneMessages) {
+    const result = decodeControlPlaneMessage(encodeMessage(msg));
+    assert.deepEqual(result, { ok: true, msg }, msg.type);
+  }
+});
+
+test('an optional field set to undefined is left out of the frame and decodes as absent', () => {
+  const msg: AgentMessage = { v: 1, type: 'unit-status', unit: { ...minimalReport, pid: undefined, reason: undefined } };
+  const result = decodeAgentMessage(encodeMessage(msg));
+  assert.ok(result.ok);
+  assert.deepEqual(Object.keys((result.msg as { unit: object }).unit).sort(), Object.keys(minimalReport).sort());
+});
+
+test('frames are plain msgpack maps that a generic decoder reads', () => {
+  const frame = encodeMessage(controlPlaneMessages[0]);
+  // 0x86: a fixmap of 6 entries, not msgpackr's record extension.
+  assert.equal(frame[0], 0x86);
+  assert.deepEqual(new Packr({ useRecords: false }).unpack(frame), controlPlaneMessages[0]);
+});
+
+test('a frame larger than MAX_FRAME_BYTES is refused before it is decoded', () => {
+  const big = new Uint8Array(2 * MAX_FRAME_BYTES);
+  assert.equal(refusedAsAgent(big), 'frame of 2097152 bytes exceeds limit 1048576');
+  assert.equal(refusedAsControlPlane(big), 'frame of 2097152 bytes exceeds limit 1048576');
+});
+
+test('encoding a message that would exceed MAX_FRAME_BYTES fails loudly instead of sending it', () => {
+  const huge: AgentMessage = { v: 1, type: 'unit-gone', name: 'x'.repeat(MAX_FRAME_BYTES) };
+  assert.throws(() => encodeMessage(huge), /unit-gone frame of \d+ bytes exceeds limit 1048576/);
+});
+
+test('bytes that are not msgpack are refused as undecodable', () => {
+  // An array header promising two items, then one.
+  assert.match(refusedAsAgent(Buffer.from([0x92, 0x01])), /^undecodable msgpack frame: /);
+  // A map header promising one entry, then nothing.
+  assert.match(refusedAsAgent(Buffer.from([0x81])), /^undecodable msgpack frame: /);
+  // A valid value followed by trailing garbage.
+  assert.match(refusedAsAgent(Buffer.concat([encodeMessage(agentMessages[1]), Buffer.from([1, 2, 3])])), /^undecodable msgpack frame: /);
+  assert.equal(refusedAsAgent(new Uint8Array(0)), 'empty frame');
+});
+
+test('a frame that is not a map is refused', () => {
+  assert.equal(refusedAsAgent(forge([1, 2])), 'frame is not a map, got an array of 2');
+  assert.equal(refusedAsAgent(forge('hello')), 'frame is not a map, got "hello"');
+  assert.equal(refusedAsControlPlane(forge(null)), 'frame is not a map, got null');
+  assert.equal(refusedAsControlPlane(forge(Buffer.from('xy'))), 'frame is not a map, got binary data of 2 bytes');
+});
+
+test('a frame with another protocol version is refused naming the version', () => {
+  assert.equal(refusedAsAgent(forge({ ...agentMessages[1], v: 2 })), 'unsupported protocol version 2');
+  assert.equal(refusedAsAgent(forge({ ...agentMessages[1], v: '1' })), 'unsupported protocol version "1"');
+  assert.equal(refusedAsAgent(forge({ type: 'heartbeat', seq: 1, sentAt: 1 })), 'frame has no protocol version "v"');
+});
+
+test('an unknown message type is refused naming the type', () => {
+  assert.equal(refusedAsAgent(forge({ v: 1, type: 'foo' })), 'unknown message type "foo"');
+  assert.equal(refusedAsAgent(forge({ v: 1 })), 'frame has no message type, got nothing');
+  assert.equal(refusedAsAgent(forge({ v: 1, type: 7 })), 'frame has no message type, got 7');
+});
+
+test('a message sent in the wrong direction is refused as unknown to that side', () => {
+  assert.equal(
+    refusedAsAgent(encodeMessage(controlPlaneMessages[0])),
+    'unknown message type "welcome" (not a message an agent sends)',
+  );
+  assert.equal(
+    refusedAsControlPlane(encodeMessage(agentMessages[0])),
+    'unknown message type "hello" (not a message the control plane sends)',
+  );
+});
+
+test('wrong or missing fields are refused with the path of the field at fault', () => {
+  const hello = agentMessages[0];
+  const cases: Array<[unknown, string]> = [
+    [withField(hello, ['node', 'capacity', 'cpu'], 'x'), 'hello.node.capacity.cpu: expected an integer in 0..1099511627776, got "x"'],
+    [withField(hello, ['node', 'capacity', 'memory'], -1), 'hello.node.capacity.memory: expected an integer in 0..1099511627776, got -1'],
+    [withField(hello, ['node', 'name'], undefined), 'hello.node.name: missing'],
+    [withField(hello, ['node', 'name'], ''), 'hello.node.name: expected a non-empty string of at most 253 chars, got ""'],
+    [withField(hello, ['node', 'taints', 1, 'effect'], 'Sometimes'), 'hello.node.taints[1].effect: expected one of "NoSchedule", "PreferNoSchedule", "NoExecute", got "Sometimes"'],
+    [withField(hello, ['node', 'labels', 'zone'], 3), 'hello.node.labels.zone: expected a string of at most 63 chars, got 3'],
+    [withField(hello, ['units', 1, 'phase'], 'Lost'), 'hello.units[1].phase: expected one of "Pending", "Running", "Terminating", "Succeeded", "Failed", got "Lost"'],
+    [withField(hello, ['units', 0, 'pid'], 1.5), 'hello.units[0].pid: expected a positive integer, got 1.5'],
+    [withField(hello, ['units', 0, 'pid'], null), 'hello.units[0].pid: expected a positive integer, got null'],
+    [withField(hello, ['units', 0, 'term'], 2 ** 60), `hello.units[0].term: expected a non-negative integer, got ${2 ** 60}`],
+    [withField(hello, ['agentPid'], 0), 'hello.agentPid: expected a positive integer, got 0'],
+    [withField(hello, ['units'], {}), `hello.units: expected a list of at most ${MAX_UNITS_PER_HELLO}, got an object`],
+    [withField(hello, ['node', 'extra'], true), 'hello.node.extra: unknown field'],
+    [withField(hello, ['node', 'name'], 'node\nc'), 'hello.node.name: control characters are not allowed, got "node\\nc"'],
+    [withField(agentMessages[1], ['seq'], '1'), 'heartbeat.seq: expected a non-negative integer, got "1"'],
+    [withField(agentMessages[3], ['name'], 'x'.repeat(MAX_NAME_CHARS + 1)), `unit-gone.name: expected a non-empty string of at most 253 chars, got "${'x'.repeat(40)}..." (254 chars)`],
+    [withField(agentMessages[4], ['commandId'], undefined), 'command-refused.commandId: missing'],
+  ];
+  for (const [msg, error] of cases) assert.equal(refusedAsAgent(forge(msg)), error);
+});
+
+test('wrong fields deep inside a spawn command are refused with their path', () => {
+  const spawn = controlPlaneMessages[2];
+  const cases: Array<[unknown, string]> = [
+    [withField(spawn, ['unit', 'spec', 'command'], []), 'spawn.unit.spec.command: expected a non-empty argv (command[0] is the program)'],
+    [withField(spawn, ['unit', 'spec', 'command', 1], 'a\u0000b'), 'spawn.unit.spec.command[1]: NUL characters are not allowed, got "a\\u0000b"'],
+    [withField(spawn, ['unit', 'spec', 'env', 0, 'value'], 5), 'spawn.unit.spec.env[0].value: expected a string of at most 4096 chars, got 5'],
+    [withField(spawn, ['unit', 'spec', 'tolerations', 0, 'operator'], 'In'), 'spawn.unit.spec.tolerations[0].operator: expected one of "Exists", "Equal", got "In"'],
+    [withField(spawn, ['unit', 'spec', 'resources'], undefined), 'spawn.unit.spec.resources: missing'],
+    [withField(spawn, ['unit', 'spec', 'image'], 'nginx'), 'spawn.unit.spec.image: unknown field'],
+    [withField(spawn, ['term'], -1), 'spawn.term: expected a non-negative integer, got -1'],
+    [withField(spawn, ['leaderId'], null), 'spawn.leaderId: expected a non-empty string of at most 128 chars, got null'],
+    [withField(controlPlaneMessages[0], ['leaderId'], undefined), 'welcome.leaderId: missing'],
+    [withField(controlPlaneMessages[0], ['heartbeatIntervalMs'], 0), 'welcome.heartbeatIntervalMs: expected a positive integer, got 0'],
+    [withField(controlPlaneMessages[3], ['gracePeriodMs'], 1e400), 'terminate.gracePeriodMs: expected a non-negative integer, got Infinity'],
+  ];
+  for (const [msg, error] of cases) assert.equal(refusedAsControlPlane(forge(msg)), error);
+});
+
+test('lists longer than their named maximum are refused', () => {
+  const units = Array.from({ length: MAX_UNITS_PER_HELLO + 1 }, (_, i) => ({ ...minimalReport, name: `u-${i}` }));
+  const frame = forge(withField(agentMessages[0], ['units'], units));
+  assert.ok(frame.length <= MAX_FRAME_BYTES);
+  assert.equal(refusedAsAgent(frame), `hello.units: at most ${MAX_UNITS_PER_HELLO} entries allowed, got ${MAX_UNITS_PER_HELLO + 1}`);
+});
+
+test('a map key of __proto__ cannot change the prototype of a decoded object', () => {
+  // Hand-built: {v:1, type:'heartbeat', seq:1, sentAt:1, __proto__: {}}
+  const frame = Buffer.concat([
+    Buffer.from([0x85]),
+    forge('v'), forge(1), forge('type'), forge('heartbeat'), forge('seq'), forge(1), forge('sentAt'), forge(1),
+    forge('__proto__'), forge({ polluted: true }),
+  ]);
+  const error = refusedAsAgent(frame);
+  assert.match(error, /^heartbeat\.__proto_*: unknown field$/);
+  assert.equal(({} as Record<string, unknown>).polluted, undefined);
+});
+
+test('msgpack extension values (timestamps, bigints) are refused as wrong types', () => {
+  assert.equal(
+    refusedAsAgent(forge({ v: 1, type: 'heartbeat', seq: 1, sentAt: new Date(5) })),
+    'heartbeat.sentAt: expected a non-negative integer, got a timestamp',
+  );
+  assert.equal(
+    refusedAsAgent(forge({ v: 1, type: 'heartbeat', seq: 2n ** 63n, sentAt: 1 })),
+    'heartbeat.seq: expected a non-negative integer, got bigint 9223372036854775808',
+  );
+});
+
+test('thousands of seeded random buffers are refused without a throw', () => {
+  const seed = 20240601;
+  const rand = prng(seed);
+  for (let i = 0; i < 4000; i++) {
+    const length = Math.floor(rand() * 64);
+    const buf = new Uint8Array(length);
+    // Bias the first byte towards map headers so many reach the validator.
+    for (let j = 0; j < length; j++) buf[j] = Math.floor(rand() * 256);
+    if (length > 0 && rand() < 0.5) buf[0] = 0x80 | Math.floor(rand() * 16);
+    for (const decode of [decodeAgentMessage, decodeControlPlaneMessage]) {
+      let result: ReturnType<typeof decodeAgentMessage> | ReturnType<typeof decodeControlPlaneMessage>;
+      try {
+        result = decode(buf);
+      } catch (err) {
+        assert.fail(`seed ${seed} buffer ${i} (${Buffer.from(buf).toString('hex')}) threw: ${String(err)}`);
+      }
+      if (!result.ok) {
+        assert.equal(typeof result.error, 'string');
+        assert.ok(!result.error.includes('\n'), `seed ${seed} buffer ${i}: error is more than one line`);
+      }
+    }
+  }
+});
+
+test('thousands of seeded mutations of valid frames never throw and never pass an invalid message', () => {
+  const seed = 77;
+  const rand = prng(seed);
+  const frames = [
+    ...agentMessages.map((m) => ({ frame: encodeMessage(m), decode: decodeAgentMessage as (b: Uint8Array) => { ok: boolean; msg?: unknown; error?: string } })),
+    ...controlPlaneMessages.map((m) => ({ frame: encodeMessage(m), decode: decodeControlPlaneMessage as (b: Uint8Array) => { ok: boolean; msg?: unknown; error?: string } })),
+  ];
+  let refused = 0;
+  for (let i = 0; i < 4000; i++) {
+    const { frame, decode } = frames[Math.floor(rand() * frames.length)];
+    let mutated = Buffer.from(frame);
+    const kind = Math.floor(rand() * 4);
+    if (kind === 0) {
+      mutated[Math.floor(rand() * mutated.length)] = Math.floor(rand() * 256);
+    } else if (kind === 1) {
+      mutated = mutated.subarray(0, Math.floor(rand() * mutated.length));
+    } else if (kind === 2) {
+      const at = Math.floor(rand() * mutated.length);
+      mutated = Buffer.concat([mutated.subarray(0, at), Buffer.from([Math.floor(rand() * 256)]), mutated.subarray(at)]);
+    } else {
+      for (let k = 0; k < 4; k++) mutated[Math.floor(rand() * mutated.length)] ^= 1 << Math.floor(rand() * 8);
+    }
+    let result;
+    try {
+      result = decode(mutated);
+    } catch (err) {
+      assert.fail(`seed ${seed} mutation ${i} (${mutated.toString('hex')}) threw: ${String(err)}`);
+    }
+    if (result.ok) {
+      // Whatever passes must re-encode and decode to the same message: the
+      // validator let through only well-formed data.
+      assert.deepEqual(decode(encodeMessage(result.msg as AgentMessage)), result, `seed ${seed} mutation ${i}`);
+    } else {
+      refused++;
+    }
+  }
+  assert.ok(refused > 2000, `most mutations should be refused, only ${refused} were`);
+});
