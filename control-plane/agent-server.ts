@@ -1,0 +1,130 @@
+// control-plane/agent-server.ts -- the agent side of a replica: a WebSocket
+// endpoint (`/agent`) every node agent holds open to every replica. Frames
+// are validated at the socket (shared/protocol/codec.ts) before anything
+// trusts them: a bad frame is logged with its reason and that connection is
+// closed; the process keeps running. Reports feed the NodeRegistry; commands
+// go out only through `send`, which the leader's controller calls.
+
+import type http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { timingSafeEqual } from 'node:crypto';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
+import { MAX_FRAME_BYTES, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import type { NodeRegistry } from './registry/node-registry.ts';
+
+export const HELLO_TIMEOUT_MS = 5000;
+
+export interface AgentServerDeps {
+  replicaId: string;
+  token: string;
+  registry: NodeRegistry;
+  now: () => number;
+  heartbeatIntervalMs: number;
+  leadership: () => { term: number; leaderId: string | null };
+  log: (line: string) => void;
+  /** A command was refused by an agent (stale term, ...). */
+  onRefused?: (node: string, commandId: string, reason: string) => void;
+}
+
+export class AgentServer {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
+  private readonly sockets = new Map<string, WebSocket>();
+
+  constructor(private readonly deps: AgentServerDeps) {}
+
+  /** Route an HTTP upgrade on `/agent`; returns false for other paths. */
+  handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/agent') return false;
+    const auth = req.headers.authorization ?? '';
+    const given = Buffer.from(auth.startsWith('Bearer ') ? auth.slice(7).trim() : '');
+    const want = Buffer.from(this.deps.token);
+    if (given.length !== want.length || !timingSafeEqual(given, want)) {
+      this.deps.log(`agent connection from ${req.socket.remoteAddress} refused: ${auth ? 'invalid' : 'missing'} token`);
+      socket.end('HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\ninvalid or missing token\n');
+      return true;
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req.socket.remoteAddress ?? '?'));
+    return true;
+  }
+
+  private accept(ws: WebSocket, peer: string): void {
+    let node: string | null = null;
+    const helloTimer = setTimeout(() => {
+      if (!node) this.reject(ws, peer, 'no hello within ' + HELLO_TIMEOUT_MS + ' ms');
+    }, HELLO_TIMEOUT_MS);
+    ws.on('error', (err) => this.deps.log(`agent ${node ?? peer}: socket error: ${err.message}`));
+    ws.on('close', () => {
+      clearTimeout(helloTimer);
+      if (node && this.sockets.get(node) === ws) {
+        this.sockets.delete(node);
+        this.deps.registry.disconnected(node);
+      }
+    });
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) return this.reject(ws, node ?? peer, 'text frame (expected binary msgpack)');
+      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      const decoded = decodeAgentMessage(buf);
+      if (!decoded.ok) return this.reject(ws, node ?? peer, decoded.error);
+      const msg = decoded.msg;
+      const now = this.deps.now();
+      if (node === null && msg.type !== 'hello') return this.reject(ws, peer, `first frame must be hello, got ${msg.type}`);
+      switch (msg.type) {
+        case 'hello': {
+          if (node !== null && node !== msg.node.name) return this.reject(ws, node, `hello for a different node ${msg.node.name}`);
+          node = msg.node.name;
+          clearTimeout(helloTimer);
+          const old = this.sockets.get(node);
+          if (old && old !== ws) old.close(4000, 'replaced by a newer connection');
+          this.sockets.set(node, ws);
+          const { term, leaderId } = this.deps.leadership();
+          this.sendTo(ws, { v: 1, type: 'welcome', replicaId: this.deps.replicaId, term, leaderId, heartbeatIntervalMs: this.deps.heartbeatIntervalMs });
+          this.deps.registry.hello(msg.node, msg.agentPid, msg.units, msg.highestTerm, now);
+          return;
+        }
+        case 'heartbeat':
+          return this.deps.registry.heartbeat(node!, now);
+        case 'unit-status':
+          return this.deps.registry.unitStatus(node!, msg.unit);
+        case 'unit-gone':
+          return this.deps.registry.unitGone(node!, msg.name);
+        case 'command-refused':
+          this.deps.log(`agent ${node} refused command ${msg.commandId}: ${msg.reason}`);
+          this.deps.onRefused?.(node!, msg.commandId, msg.reason);
+          return;
+      }
+    });
+  }
+
+  private reject(ws: WebSocket, who: string, reason: string): void {
+    this.deps.log(`agent ${who}: frame refused: ${reason}; closing the connection`);
+    ws.close(1008, reason.slice(0, 120));
+  }
+
+  private sendTo(ws: WebSocket, msg: ControlPlaneMessage): boolean {
+    if (ws.readyState !== ws.OPEN) return false;
+    ws.send(encodeMessage(msg));
+    return true;
+  }
+
+  /** Send a command to a node's agent; false if it is not connected here. */
+  send(node: string, cmd: Command): boolean {
+    const ws = this.sockets.get(node);
+    return ws ? this.sendTo(ws, cmd) : false;
+  }
+
+  /** Tell every connected agent about a leadership change (fencing). */
+  broadcastLeader(term: number, leaderId: string | null): void {
+    for (const ws of this.sockets.values()) this.sendTo(ws, { v: 1, type: 'leader', term, leaderId });
+  }
+
+  connected(node: string): boolean {
+    return this.sockets.has(node);
+  }
+
+  close(): void {
+    for (const ws of this.sockets.values()) ws.terminate();
+    this.wss.close();
+  }
+}

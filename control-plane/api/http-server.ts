@@ -1,0 +1,268 @@
+// control-plane/api/http-server.ts -- the HTTP API of the contract on one
+// replica: resources (nodes, units, deployments, events), watch streams of
+// JSON lines, writes that answer only once durable (committed and applied),
+// and the cluster status. Every error is `{"error": "<one line>"}` with a
+// fitting status; no input can crash the process.
+//
+// Followers do not serve /v1 themselves: `forward` (set by main) proxies the
+// request to the leader, so every replica answers with the cluster's view.
+
+import http from 'node:http';
+import { timingSafeEqual } from 'node:crypto';
+import { nanoid } from 'nanoid';
+import { ManifestError, unitSpecHash, validateManifest } from '../../shared/manifest.ts';
+import type { EventLog } from '../events.ts';
+import type { NodeRegistry } from '../registry/node-registry.ts';
+import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
+import { NoQuorumError, NotLeaderError, type ReplicatedStore } from '../store/store.ts';
+import {
+  allDeploymentViews,
+  allNodeViews,
+  allUnitViews,
+  eventView,
+  type ApiObject,
+  type ViewSource,
+} from './views.ts';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+export const MAX_WATCHERS = 256;
+export const MAX_REPLICAS_PER_DEPLOYMENT = 1000;
+
+export class HttpError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+export interface ApiDeps {
+  store: ReplicatedStore;
+  registry: NodeRegistry;
+  events: EventLog;
+  token: string;
+  now: () => number;
+  /** GET /v1/cluster: the status object of the contract. */
+  clusterStatus: () => Promise<unknown>;
+  /** This replica's own status (GET /v1/replica), for peers' /v1/cluster. */
+  replicaStatus: () => unknown;
+  /** Proxy to the leader when this replica is not it; returns true if handled. */
+  forward?: (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => Promise<boolean>;
+  /** A change signal for watch streams (desired or observed state changed). */
+  subscribe: (fn: () => void) => () => void;
+}
+
+type Resource = 'nodes' | 'units' | 'deployments' | 'events';
+const RESOURCES = new Set<Resource>(['nodes', 'units', 'deployments', 'events']);
+const KIND: Record<Resource, string> = { nodes: 'Node', units: 'Unit', deployments: 'Deployment', events: 'Event' };
+
+export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function tokenOk(header: string | undefined, token: string): boolean {
+  if (!header || !header.startsWith('Bearer ')) return false;
+  const a = Buffer.from(header.slice(7).trim());
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export async function readBody(req: http.IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new HttpError(413, `request body exceeds ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function parseJson(body: Buffer): unknown {
+  if (body.length === 0) throw new HttpError(400, 'request body is empty (expected JSON)');
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (e) {
+    throw new HttpError(400, `invalid JSON: ${(e as Error).message}`);
+  }
+}
+
+export class ApiServer {
+  readonly server: http.Server;
+  private watchers = 0;
+
+  constructor(private readonly deps: ApiDeps) {
+    this.server = http.createServer((req, res) => {
+      this.handle(req, res).catch((err) => this.fail(res, err));
+    });
+    this.server.on('clientError', (_err, socket) => socket.destroy());
+  }
+
+  private src(): ViewSource {
+    return { state: this.deps.store.state, observed: this.deps.registry.nodes };
+  }
+
+  private fail(res: http.ServerResponse, err: unknown): void {
+    if (err instanceof HttpError) return sendJson(res, err.status, { error: err.message });
+    if (err instanceof ManifestError) return sendJson(res, 400, { error: err.message });
+    if (err instanceof NoQuorumError) return sendJson(res, 503, { error: err.message, outcome: err.outcome });
+    if (err instanceof NotLeaderError) return sendJson(res, 503, { error: err.message });
+    console.error(`api: internal error: ${(err as Error)?.stack ?? String(err)}`);
+    sendJson(res, 500, { error: `internal error: ${(err as Error)?.message ?? String(err)}` });
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const method = req.method ?? 'GET';
+    if (url.pathname === '/healthz') return sendJson(res, 200, { ok: true });
+    if (url.pathname === '/readyz') {
+      const leader = this.deps.store.leaderId();
+      return leader ? sendJson(res, 200, { ok: true, leader }) : sendJson(res, 503, { error: 'no leader known yet' });
+    }
+    if (!tokenOk(req.headers.authorization, this.deps.token)) {
+      throw new HttpError(401, req.headers.authorization ? 'invalid token' : 'missing token: send Authorization: Bearer <token>');
+    }
+    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    if (parts[0] !== 'v1') throw new HttpError(404, `no such path ${url.pathname}`);
+    if (parts[1] === 'replica' && parts.length === 2) return sendJson(res, 200, this.deps.replicaStatus());
+    if (parts[1] === 'cluster' && parts.length === 2) return sendJson(res, 200, await this.deps.clusterStatus());
+
+    const body = method === 'GET' || method === 'DELETE' ? Buffer.alloc(0) : await readBody(req);
+    if (!this.deps.store.isLeader() && this.deps.forward) {
+      if (await this.deps.forward(req, res, body)) return;
+    }
+
+    const resource = parts[1] as Resource;
+    if (!RESOURCES.has(resource)) throw new HttpError(404, `unknown resource "${parts[1] ?? ''}" (nodes, units, deployments, events)`);
+    const name = parts[2];
+
+    if (method === 'GET') {
+      if (parts.length > 3) throw new HttpError(404, `no such path ${url.pathname}`);
+      if (!this.deps.store.isLeader()) throw new NotLeaderError(this.deps.store.leaderId());
+      await this.deps.store.readBarrier();
+      if (name === undefined && (url.searchParams.get('watch') === '1' || url.searchParams.get('watch') === 'true')) return this.watch(resource, req, res);
+      const items = this.list(resource);
+      if (name === undefined) return sendJson(res, 200, { kind: `${KIND[resource]}List`, items });
+      const found = items.find((o) => o.metadata.name === name);
+      if (!found) throw new HttpError(404, `${resource} "${name}" not found`);
+      return sendJson(res, 200, found);
+    }
+
+    if (resource === 'deployments' && name && method === 'PUT' && parts.length === 3) {
+      const obj = parseJson(body);
+      const { manifest, unitSpec } = validateManifest(obj);
+      if (manifest.metadata.name !== name) throw new HttpError(400, `metadata.name "${manifest.metadata.name}" does not match the URL name "${name}"`);
+      const r = await this.write({ type: 'deployment.apply', at: this.deps.now(), uid: nanoid(), manifest, unitSpec, specHash: unitSpecHash(unitSpec) });
+      return sendJson(res, r.created ? 201 : 200, this.one('deployments', name));
+    }
+    if (resource === 'deployments' && name && parts[3] === 'scale' && parts.length === 4 && (method === 'PATCH' || method === 'PUT')) {
+      const obj = parseJson(body) as { replicas?: unknown; spec?: { replicas?: unknown } };
+      const replicas = obj?.replicas ?? obj?.spec?.replicas;
+      if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0 || replicas > MAX_REPLICAS_PER_DEPLOYMENT) {
+        throw new HttpError(400, `replicas: expected an integer 0..${MAX_REPLICAS_PER_DEPLOYMENT}, got ${JSON.stringify(replicas)}`);
+      }
+      await this.write({ type: 'deployment.scale', at: this.deps.now(), name, replicas });
+      return sendJson(res, 200, this.one('deployments', name));
+    }
+    if ((resource === 'deployments' || resource === 'units') && name && method === 'DELETE' && parts.length === 3) {
+      const before = this.list(resource).find((o) => o.metadata.name === name);
+      if (resource === 'deployments') await this.write({ type: 'deployment.delete', at: this.deps.now(), name });
+      else {
+        if (!this.deps.store.state.units.has(name)) throw new HttpError(404, `units "${name}" not found`);
+        await this.write({ type: 'unit.delete', at: this.deps.now(), name, reason: 'deleted through the API' });
+      }
+      return sendJson(res, 200, before ?? { kind: KIND[resource], metadata: { name } });
+    }
+    if (resource === 'nodes' && name && method === 'PATCH' && parts.length === 3) {
+      const obj = parseJson(body) as { unschedulable?: unknown; spec?: { unschedulable?: unknown } };
+      const u = obj?.unschedulable ?? obj?.spec?.unschedulable;
+      if (typeof u !== 'boolean') throw new HttpError(400, `unschedulable: expected true or false, got ${JSON.stringify(u)}`);
+      await this.write({ type: 'node.cordon', at: this.deps.now(), name, unschedulable: u });
+      return sendJson(res, 200, this.one('nodes', name));
+    }
+    throw new HttpError(405, `${method} is not supported on ${url.pathname}`);
+  }
+
+  private async write(cmd: StoreCommand): Promise<ApplyResult & { ok: true }> {
+    const r = await this.deps.store.propose(cmd);
+    if (!r.ok) throw new HttpError(r.code, r.error);
+    return r;
+  }
+
+  private one(resource: Resource, name: string): ApiObject {
+    const o = this.list(resource).find((x) => x.metadata.name === name);
+    if (!o) throw new HttpError(404, `${resource} "${name}" not found`);
+    return o;
+  }
+
+  list(resource: Resource): ApiObject[] {
+    switch (resource) {
+      case 'nodes':
+        return allNodeViews(this.src());
+      case 'units':
+        return allUnitViews(this.src());
+      case 'deployments':
+        return allDeploymentViews(this.src());
+      case 'events':
+        return this.deps.events.list().map(eventView);
+    }
+  }
+
+  /** A watch: current objects first as ADDED, then every change as a JSON
+   *  line. Changes are coalesced per tick and diffed against what this
+   *  watcher was last sent, so a slow reader never sees a replayed history. */
+  private watch(resource: Resource, req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (this.watchers >= MAX_WATCHERS) throw new HttpError(429, `too many watchers (max ${MAX_WATCHERS})`);
+    this.watchers++;
+    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
+    const line = (type: string, object: unknown) => res.write(JSON.stringify({ type, object }) + '\n');
+    let unsubscribe: () => void;
+    if (resource === 'events') {
+      for (const e of this.deps.events.list()) line('ADDED', eventView(e));
+      unsubscribe = this.deps.events.subscribe((e) => line('ADDED', eventView(e)));
+    } else {
+      const sent = new Map<string, string>();
+      let pending = false;
+      const flush = () => {
+        pending = false;
+        if (!this.deps.store.isLeader()) {
+          res.end(); // leadership moved: the client reconnects and is forwarded
+          return;
+        }
+        const seen = new Set<string>();
+        for (const o of this.list(resource)) {
+          const n = o.metadata.name;
+          seen.add(n);
+          const text = JSON.stringify(o);
+          const prev = sent.get(n);
+          if (prev === text) continue;
+          sent.set(n, text);
+          res.write(`{"type":"${prev === undefined ? 'ADDED' : 'MODIFIED'}","object":${text}}\n`);
+        }
+        for (const [n, text] of sent) {
+          if (!seen.has(n)) {
+            sent.delete(n);
+            res.write(`{"type":"DELETED","object":${text}}\n`);
+          }
+        }
+      };
+      flush();
+      unsubscribe = this.deps.subscribe(() => {
+        if (pending) return;
+        pending = true;
+        setTimeout(flush, 20);
+      });
+    }
+    const keepalive = setInterval(() => res.write('\n'), 15000);
+    const close = () => {
+      clearInterval(keepalive);
+      unsubscribe();
+      this.watchers--;
+    };
+    req.on('close', close);
+  }
+}

@@ -1,0 +1,195 @@
+// control-plane/api/views.ts -- how desired and observed state look to a
+// user: the Kubernetes-shaped JSON objects of the contract (kind, metadata,
+// spec, status). Pure functions over the store, the registry and a clock
+// reading; the HTTP layer and watch streams both render through these.
+
+import type { UnitReport } from '../../shared/model.ts';
+import type { ClusterEvent } from '../events.ts';
+import type { ObservedNodeState } from '../registry/node-registry.ts';
+import type { DeploymentRecord, DesiredState, NodeRecord, UnitRecord } from '../store/desired-state.ts';
+
+export interface ApiObject {
+  kind: string;
+  metadata: { name: string; [k: string]: unknown };
+  spec?: unknown;
+  status?: unknown;
+  [k: string]: unknown;
+}
+
+const iso = (ms: number | undefined | null): string | null => (ms == null ? null : new Date(ms).toISOString());
+
+export interface ViewSource {
+  state: DesiredState;
+  observed: Map<string, ObservedNodeState>;
+}
+
+/** Index observed unit reports by name once per render (O(units)). */
+export function observedUnitIndex(observed: Map<string, ObservedNodeState>): Map<string, { node: ObservedNodeState; report: UnitReport }> {
+  const idx = new Map<string, { node: ObservedNodeState; report: UnitReport }>();
+  for (const node of observed.values()) for (const report of node.units.values()) idx.set(report.name, { node, report });
+  return idx;
+}
+
+export function unitView(u: UnitRecord, seen: { node: ObservedNodeState; report: UnitReport } | undefined, observed: Map<string, ObservedNodeState>): ApiObject {
+  let phase: string = 'Pending';
+  let report: UnitReport | undefined;
+  const node = u.nodeName ? observed.get(u.nodeName) : undefined;
+  if (u.nodeName && (!node || !node.ready)) phase = 'Lost';
+  if (seen && seen.node.name === u.nodeName) {
+    report = seen.report;
+    if (phase !== 'Lost') phase = report.phase;
+  }
+  return {
+    kind: 'Unit',
+    metadata: {
+      name: u.name,
+      uid: u.uid,
+      creationTimestamp: iso(u.creationTimestamp),
+      resourceVersion: String(u.resourceVersion),
+      labels: { deployment: u.deployment },
+    },
+    spec: {
+      deployment: u.deployment,
+      nodeName: u.nodeName,
+      command: u.spec.command,
+      env: u.spec.env,
+      resources: u.spec.resources,
+      tolerations: u.spec.tolerations,
+    },
+    status: {
+      phase,
+      pid: phase === 'Running' || phase === 'Terminating' ? report?.pid ?? null : report?.pid ?? null,
+      exitCode: report?.exitCode ?? null,
+      signal: report?.signal ?? null,
+      reason: phase === 'Lost' ? `node ${u.nodeName} is not ready` : report?.reason ?? (u.nodeName ? null : 'Unschedulable'),
+      startTime: iso(report?.startedAt),
+      finishTime: iso(report?.finishedAt),
+      term: report?.term ?? null,
+      scheduling: u.scheduling,
+    },
+  };
+}
+
+/** A unit an agent still reports although no binding wants it any more
+ *  (scaled down, deleted, replaced while its node was away): shown until
+ *  the agent has stopped and forgotten it. */
+export function orphanUnitView(report: UnitReport, node: string): ApiObject {
+  return {
+    kind: 'Unit',
+    metadata: { name: report.name, uid: null, creationTimestamp: iso(report.startedAt), resourceVersion: '0', labels: { deployment: report.deployment } },
+    spec: { deployment: report.deployment, nodeName: node, resources: report.resources },
+    status: {
+      phase: report.phase === 'Running' || report.phase === 'Pending' ? 'Terminating' : report.phase,
+      pid: report.pid ?? null,
+      exitCode: report.exitCode ?? null,
+      signal: report.signal ?? null,
+      reason: report.reason ?? 'not bound: being stopped',
+      startTime: iso(report.startedAt),
+      finishTime: iso(report.finishedAt),
+      term: report.term,
+      scheduling: null,
+    },
+  };
+}
+
+export function allUnitViews(src: ViewSource): ApiObject[] {
+  const idx = observedUnitIndex(src.observed);
+  const out: ApiObject[] = [];
+  for (const u of src.state.units.values()) out.push(unitView(u, idx.get(u.name), src.observed));
+  for (const [name, seen] of idx) {
+    if (src.state.units.get(name)?.nodeName === seen.node.name) continue;
+    out.push(orphanUnitView(seen.report, seen.node.name));
+  }
+  return out.sort(byUnitName);
+}
+
+function byUnitName(a: ApiObject, b: ApiObject): number {
+  const [pa, na] = splitName(a.metadata.name);
+  const [pb, nb] = splitName(b.metadata.name);
+  return pa < pb ? -1 : pa > pb ? 1 : na - nb;
+}
+
+function splitName(n: string): [string, number] {
+  const i = n.lastIndexOf('-');
+  const num = Number(n.slice(i + 1));
+  return i > 0 && Number.isInteger(num) ? [n.slice(0, i), num] : [n, 0];
+}
+
+export function nodeView(name: string, rec: NodeRecord | undefined, obs: ObservedNodeState | undefined, allocated: { cpu: number; memory: number }): ApiObject {
+  const info = rec?.info ?? obs?.info;
+  return {
+    kind: 'Node',
+    metadata: {
+      name,
+      creationTimestamp: iso(rec?.registeredAt),
+      resourceVersion: String(rec?.resourceVersion ?? 0),
+      labels: info?.labels ?? {},
+    },
+    spec: { taints: info?.taints ?? [], unschedulable: rec?.unschedulable ?? false },
+    status: {
+      ready: obs?.ready ?? false,
+      capacity: info?.capacity ?? { cpu: 0, memory: 0 },
+      allocated,
+      lastHeartbeatTime: iso(obs?.lastHeartbeatMs),
+      agent: { pid: obs?.agentPid ?? null, connected: obs?.connected ?? false },
+      units: obs ? [...obs.units.values()].filter((u) => u.phase === 'Running' || u.phase === 'Pending').length : 0,
+    },
+  };
+}
+
+export function allNodeViews(src: ViewSource): ApiObject[] {
+  const alloc = new Map<string, { cpu: number; memory: number }>();
+  for (const u of src.state.units.values()) {
+    if (!u.nodeName) continue;
+    const a = alloc.get(u.nodeName) ?? { cpu: 0, memory: 0 };
+    a.cpu += u.spec.resources.cpu;
+    a.memory += u.spec.resources.memory;
+    alloc.set(u.nodeName, a);
+  }
+  const names = new Set([...src.state.nodes.keys(), ...src.observed.keys()]);
+  return [...names].sort().map((n) => nodeView(n, src.state.nodes.get(n), src.observed.get(n), alloc.get(n) ?? { cpu: 0, memory: 0 }));
+}
+
+export function deploymentView(d: DeploymentRecord, src: ViewSource, idx = observedUnitIndex(src.observed)): ApiObject {
+  let replicas = 0;
+  let ready = 0;
+  for (const u of src.state.units.values()) {
+    if (u.deployment !== d.name) continue;
+    replicas++;
+    const seen = idx.get(u.name);
+    const node = u.nodeName ? src.observed.get(u.nodeName) : undefined;
+    if (seen && node?.ready && seen.node.name === u.nodeName && seen.report.phase === 'Running') ready++;
+  }
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: {
+      name: d.name,
+      uid: d.uid,
+      creationTimestamp: iso(d.creationTimestamp),
+      resourceVersion: String(d.resourceVersion),
+      generation: d.generation,
+      labels: d.manifest.metadata.labels ?? {},
+    },
+    spec: { replicas: d.replicas, template: d.manifest.spec.template },
+    status: { replicas, readyReplicas: ready, availableReplicas: ready, observedGeneration: d.generation },
+  };
+}
+
+export function allDeploymentViews(src: ViewSource): ApiObject[] {
+  const idx = observedUnitIndex(src.observed);
+  return [...src.state.deployments.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((d) => deploymentView(d, src, idx));
+}
+
+export function eventView(e: ClusterEvent): ApiObject {
+  return {
+    kind: 'Event',
+    metadata: { name: `${e.involvedObject.name}.${e.seq}`, creationTimestamp: iso(e.timestamp), resourceVersion: String(e.seq) },
+    type: e.type,
+    reason: e.reason,
+    message: e.message,
+    involvedObject: e.involvedObject,
+    source: e.source,
+    timestamp: iso(e.timestamp),
+  };
+}

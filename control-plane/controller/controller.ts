@@ -1,0 +1,334 @@
+// control-plane/controller/controller.ts -- the thin driver of the reconcile
+// loop, active only while this replica is leader. It gathers desired state
+// (the store) and observed state (the registry), asks the pure reconciler
+// for a plan, asks the pure scheduler for nodes, COMMITS each binding
+// through the store and only then sends the spawn, so a new leader knows
+// everything the old one decided and never double-spawns. Every command
+// carries the leader's term (fencing).
+//
+// Triggers: any change (apply, scale, delete, unit exit, node loss, node
+// return) runs a pass at once; a periodic resync runs one anyway. Passes
+// never overlap; a change during a pass runs another right after it.
+
+import { nanoid } from 'nanoid';
+import type { Command } from '../../shared/protocol/messages.ts';
+import type { AgentServer } from '../agent-server.ts';
+import type { EventLog } from '../events.ts';
+import { formatDiff, reconcile, type Binding, type DesiredDeployment, type ObservedNode, type Plan } from '../reconcile/index.ts';
+import type { NodeRegistry } from '../registry/node-registry.ts';
+import { ClusterSnapshot, Scheduler, type NodeState, type SchedulingDecision, type UnitRequest } from '../scheduler/index.ts';
+import { MAX_RECORDED_NODES, type SchedulingRecord, type StoreCommand, type UnitRecord } from '../store/desired-state.ts';
+import type { ReplicatedStore } from '../store/store.ts';
+
+export interface ControllerOptions {
+  maxActionsPerPass: number; // ReplicaSet controller's burstReplicas
+  resyncIntervalMs: number;
+  spawnTimeoutMs: number;
+  terminateGracePeriodMs: number;
+}
+
+export const DEFAULT_CONTROLLER_OPTIONS: ControllerOptions = {
+  maxActionsPerPass: 500,
+  resyncIntervalMs: 1000,
+  spawnTimeoutMs: 3000,
+  terminateGracePeriodMs: 2000,
+};
+
+export interface ControllerDeps {
+  store: ReplicatedStore;
+  registry: NodeRegistry;
+  agents: AgentServer;
+  events: EventLog;
+  scheduler: Scheduler;
+  now: () => number;
+  log: (line: string) => void;
+  options: ControllerOptions;
+}
+
+export class Controller {
+  private readonly spawns = new Map<string, number>();
+  private readonly terminates = new Map<string, number>();
+  private running = false;
+  private dirty = false;
+  private scheduled = false;
+  private passCount = 0;
+  private resync: NodeJS.Timeout | null = null;
+  /** Last FailedScheduling message per unit: one event per new reason. */
+  private readonly lastFailure = new Map<string, string>();
+  private stopped = false;
+
+  constructor(private readonly deps: ControllerDeps) {}
+
+  start(): void {
+    this.resync = setInterval(() => this.trigger(), this.deps.options.resyncIntervalMs);
+    this.resync.unref();
+    this.trigger();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.resync) clearInterval(this.resync);
+  }
+
+  /** A new leader starts with no memory of in-flight commands. */
+  resetInFlight(): void {
+    this.spawns.clear();
+    this.terminates.clear();
+  }
+
+  /** Coalesce every trigger of this tick into one pass. */
+  trigger(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.dirty = true;
+      return;
+    }
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.runPass();
+    });
+  }
+
+  private async runPass(): Promise<void> {
+    if (this.running || this.stopped) return;
+    this.running = true;
+    try {
+      do {
+        this.dirty = false;
+        if (!this.deps.store.isLeader()) break;
+        await this.pass();
+      } while (this.dirty && !this.stopped);
+    } catch (err) {
+      this.deps.log(`reconcile: pass failed: ${(err as Error).message}`);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private observedNodes(): Map<string, ObservedNode> {
+    const out = new Map<string, ObservedNode>();
+    for (const n of this.deps.registry.nodes.values()) out.set(n.name, { name: n.name, ready: n.ready, units: n.units });
+    return out;
+  }
+
+  private async pass(): Promise<void> {
+    const { store, registry } = this.deps;
+    const state = store.state;
+    const now = this.deps.now();
+    // Forget in-flight marks the observed state has answered.
+    for (const [unit] of this.spawns) {
+      const seen = registry.findUnit(unit);
+      if (seen || !state.units.has(unit)) this.spawns.delete(unit);
+    }
+    for (const [unit] of this.terminates) {
+      const seen = registry.findUnit(unit);
+      if (!seen || seen.report.phase === 'Failed' || seen.report.phase === 'Succeeded') this.terminates.delete(unit);
+    }
+
+    const deployments = new Map<string, DesiredDeployment>();
+    for (const d of state.deployments.values()) {
+      deployments.set(d.name, { name: d.name, replicas: d.replicas, generation: d.generation, specHash: d.specHash, unitSpec: d.unitSpec });
+    }
+    const bindings = new Map<string, Binding>();
+    for (const u of state.units.values()) {
+      bindings.set(u.name, { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt: u.creationTimestamp });
+    }
+    const plan: Plan = reconcile({
+      deployments,
+      bindings,
+      nodes: this.observedNodes(),
+      inFlight: { spawns: this.spawns, terminates: this.terminates },
+      now,
+      maxActionsPerPass: this.deps.options.maxActionsPerPass,
+      spawnTimeoutMs: this.deps.options.spawnTimeoutMs,
+      terminateGracePeriodMs: this.deps.options.terminateGracePeriodMs,
+      pass: this.passCount++,
+    });
+    if (plan.actions.length === 0) return;
+    for (const d of plan.diffs) {
+      const line = formatDiff(d);
+      if (line) this.deps.log(`reconcile ${line}`);
+    }
+
+    const snap = this.snapshot();
+    const writes: Array<Promise<void>> = [];
+    // A unit that loses its binding this pass is stopped only once the
+    // unbinding is committed, so a new leader never finds a binding for a
+    // unit the old one already stopped (it would respawn it).
+    const unbinding = new Map<string, Promise<void>>();
+    for (const a of plan.actions) {
+      switch (a.type) {
+        case 'unbind': {
+          const u = state.units.get(a.unit);
+          if (u && a.node) {
+            // Release its resources in this pass's view before placing replacements.
+            snap.forget(a.node, this.request(u));
+          }
+          const w = this.write({ type: 'unit.delete', at: now, name: a.unit, reason: a.reason }).then(() => {
+              const why = a.reason === 'lost' ? `node ${a.node} is not ready` : a.reason;
+            this.deps.events.record(a.reason === 'surplus' || a.reason === 'deployment deleted' ? 'Normal' : 'Warning', a.reason === 'lost' ? 'UnitLost' : a.reason === 'crashed' ? 'UnitCrashed' : 'Unbound', 'Unit', a.unit, `unbound from ${a.node ?? '(no node)'}: ${why}`);
+          });
+          unbinding.set(a.unit, w);
+          writes.push(w);
+          break;
+        }
+        case 'terminate': {
+          const first = unbinding.get(a.unit);
+          if (first) writes.push(first.then(() => this.sendTerminate(a.unit, a.node, a.reason)));
+          else this.sendTerminate(a.unit, a.node, a.reason);
+          break;
+        }
+        case 'forget':
+          this.send(a.node, { v: 1, type: 'forget', commandId: nanoid(10), term: store.term(), leaderId: store.id, name: a.unit });
+          break;
+        case 'spawn': {
+          const u = state.units.get(a.unit);
+          if (u) this.sendSpawn(u, a.node);
+          break;
+        }
+        case 'create':
+          writes.push(this.create(a.deployment, snap, now));
+          break;
+        case 'schedule': {
+          const u = state.units.get(a.unit);
+          if (u) writes.push(this.scheduleExisting(u, snap, now));
+          break;
+        }
+      }
+    }
+    await Promise.all(writes);
+  }
+
+  private request(u: { deployment: string; spec: { resources: { cpu: number; memory: number }; tolerations: UnitRecord['spec']['tolerations'] } }): UnitRequest {
+    return { deployment: u.deployment, resources: u.spec.resources, tolerations: u.spec.tolerations };
+  }
+
+  /** The scheduler's view: registered nodes (desired), their liveness
+   *  (observed), and the requests of every bound unit. O(nodes + units),
+   *  once per pass; each placement after that is O(nodes). */
+  private snapshot(): ClusterSnapshot {
+    const { state } = this.deps.store;
+    const now = this.deps.now();
+    const nodes: NodeState[] = [];
+    const alloc = new Map<string, { cpu: number; memory: number }>();
+    const placed: Array<{ deployment: string; node: string }> = [];
+    for (const u of state.units.values()) {
+      if (!u.nodeName) continue;
+      const a = alloc.get(u.nodeName) ?? { cpu: 0, memory: 0 };
+      a.cpu += u.spec.resources.cpu;
+      a.memory += u.spec.resources.memory;
+      alloc.set(u.nodeName, a);
+      placed.push({ deployment: u.deployment, node: u.nodeName });
+    }
+    for (const rec of state.nodes.values()) {
+      const obs = this.deps.registry.nodes.get(rec.info.name);
+      const ready = obs?.ready ?? false;
+      nodes.push({
+        name: rec.info.name,
+        ready,
+        notReadyReason: ready ? undefined : obs ? `no heartbeat for ${((now - obs.lastHeartbeatMs) / 1000).toFixed(1)}s` : 'agent never connected to this replica',
+        unschedulable: rec.unschedulable,
+        capacity: rec.info.capacity,
+        allocated: alloc.get(rec.info.name) ?? { cpu: 0, memory: 0 },
+        taints: rec.info.taints,
+        labels: rec.info.labels,
+      });
+    }
+    nodes.sort((a, b) => (a.name < b.name ? -1 : 1));
+    return new ClusterSnapshot(nodes, placed);
+  }
+
+  private record(d: SchedulingDecision, now: number): SchedulingRecord {
+    return {
+      message: d.message,
+      nodes: d.nodes.slice(0, MAX_RECORDED_NODES).map((n) => ({ node: n.node, feasible: n.feasible, reasons: n.reasons, scores: n.scores, total: n.total })),
+      at: now,
+    };
+  }
+
+  private async create(deployment: string, snap: ClusterSnapshot, now: number): Promise<void> {
+    const d = this.deps.store.state.deployments.get(deployment);
+    if (!d) return;
+    const req: UnitRequest = { deployment, resources: d.unitSpec.resources, tolerations: d.unitSpec.tolerations };
+    const decision = this.deps.scheduler.schedule(req, snap);
+    if (decision.chosen) snap.assume(decision.chosen, req);
+    const r = await this.write({ type: 'unit.create', at: now, uid: nanoid(), deployment, nodeName: decision.chosen, scheduling: this.record(decision, now) });
+    if (!r || !r.name) return;
+    this.afterDecision(r.name, decision);
+  }
+
+  private async scheduleExisting(u: UnitRecord, snap: ClusterSnapshot, now: number): Promise<void> {
+    const req = this.request(u);
+    const decision = this.deps.scheduler.schedule(req, snap);
+    if (!decision.chosen) {
+      this.afterDecision(u.name, decision);
+      return;
+    }
+    snap.assume(decision.chosen, req);
+    const r = await this.write({ type: 'unit.bind', at: now, name: u.name, nodeName: decision.chosen, scheduling: this.record(decision, now) });
+    if (r) this.afterDecision(u.name, decision);
+  }
+
+  /** After the binding is committed: event + spawn (or FailedScheduling). */
+  private afterDecision(name: string, decision: SchedulingDecision): void {
+    if (!decision.chosen) {
+      if (this.lastFailure.get(name) !== decision.message) {
+        this.lastFailure.set(name, decision.message);
+        this.deps.events.record('Warning', 'FailedScheduling', 'Unit', name, decision.message);
+        this.deps.log(`scheduler: ${name} stays Pending: ${decision.message}`);
+      }
+      return;
+    }
+    this.lastFailure.delete(name);
+    this.deps.events.record('Normal', 'Scheduled', 'Unit', name, `assigned ${name} to ${decision.chosen}: ${decision.message}`);
+    this.deps.log(`scheduler: ${name} -> ${decision.message}`);
+    const u = this.deps.store.state.units.get(name);
+    if (u && u.nodeName) this.sendSpawn(u, u.nodeName);
+  }
+
+  private sendSpawn(u: UnitRecord, node: string): void {
+    const { store } = this.deps;
+    if (!store.isLeader()) return;
+    const ok = this.send(node, { v: 1, type: 'spawn', commandId: nanoid(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec } });
+    if (ok) this.spawns.set(u.name, this.deps.now());
+  }
+
+  private sendTerminate(unit: string, node: string, reason: string): void {
+    const { store } = this.deps;
+    const ok = this.send(node, {
+      v: 1,
+      type: 'terminate',
+      commandId: nanoid(10),
+      term: store.term(),
+      leaderId: store.id,
+      name: unit,
+      gracePeriodMs: this.deps.options.terminateGracePeriodMs,
+      reason,
+    });
+    if (ok) {
+      this.terminates.set(unit, this.deps.now());
+      this.deps.events.record('Normal', 'Killing', 'Unit', unit, `stopping ${unit} on ${node}: ${reason}`);
+    }
+  }
+
+  private send(node: string, cmd: Command): boolean {
+    if (!this.deps.store.isLeader()) return false; // only the leader acts
+    return this.deps.agents.send(node, cmd);
+  }
+
+  private async write(cmd: StoreCommand): Promise<{ name?: string } | null> {
+    try {
+      const r = await this.deps.store.propose(cmd);
+      if (!r.ok) {
+        this.deps.log(`reconcile: ${cmd.type} refused: ${r.error}`);
+        return null;
+      }
+      return r;
+    } catch (err) {
+      this.deps.log(`reconcile: ${cmd.type} failed: ${(err as Error).message}`);
+      return null;
+    }
+  }
+}

@@ -1,0 +1,256 @@
+// control-plane/main.ts -- one control-plane replica as an OS process: the
+// shell that wires the pure parts (desired-state machine, scheduler,
+// reconciler) to their effects (disk, HTTP, WebSocket, timers).
+//
+//   npx tsx control-plane/main.ts --id cp-1 --listen 127.0.0.1:7001 \
+//       --peers cp-1=ws://127.0.0.1:7001,... --data-dir DIR --token T
+//
+// One port serves the HTTP API, the agents' WebSocket (/agent) and, with
+// several replicas, the Raft peers' WebSocket (/raft).
+
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { makeLogger } from '../shared/log.ts';
+import { AgentServer } from './agent-server.ts';
+import { ApiServer } from './api/http-server.ts';
+import { Controller, DEFAULT_CONTROLLER_OPTIONS } from './controller/controller.ts';
+import { EventLog } from './events.ts';
+import { NodeRegistry } from './registry/node-registry.ts';
+import { Scheduler } from './scheduler/index.ts';
+import { SoloStore } from './store/solo-store.ts';
+import type { ReplicatedStore } from './store/store.ts';
+
+const log = makeLogger();
+
+function usage(msg: string): never {
+  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n`);
+  process.exit(2);
+}
+
+function intFlag(name: string, v: string | undefined, dflt: number, min = 1): number {
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) usage(`--${name}: expected an integer >= ${min}, got "${v}"`);
+  return n;
+}
+
+interface Config {
+  id: string;
+  host: string;
+  port: number;
+  peers: Map<string, string>;
+  dataDir: string;
+  token: string;
+  notReadyAfterMs: number;
+  heartbeatIntervalMs: number;
+  maxActionsPerPass: number;
+  resyncIntervalMs: number;
+  gracePeriodMs: number;
+}
+
+function config(): Config {
+  let values: Record<string, string | undefined>;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        id: { type: 'string' },
+        listen: { type: 'string' },
+        peers: { type: 'string' },
+        'data-dir': { type: 'string' },
+        token: { type: 'string' },
+        'not-ready-after-ms': { type: 'string' },
+        'heartbeat-interval-ms': { type: 'string' },
+        'max-actions-per-pass': { type: 'string' },
+        'resync-interval-ms': { type: 'string' },
+        'grace-period-ms': { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }) as { values: Record<string, string | undefined> });
+  } catch (e) {
+    usage((e as Error).message);
+  }
+  const env = process.env;
+  const id = values.id ?? env.MO_ID;
+  if (!id || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(id)) usage(`--id: expected a name like cp-1, got ${JSON.stringify(id ?? '')}`);
+  const listen = values.listen ?? env.MO_LISTEN ?? '127.0.0.1:7001';
+  const m = /^(.*):(\d+)$/.exec(listen);
+  if (!m || Number(m[2]) > 65535) usage(`--listen: expected HOST:PORT, got "${listen}"`);
+  const peers = new Map<string, string>();
+  const peersText = values.peers ?? env.MO_PEERS ?? '';
+  for (const part of peersText.split(',').filter(Boolean)) {
+    const pm = /^([^=]+)=(wss?:\/\/.+)$/.exec(part.trim());
+    if (!pm) usage(`--peers: expected id=ws://host:port, got "${part}"`);
+    peers.set(pm[1], pm[2]);
+  }
+  if (peers.size > 0 && !peers.has(id)) usage(`--peers must include this replica's own id ${id}`);
+  const dataDir = path.resolve(values['data-dir'] ?? env.MO_DATA_DIR ?? `.mo/${id}`);
+  fs.mkdirSync(dataDir, { recursive: true });
+  let token = values.token ?? env.MO_TOKEN;
+  if (!token) {
+    const file = path.join(dataDir, 'token');
+    if (fs.existsSync(file)) token = fs.readFileSync(file, 'utf8').trim();
+    else {
+      token = randomBytes(24).toString('hex');
+      fs.writeFileSync(file, token + '\n', { mode: 0o600 });
+      log(`generated a cluster token into ${file}`);
+    }
+  }
+  return {
+    id,
+    host: m[1],
+    port: Number(m[2]),
+    peers,
+    dataDir,
+    token,
+    notReadyAfterMs: intFlag('not-ready-after-ms', values['not-ready-after-ms'] ?? env.MO_NOT_READY_AFTER_MS, 1000),
+    heartbeatIntervalMs: intFlag('heartbeat-interval-ms', values['heartbeat-interval-ms'] ?? env.MO_HEARTBEAT_INTERVAL_MS, 200),
+    maxActionsPerPass: intFlag('max-actions-per-pass', values['max-actions-per-pass'] ?? env.MO_MAX_ACTIONS_PER_PASS, DEFAULT_CONTROLLER_OPTIONS.maxActionsPerPass),
+    resyncIntervalMs: intFlag('resync-interval-ms', values['resync-interval-ms'] ?? env.MO_RESYNC_INTERVAL_MS, DEFAULT_CONTROLLER_OPTIONS.resyncIntervalMs),
+    gracePeriodMs: intFlag('grace-period-ms', values['grace-period-ms'] ?? env.MO_GRACE_PERIOD_MS, DEFAULT_CONTROLLER_OPTIONS.terminateGracePeriodMs, 0),
+  };
+}
+
+async function main(): Promise<void> {
+  const cfg = config();
+  const now = () => Date.now();
+  const registry = new NodeRegistry(cfg.notReadyAfterMs);
+  const events = new EventLog(cfg.id, now);
+  const store: ReplicatedStore = await SoloStore.open(cfg.id, path.join(cfg.dataDir, 'wal'));
+  const changeListeners = new Set<() => void>();
+  const changed = () => {
+    for (const fn of changeListeners) fn();
+  };
+
+  const agents = new AgentServer({
+    replicaId: cfg.id,
+    token: cfg.token,
+    registry,
+    now,
+    heartbeatIntervalMs: cfg.heartbeatIntervalMs,
+    leadership: () => ({ term: store.term(), leaderId: store.leaderId() }),
+    log,
+  });
+  const controller = new Controller({
+    store,
+    registry,
+    agents,
+    events,
+    scheduler: new Scheduler(),
+    now,
+    log,
+    options: {
+      maxActionsPerPass: cfg.maxActionsPerPass,
+      resyncIntervalMs: cfg.resyncIntervalMs,
+      spawnTimeoutMs: DEFAULT_CONTROLLER_OPTIONS.spawnTimeoutMs,
+      terminateGracePeriodMs: cfg.gracePeriodMs,
+    },
+  });
+
+  // Observed changes: the stream a user watches, and triggers for the loop.
+  registry.onChange((c) => {
+    switch (c.type) {
+      case 'node-registered':
+        log(`node ${c.node} registered: cpu=${c.info.capacity.cpu}m memory=${c.info.capacity.memory}Mi${c.info.taints.length ? ' taints=' + c.info.taints.map((t) => t.key).join(',') : ''}`);
+        if (store.isLeader()) registerNode(c.node);
+        break;
+      case 'node-ready':
+        log(`node ${c.node} Ready`);
+        events.record('Normal', 'NodeReady', 'Node', c.node, `node ${c.node} is Ready (heartbeats arriving)`);
+        break;
+      case 'node-not-ready':
+        log(`node ${c.node} NotReady: no heartbeat for ${(c.silentForMs / 1000).toFixed(1)}s`);
+        events.record('Warning', 'NodeNotReady', 'Node', c.node, `node ${c.node} is NotReady: no heartbeat for ${(c.silentForMs / 1000).toFixed(1)}s`);
+        break;
+      case 'unit': {
+        const u = c.unit;
+        if (c.previous?.phase === u.phase) break;
+        const what =
+          u.phase === 'Running' ? `Running pid=${u.pid}` : u.phase === 'Failed' || u.phase === 'Succeeded' ? `${u.phase} (${u.signal ? 'signal ' + u.signal : 'exit code ' + u.exitCode}${u.reason ? ', ' + u.reason : ''})` : u.phase;
+        log(`unit ${u.name} on ${c.node}: ${what}`);
+        if (u.phase === 'Running') events.record('Normal', 'Started', 'Unit', u.name, `started on ${c.node} with pid ${u.pid}`);
+        if (u.phase === 'Failed') events.record('Warning', 'Crashed', 'Unit', u.name, `exited on ${c.node}: ${u.signal ? 'signal ' + u.signal : 'exit code ' + u.exitCode}`);
+        break;
+      }
+      case 'unit-gone':
+        break;
+    }
+    changed();
+    controller.trigger();
+  });
+  store.state.onChange(() => {
+    changed();
+    controller.trigger();
+  });
+
+  const registerNode = (name: string) => {
+    const obs = registry.nodes.get(name);
+    if (!obs) return;
+    const rec = store.state.nodes.get(name);
+    if (rec && JSON.stringify(rec.info) === JSON.stringify(obs.info)) return;
+    void store.propose({ type: 'node.register', at: now(), node: obs.info }).catch((e) => log(`register ${name} failed: ${(e as Error).message}`));
+  };
+
+  const api = new ApiServer({
+    store,
+    registry,
+    events,
+    token: cfg.token,
+    now,
+    clusterStatus: async () => ({
+      leader: store.leaderId() ?? '',
+      replicas: [{ ...replicaStatus(), url: `http://${cfg.host}:${cfg.port}`, reachable: true }],
+    }),
+    replicaStatus: () => replicaStatus(),
+    subscribe: (fn) => {
+      changeListeners.add(fn);
+      return () => changeListeners.delete(fn);
+    },
+  });
+  const replicaStatus = () => {
+    const s = store.status();
+    return { id: cfg.id, role: s.role, term: s.term, commitIndex: s.commitIndex, appliedIndex: s.appliedIndex, leader: s.leaderId, pid: process.pid };
+  };
+
+  const server: http.Server = api.server;
+  server.on('upgrade', (req, socket, head) => {
+    if (!agents.handleUpgrade(req, socket, head)) socket.destroy();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(cfg.port, cfg.host, () => resolve());
+  }).catch((e: NodeJS.ErrnoException) => {
+    process.stderr.write(`control-plane: cannot listen on ${cfg.host}:${cfg.port}: ${e.code === 'EADDRINUSE' ? 'address in use' : e.message}\n`);
+    process.exit(1);
+  });
+  log(`${cfg.id} listening on http://${cfg.host}:${cfg.port} (pid ${process.pid}, data ${cfg.dataDir}); ${store.state.deployments.size} deployments, ${store.state.units.size} units restored`);
+  log(`${cfg.id} is leader of term ${store.term()} (single replica)`);
+  events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${store.term()}`);
+
+  const liveness = setInterval(() => registry.checkLiveness(now()), Math.max(10, Math.floor(cfg.notReadyAfterMs / 20)));
+  controller.start();
+
+  let stopping = false;
+  const shutdown = (sig: string) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${cfg.id} stopping (${sig})`);
+    clearInterval(liveness);
+    controller.stop();
+    agents.close();
+    server.closeAllConnections();
+    server.close();
+    void store.close().finally(() => process.exit(0));
+    setTimeout(() => process.exit(0), 2000).unref();
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((err) => {
+  process.stderr.write(`control-plane: fatal: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});

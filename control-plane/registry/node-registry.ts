@@ -1,0 +1,124 @@
+// control-plane/registry/node-registry.ts -- the observed side of the
+// cluster, held in each replica's memory: which agents are connected, when
+// each last heartbeated, whether it is Ready, and what units it reports.
+// Agents are the source of truth for observed unit state; every replica
+// hears every agent, so a new leader starts with a warm view.
+//
+// Liveness: a node is NotReady once no heartbeat arrived for
+// `notReadyAfterMs` (default 1000 ms) and Ready again at the next heartbeat.
+// The registry does not read a clock itself: `now` is passed in.
+
+import type { NodeInfo, UnitReport } from '../../shared/model.ts';
+
+export interface ObservedNodeState {
+  name: string;
+  info: NodeInfo;
+  agentPid: number;
+  connected: boolean;
+  ready: boolean;
+  lastHeartbeatMs: number;
+  /** When the node last turned NotReady (for reasons in filter output). */
+  notReadySinceMs: number | null;
+  units: Map<string, UnitReport>;
+  highestTerm: number;
+}
+
+export type RegistryChange =
+  | { type: 'node-ready'; node: string }
+  | { type: 'node-not-ready'; node: string; silentForMs: number }
+  | { type: 'node-registered'; node: string; info: NodeInfo }
+  | { type: 'unit'; node: string; unit: UnitReport; previous: UnitReport | undefined }
+  | { type: 'unit-gone'; node: string; name: string };
+
+export class NodeRegistry {
+  readonly nodes = new Map<string, ObservedNodeState>();
+  private listeners: Array<(c: RegistryChange) => void> = [];
+
+  constructor(readonly notReadyAfterMs: number) {}
+
+  onChange(fn: (c: RegistryChange) => void): void {
+    this.listeners.push(fn);
+  }
+
+  private emit(c: RegistryChange): void {
+    for (const fn of this.listeners) fn(c);
+  }
+
+  /** An agent said hello: (re)register it with the full list of its units. */
+  hello(info: NodeInfo, agentPid: number, units: UnitReport[], highestTerm: number, now: number): void {
+    let n = this.nodes.get(info.name);
+    const fresh = !n;
+    if (!n) {
+      n = { name: info.name, info, agentPid, connected: true, ready: false, lastHeartbeatMs: now, notReadySinceMs: null, units: new Map(), highestTerm };
+      this.nodes.set(info.name, n);
+    }
+    n.info = info;
+    n.agentPid = agentPid;
+    n.connected = true;
+    n.highestTerm = Math.max(n.highestTerm, highestTerm);
+    if (fresh || JSON.stringify(n.info) !== JSON.stringify(info)) this.emit({ type: 'node-registered', node: info.name, info });
+    // The hello carries everything the agent holds: units we knew of that it
+    // no longer reports are gone (e.g. the agent restarted).
+    const reported = new Set(units.map((u) => u.name));
+    for (const name of [...n.units.keys()]) {
+      if (!reported.has(name)) {
+        n.units.delete(name);
+        this.emit({ type: 'unit-gone', node: info.name, name });
+      }
+    }
+    for (const u of units) this.unitStatus(info.name, u);
+    this.heartbeat(info.name, now);
+  }
+
+  heartbeat(node: string, now: number): void {
+    const n = this.nodes.get(node);
+    if (!n) return;
+    n.lastHeartbeatMs = now;
+    if (!n.ready) {
+      n.ready = true;
+      n.notReadySinceMs = null;
+      this.emit({ type: 'node-ready', node });
+    }
+  }
+
+  unitStatus(node: string, u: UnitReport): void {
+    const n = this.nodes.get(node);
+    if (!n) return;
+    const prev = n.units.get(u.name);
+    if (prev && prev.phase === u.phase && prev.pid === u.pid && prev.exitCode === u.exitCode && prev.signal === u.signal) return;
+    n.units.set(u.name, u);
+    this.emit({ type: 'unit', node, unit: u, previous: prev });
+  }
+
+  unitGone(node: string, name: string): void {
+    const n = this.nodes.get(node);
+    if (!n || !n.units.delete(name)) return;
+    this.emit({ type: 'unit-gone', node, name });
+  }
+
+  disconnected(node: string): void {
+    const n = this.nodes.get(node);
+    if (n) n.connected = false; // liveness still comes from heartbeats alone
+  }
+
+  /** Turn silent nodes NotReady. Called on a short period by the shell. */
+  checkLiveness(now: number): void {
+    for (const n of this.nodes.values()) {
+      const silentForMs = now - n.lastHeartbeatMs;
+      if (n.ready && silentForMs > this.notReadyAfterMs) {
+        n.ready = false;
+        n.notReadySinceMs = now;
+        this.emit({ type: 'node-not-ready', node: n.name, silentForMs });
+      }
+    }
+  }
+
+  /** Where is unit `name` observed? (a unit is reported by one node) */
+  findUnit(name: string): { node: string; report: UnitReport } | undefined {
+    for (const n of this.nodes.values()) {
+      const r = n.units.get(name);
+      if (r) return { node: n.name, report: r };
+    }
+    return undefined;
+  }
+}
