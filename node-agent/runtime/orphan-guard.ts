@@ -1,0 +1,136 @@
+// node-agent/runtime/orphan-guard.ts -- the per-agent "dead man's switch"
+// that kills every unit's process group when the agent dies, by any means,
+// SIGKILL included (architecture invariant 7: no orphans).
+//
+// Mechanism: one tiny /bin/sh process (about 1 MB, not a second Node) reads
+// lines from a pipe on its stdin whose only writer is the agent:
+//   `+<pgid>`  a unit's process group now exists
+//   `-<pgid>`  that group is gone, forget it (so a recycled id is never hit)
+// When the agent dies the kernel closes its end of the pipe; `read` sees
+// EOF and the guard SIGKILLs every group it still holds, then exits. It
+// also gets EOF when the agent closes the pipe on a clean shutdown, which
+// makes it the last safety net there too.
+//
+// Why the guard cannot outlive the agent: its only way out of the read loop
+// is EOF, which comes exactly when the agent's end closes (Node creates the
+// pipe close-on-exec, so no unit inherits the write end and keeps it open).
+// Why it survives long enough to do its job: it runs in its own session
+// (`detached`), so a signal to the agent's process group (Ctrl-C, a launcher
+// killing the group) does not reach it, and it ignores INT, TERM, HUP and
+// PIPE. Its stdout and stderr are /dev/null, so it never holds the agent's
+// stdio open (a test or launcher waiting for the agent's output to end is
+// not kept waiting by the guard).
+//
+// If the guard itself dies (someone kills it), the agent notices at once
+// ('exit'), starts a new one and hands it every live group again.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
+
+/** Most process groups the guard tracks (one per live unit). */
+export const MAX_GUARDED_GROUPS = 4096;
+
+// dash-compatible. Groups are kept in a space-padded list " 12 34 " so that
+// membership is a plain pattern match without spawning anything.
+const GUARD_SCRIPT = `
+trap '' INT TERM HUP PIPE
+groups=' '
+while IFS= read -r line; do
+  g=\${line#?}
+  case "$g" in ''|*[!0-9]*) continue ;; esac
+  case "$line" in
+    +*) case "$groups" in *" $g "*) ;; *) groups="$groups$g " ;; esac ;;
+    -*) case "$groups" in *" $g "*) groups="\${groups%% $g *} \${groups#* $g }" ;; esac ;;
+  esac
+done
+for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+exit 0
+`;
+
+export interface OrphanGuardOptions {
+  /** Shell that runs the guard script. */
+  shell?: string;
+  /** Told when the guard died unexpectedly and was restarted. */
+  onRestart?: (reason: string) => void;
+}
+
+export class OrphanGuard {
+  private readonly shell: string;
+  private readonly onRestart: (reason: string) => void;
+  private readonly groups = new Set<number>();
+  private child: ChildProcess | null = null;
+  private closed = false;
+
+  constructor(options: OrphanGuardOptions = {}) {
+    this.shell = options.shell ?? '/bin/sh';
+    this.onRestart = options.onRestart ?? (() => {});
+    this.launch();
+  }
+
+  /** The guard's pid (for tests and diagnostics). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Register a unit's process group. Call it right after spawn, before anything else. */
+  add(pgid: number): void {
+    if (this.closed || !Number.isInteger(pgid) || pgid <= 1) return;
+    if (this.groups.size >= MAX_GUARDED_GROUPS && !this.groups.has(pgid)) {
+      throw new RangeError(`orphan guard already tracks ${MAX_GUARDED_GROUPS} process groups`);
+    }
+    this.groups.add(pgid);
+    this.send(`+${pgid}\n`);
+  }
+
+  /** The group is gone (its leader exited and the group was killed). */
+  remove(pgid: number): void {
+    if (!this.groups.delete(pgid)) return;
+    this.send(`-${pgid}\n`);
+  }
+
+  /**
+   * Close the pipe: the guard kills whatever groups it still holds and
+   * exits. Call after the units were stopped on a clean shutdown.
+   */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const child = this.child;
+    this.child = null;
+    child?.stdin?.end();
+  }
+
+  private send(line: string): void {
+    const stdin = this.child?.stdin;
+    if (!stdin || stdin.destroyed) return;
+    stdin.write(line);
+  }
+
+  private launch(): void {
+    const child = spawn(this.shell, ['-c', GUARD_SCRIPT], {
+      detached: true,
+      stdio: ['pipe', 'ignore', 'ignore'],
+    });
+    this.child = child;
+    // The guard must not keep the agent's event loop alive on its own.
+    child.unref();
+    (child.stdin as Socket | null)?.unref();
+    // A dead guard makes writes fail with EPIPE; 'exit' below handles it.
+    child.stdin?.on('error', () => {});
+    child.on('error', (err) => this.relaunch(child, `guard could not start: ${err.message}`));
+    child.on('exit', (code, signal) => this.relaunch(child, `guard exited (${signal ?? `code ${code}`})`));
+    for (const g of this.groups) this.send(`+${g}\n`);
+  }
+
+  private relaunch(dead: ChildProcess, reason: string): void {
+    if (this.closed || this.child !== dead) return;
+    this.child = null;
+    // A guard that cannot even start (no /bin/sh) is not retried in a loop.
+    if (dead.pid === undefined) {
+      this.onRestart(`${reason}; units are not protected against agent death`);
+      return;
+    }
+    this.onRestart(reason);
+    this.launch();
+  }
+}
