@@ -1,0 +1,406 @@
+// shared/manifest.ts -- the Deployment manifest a user applies (a subset of
+// Kubernetes apps/v1 Deployment, see the contract's "Manifests") and the
+// UnitSpec derived from it. Used by the CLI (to refuse a bad file before it
+// is sent) and by the API server (the authority: it validates every PUT).
+// Pure: no I/O, no clock.
+//
+// The rule: a field is either understood, or refused with its path
+// (`spec.template.spec.volumes: not supported`); never silently ignored.
+// The only exceptions are fields that carry no meaning for a unit but must
+// be present for the same file to work on a real Kubernetes cluster:
+//   * containers[].image, containers[].imagePullPolicy: a unit runs
+//     `command` directly on the node's host; there is no image to pull.
+//   * metadata.annotations, template.metadata.annotations: free-form notes,
+//     checked for shape, not kept in the stored manifest.
+//   * spec.selector.matchLabels: checked (the template's labels must carry
+//     every pair, as Kubernetes requires), not kept: a deployment owns its
+//     units by name here, not by label query.
+// Kubernetes defaults we follow: replicas 1 when absent, toleration operator
+// Equal when absent, env value '' when absent. Our own defaults: requests of
+// cpu 100m and memory 128Mi when the container names none (the scheduler
+// needs a size for every unit; Kubernetes would treat it as best-effort).
+// Differences from Kubernetes: `command` is required (there is no image
+// entrypoint to fall back on), exactly one container (a unit is one
+// process), and `resources.limits` is refused (nothing enforces limits here).
+
+import { parseDocument } from 'yaml';
+import type { DeploymentManifest, EnvVar, PodTemplate, TaintEffect, Toleration, UnitSpec } from './model.ts';
+import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
+import {
+  MAX_ARGV_ENTRIES,
+  MAX_ARG_CHARS,
+  MAX_ENV_NAME_CHARS,
+  MAX_ENV_VALUE_CHARS,
+  MAX_ENV_VARS_PER_UNIT,
+  MAX_LABELS_PER_OBJECT,
+  MAX_TAINT_KEY_CHARS,
+  MAX_TAINT_VALUE_CHARS,
+  MAX_TOLERATIONS_PER_UNIT,
+  isPlainObject,
+} from './protocol/validate.ts';
+
+/** Most replicas one deployment may ask for. */
+export const MAX_REPLICAS = 1000;
+/**
+ * Longest deployment name. Units are named `<deployment>-<n>` with n
+ * increasing and never reused; 52 leaves room for '-' and a 10-digit n so a
+ * unit name is still a DNS-1123 label (<= 63), as Kubernetes leaves for the
+ * suffixes of CronJob names.
+ */
+export const MAX_DEPLOYMENT_NAME_CHARS = 52;
+/** DNS-1123 label: container names. */
+export const MAX_DNS_LABEL_CHARS = 63;
+/** Largest manifest text parsed (it must also fit one replicated log entry). */
+export const MAX_MANIFEST_CHARS = 256 * 1024;
+export const MAX_ANNOTATION_VALUE_CHARS = 4096;
+
+export const DEFAULT_CPU_REQUEST = '100m';
+export const DEFAULT_MEMORY_REQUEST = '128Mi';
+export const DEFAULT_REPLICAS = 1;
+
+/** A manifest that cannot be accepted; `field` is the path at fault ('' for the whole text). */
+export class ManifestError extends Error {
+  override readonly name = 'ManifestError';
+  readonly code = 'INVALID_MANIFEST';
+  constructor(
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`invalid manifest: ${field === '' ? '' : `${field}: `}${detail}`);
+  }
+}
+
+// ---- parsing text ---------------------------------------------------------
+
+/**
+ * YAML or JSON text to a plain value (JSON is parsed as YAML 1.2, of which it
+ * is a subset). Syntax errors become one line with the position:
+ * `invalid manifest: YAML syntax error at line 3, column 1: ...`.
+ */
+export function parseManifestObject(text: string, format?: 'yaml' | 'json'): unknown {
+  const label = format === 'json' ? 'JSON' : 'YAML';
+  if (text.length > MAX_MANIFEST_CHARS) {
+    throw new ManifestError('', `${text.length} chars exceeds the limit of ${MAX_MANIFEST_CHARS}`);
+  }
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const error = doc.errors[0];
+  if (error !== undefined) {
+    const where = error.linePos ? ` at line ${error.linePos[0].line}, column ${error.linePos[0].col}` : '';
+    const what = error.message.split('\n')[0].replace(/ at line \d+, column \d+:?$/, '');
+    throw new ManifestError('', `${label} syntax error${where}: ${what}`);
+  }
+  try {
+    return doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    throw new ManifestError('', `${label} error: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+  }
+}
+
+/** Text to a validated manifest (see validateManifest). Throws ManifestError. */
+export function parseManifest(text: string, format?: 'yaml' | 'json'): DeploymentManifest {
+  return validateManifest(parseManifestObject(text, format)).manifest;
+}
+
+// ---- checking values ------------------------------------------------------
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/** True for a Kubernetes label key: `[prefix/]name`, prefix a DNS subdomain (<= 253), name <= 63. */
+export function isLabelKey(key: string): boolean {
+  const slash = key.lastIndexOf('/');
+  const prefix = slash === -1 ? undefined : key.slice(0, slash);
+  const name = slash === -1 ? key : key.slice(slash + 1);
+  if (prefix !== undefined && (prefix.length === 0 || prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix))) return false;
+  return name.length <= 63 && LABEL_NAME.test(name);
+}
+
+/** True for a Kubernetes label value: empty, or <= 63 of [-A-Za-z0-9_.] starting and ending alphanumeric. */
+export function isLabelValue(value: string): boolean {
+  return value === '' || (value.length <= 63 && LABEL_NAME.test(value));
+}
+
+function show(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null) return String(value);
+  if (Array.isArray(value)) return `a list of ${value.length}`;
+  return typeof value === 'object' ? 'an object' : typeof value;
+}
+
+/** `a.b` for identifier-like keys, `a["nvidia.com/gpu"]` otherwise. */
+function child(path: string, key: string): string {
+  const part = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? key : JSON.stringify(key);
+  if (path === '') return part;
+  return part.startsWith('"') ? `${path}[${part}]` : `${path}.${part}`;
+}
+
+/** The object at `path`, after refusing every key that is neither known nor deliberately ignored. */
+function object(value: unknown, path: string, known: readonly string[], ignored: readonly string[] = []): Record<string, unknown> {
+  if (!isPlainObject(value)) throw new ManifestError(path, `expected an object, got ${show(value)}`);
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key) && !ignored.includes(key)) throw new ManifestError(child(path, key), 'not supported');
+  }
+  return value;
+}
+
+function has(obj: Record<string, unknown>, key: string): boolean {
+  return Object.hasOwn(obj, key) && obj[key] !== undefined && obj[key] !== null;
+}
+
+function string(value: unknown, path: string, maxChars: number): string {
+  if (typeof value !== 'string') {
+    const hint = typeof value === 'number' || typeof value === 'boolean' ? ' (quote it in YAML)' : '';
+    throw new ManifestError(path, `expected a string${hint}, got ${show(value)}`);
+  }
+  if (value.length > maxChars) throw new ManifestError(path, `at most ${maxChars} chars allowed, got ${value.length}`);
+  if (value.includes('\u0000')) throw new ManifestError(path, 'NUL characters are not allowed');
+  return value;
+}
+
+function list(value: unknown, path: string, maxItems: number): unknown[] {
+  if (!Array.isArray(value)) throw new ManifestError(path, `expected a list, got ${show(value)}`);
+  if (value.length > maxItems) throw new ManifestError(path, `at most ${maxItems} entries allowed, got ${value.length}`);
+  return value;
+}
+
+function dnsLabel(value: unknown, path: string, maxChars: number): string {
+  const s = string(value, path, Number.MAX_SAFE_INTEGER);
+  if (s.length === 0 || s.length > maxChars || !DNS_LABEL.test(s)) {
+    throw new ManifestError(
+      path,
+      `expected a DNS-1123 label of at most ${maxChars} chars (lower-case letters, digits and '-', starting and ending with a letter or digit), got ${show(value)}`,
+    );
+  }
+  return s;
+}
+
+function labelMap(value: unknown, path: string): Record<string, string> {
+  if (!isPlainObject(value)) throw new ManifestError(path, `expected a map of strings, got ${show(value)}`);
+  const keys = Object.keys(value);
+  if (keys.length > MAX_LABELS_PER_OBJECT) throw new ManifestError(path, `at most ${MAX_LABELS_PER_OBJECT} labels allowed, got ${keys.length}`);
+  const out: Record<string, string> = {};
+  for (const key of keys) {
+    if (!isLabelKey(key)) throw new ManifestError(child(path, key), 'not a valid label key ([prefix/]name, name at most 63 chars)');
+    const v = string(value[key], child(path, key), Number.MAX_SAFE_INTEGER);
+    if (!isLabelValue(v)) throw new ManifestError(child(path, key), `not a valid label value (at most 63 of [-A-Za-z0-9_.]), got ${show(v)}`);
+    out[key] = v;
+  }
+  return out;
+}
+
+function annotations(value: unknown, path: string): void {
+  if (!isPlainObject(value)) throw new ManifestError(path, `expected a map of strings, got ${show(value)}`);
+  const keys = Object.keys(value);
+  if (keys.length > MAX_LABELS_PER_OBJECT) throw new ManifestError(path, `at most ${MAX_LABELS_PER_OBJECT} annotations allowed, got ${keys.length}`);
+  for (const key of keys) {
+    if (!isLabelKey(key)) throw new ManifestError(child(path, key), 'not a valid annotation key');
+    string(value[key], child(path, key), MAX_ANNOTATION_VALUE_CHARS);
+  }
+}
+
+const EFFECTS: readonly TaintEffect[] = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'];
+
+/** One toleration, empty strings normalised to absent fields. */
+function toleration(value: unknown, path: string): Toleration {
+  const t = object(value, path, ['key', 'operator', 'value', 'effect']);
+  const key = has(t, 'key') ? string(t.key, `${path}.key`, MAX_TAINT_KEY_CHARS) : '';
+  const operator = has(t, 'operator') ? t.operator : 'Equal';
+  if (operator !== 'Exists' && operator !== 'Equal') {
+    throw new ManifestError(`${path}.operator`, `expected "Exists" or "Equal", got ${show(operator)}`);
+  }
+  const val = has(t, 'value') ? string(t.value, `${path}.value`, MAX_TAINT_VALUE_CHARS) : '';
+  const effect = has(t, 'effect') ? t.effect : '';
+  if (effect !== '' && !EFFECTS.includes(effect as TaintEffect)) {
+    throw new ManifestError(`${path}.effect`, `expected one of ${EFFECTS.map((e) => `"${e}"`).join(', ')} (or none for all), got ${show(effect)}`);
+  }
+  if (operator === 'Exists' && val !== '') throw new ManifestError(`${path}.value`, 'must be empty when operator is "Exists"');
+  if (operator === 'Equal' && key === '') throw new ManifestError(`${path}.key`, 'required when operator is "Equal" (only "Exists" may leave it empty to tolerate every taint)');
+  const out: Toleration = key === '' ? { operator } : { key, operator };
+  if (operator === 'Equal') out.value = val;
+  if (effect !== '') out.effect = effect as TaintEffect;
+  return out;
+}
+
+function quantity(value: unknown, path: string, parse: (q: string | number) => number): number {
+  if (typeof value !== 'string' && typeof value !== 'number') {
+    throw new ManifestError(path, `expected a quantity such as ${path.endsWith('cpu') ? '500m or 1' : '512Mi or 2Gi'}, got ${show(value)}`);
+  }
+  try {
+    return parse(value);
+  } catch (err) {
+    if (err instanceof QuantityError) throw new ManifestError(path, err.message);
+    throw err;
+  }
+}
+
+// ---- the manifest ---------------------------------------------------------
+
+/**
+ * Checks a parsed manifest against the supported subset. Returns the
+ * manifest rebuilt from the understood fields only (nothing from the input is
+ * passed through unchecked) and the UnitSpec every replica runs. Throws
+ * ManifestError naming the first field at fault.
+ */
+export function validateManifest(obj: unknown): { manifest: DeploymentManifest; unitSpec: UnitSpec } {
+  const root = object(obj, '', ['apiVersion', 'kind', 'metadata', 'spec']);
+  if (root.apiVersion !== 'apps/v1') throw new ManifestError('apiVersion', `expected "apps/v1", got ${show(root.apiVersion)}`);
+  if (root.kind !== 'Deployment') throw new ManifestError('kind', `expected "Deployment", got ${show(root.kind)}`);
+
+  if (!has(root, 'metadata')) throw new ManifestError('metadata', 'missing');
+  const metadata = object(root.metadata, 'metadata', ['name', 'labels', 'annotations']);
+  if (!has(metadata, 'name')) throw new ManifestError('metadata.name', 'missing');
+  const name = dnsLabel(metadata.name, 'metadata.name', MAX_DEPLOYMENT_NAME_CHARS);
+  const labels = has(metadata, 'labels') ? labelMap(metadata.labels, 'metadata.labels') : undefined;
+  if (has(metadata, 'annotations')) annotations(metadata.annotations, 'metadata.annotations');
+
+  if (!has(root, 'spec')) throw new ManifestError('spec', 'missing');
+  const spec = object(root.spec, 'spec', ['replicas', 'selector', 'template']);
+  const replicas = has(spec, 'replicas') ? spec.replicas : DEFAULT_REPLICAS;
+  if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
+    throw new ManifestError('spec.replicas', `expected an integer >= 0, got ${show(replicas)}`);
+  }
+  if (replicas > MAX_REPLICAS) throw new ManifestError('spec.replicas', `at most ${MAX_REPLICAS} allowed, got ${replicas}`);
+
+  if (!has(spec, 'template')) throw new ManifestError('spec.template', 'missing');
+  const template = object(spec.template, 'spec.template', ['metadata', 'spec']);
+  let templateLabels: Record<string, string> | undefined;
+  if (has(template, 'metadata')) {
+    const tm = object(template.metadata, 'spec.template.metadata', ['labels', 'annotations']);
+    if (has(tm, 'labels')) templateLabels = labelMap(tm.labels, 'spec.template.metadata.labels');
+    if (has(tm, 'annotations')) annotations(tm.annotations, 'spec.template.metadata.annotations');
+  }
+  if (has(spec, 'selector')) {
+    const selector = object(spec.selector, 'spec.selector', ['matchLabels']);
+    const matchLabels = has(selector, 'matchLabels') ? labelMap(selector.matchLabels, 'spec.selector.matchLabels') : {};
+    for (const [k, v] of Object.entries(matchLabels)) {
+      if (templateLabels?.[k] !== v) {
+        throw new ManifestError(
+          'spec.template.metadata.labels',
+          `must carry every spec.selector.matchLabels pair, missing ${k}=${v}`,
+        );
+      }
+    }
+  }
+
+  if (!has(template, 'spec')) throw new ManifestError('spec.template.spec', 'missing');
+  const podSpec = object(template.spec, 'spec.template.spec', ['containers', 'tolerations']);
+  if (!has(podSpec, 'containers')) throw new ManifestError('spec.template.spec.containers', 'missing');
+  const containers = list(podSpec.containers, 'spec.template.spec.containers', Number.MAX_SAFE_INTEGER);
+  if (containers.length !== 1) {
+    throw new ManifestError('spec.template.spec.containers', `expected exactly one container (a unit is one process), got ${containers.length}`);
+  }
+
+  const cPath = 'spec.template.spec.containers[0]';
+  const c = object(containers[0], cPath, ['name', 'command', 'args', 'env', 'resources'], ['image', 'imagePullPolicy']);
+  if (has(c, 'image')) string(c.image, `${cPath}.image`, MAX_ARG_CHARS);
+  if (has(c, 'imagePullPolicy')) string(c.imagePullPolicy, `${cPath}.imagePullPolicy`, MAX_ARG_CHARS);
+  if (!has(c, 'name')) throw new ManifestError(`${cPath}.name`, 'missing');
+  const containerName = dnsLabel(c.name, `${cPath}.name`, MAX_DNS_LABEL_CHARS);
+
+  if (!has(c, 'command')) {
+    throw new ManifestError(`${cPath}.command`, 'missing (a unit runs this program on the node; there is no image entrypoint)');
+  }
+  const command = list(c.command, `${cPath}.command`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${cPath}.command[${i}]`, MAX_ARG_CHARS));
+  if (command.length === 0 || command[0] === '') throw new ManifestError(`${cPath}.command`, 'expected a non-empty list whose first entry is the program');
+  const args = has(c, 'args')
+    ? list(c.args, `${cPath}.args`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${cPath}.args[${i}]`, MAX_ARG_CHARS))
+    : undefined;
+  if (command.length + (args?.length ?? 0) > MAX_ARGV_ENTRIES) {
+    throw new ManifestError(`${cPath}.args`, `command and args together may have at most ${MAX_ARGV_ENTRIES} entries`);
+  }
+
+  const env: EnvVar[] | undefined = has(c, 'env')
+    ? list(c.env, `${cPath}.env`, MAX_ENV_VARS_PER_UNIT).map((e, i) => {
+        const ePath = `${cPath}.env[${i}]`;
+        const entry = object(e, ePath, ['name', 'value']);
+        if (!has(entry, 'name')) throw new ManifestError(`${ePath}.name`, 'missing');
+        const envName = string(entry.name, `${ePath}.name`, MAX_ENV_NAME_CHARS);
+        if (envName === '' || envName.includes('=') || /[\u0000-\u001f\u007f]/.test(envName)) {
+          throw new ManifestError(`${ePath}.name`, `expected a non-empty name without '=' or control characters, got ${show(envName)}`);
+        }
+        return { name: envName, value: has(entry, 'value') ? string(entry.value, `${ePath}.value`, MAX_ENV_VALUE_CHARS) : '' };
+      })
+    : undefined;
+
+  let cpuRequest: string | number | undefined;
+  let memoryRequest: string | number | undefined;
+  let requestsGiven: { cpu?: string | number; memory?: string | number } | undefined;
+  if (has(c, 'resources')) {
+    const resources = object(c.resources, `${cPath}.resources`, ['requests']);
+    if (has(resources, 'requests')) {
+      const requests = object(resources.requests, `${cPath}.resources.requests`, ['cpu', 'memory']);
+      requestsGiven = {};
+      if (has(requests, 'cpu')) cpuRequest = requestsGiven.cpu = requests.cpu as string | number;
+      if (has(requests, 'memory')) memoryRequest = requestsGiven.memory = requests.memory as string | number;
+    }
+  }
+  const cpu = quantity(cpuRequest ?? DEFAULT_CPU_REQUEST, `${cPath}.resources.requests.cpu`, parseCpu);
+  const memory = quantity(memoryRequest ?? DEFAULT_MEMORY_REQUEST, `${cPath}.resources.requests.memory`, parseMemory);
+
+  const tolerations = has(podSpec, 'tolerations')
+    ? list(podSpec.tolerations, 'spec.template.spec.tolerations', MAX_TOLERATIONS_PER_UNIT).map((t, i) =>
+        toleration(t, `spec.template.spec.tolerations[${i}]`),
+      )
+    : undefined;
+
+  const container: PodTemplate['spec']['containers'][number] = { name: containerName, command };
+  if (args !== undefined) container.args = args;
+  if (env !== undefined) container.env = env;
+  if (requestsGiven !== undefined) container.resources = { requests: requestsGiven };
+  const templateOut: PodTemplate = { spec: { containers: [container] } };
+  if (templateLabels !== undefined) templateOut.metadata = { labels: templateLabels };
+  if (tolerations !== undefined) templateOut.spec.tolerations = tolerations;
+
+  const manifest: DeploymentManifest = {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: labels === undefined ? { name } : { name, labels },
+    spec: { replicas, template: templateOut },
+  };
+  const unitSpec: UnitSpec = {
+    containerName,
+    command: [...command, ...(args ?? [])],
+    env: env ?? [],
+    resources: { cpu, memory },
+    tolerations: tolerations ?? [],
+  };
+  return { manifest, unitSpec };
+}
+
+// ---- spec identity --------------------------------------------------------
+
+/** JSON with object keys sorted at every level and undefined fields left out. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+const FNV64_OFFSET = 0xcbf29ce484222325n;
+const FNV64_PRIME = 0x100000001b3n;
+const MASK64 = 0xffffffffffffffffn;
+
+/**
+ * A stable 16-hex-digit identity of a UnitSpec: FNV-1a 64 over the UTF-8
+ * bytes of its canonical JSON. Equal specs hash equal whatever their key
+ * order; the reconciler compares hashes to see that a unit runs an old
+ * template. Not cryptographic, and need not be: it guards against change,
+ * not against an adversary. Order of env and tolerations counts.
+ */
+export function unitSpecHash(spec: UnitSpec): string {
+  const bytes = new TextEncoder().encode(canonicalJson(spec));
+  let hash = FNV64_OFFSET;
+  for (const byte of bytes) {
+    hash ^= BigInt(byte);
+    hash = (hash * FNV64_PRIME) & MASK64;
+  }
+  return hash.toString(16).padStart(16, '0');
+}

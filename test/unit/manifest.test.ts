@@ -1,0 +1,203 @@
+// test/unit/manifest.test.ts -- the Deployment manifest subset: the
+// contract's example becomes the expected UnitSpec, every kind of bad
+// manifest is refused with the field at fault in the message, and the spec
+// hash is stable.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  MAX_REPLICAS,
+  ManifestError,
+  parseManifest,
+  parseManifestObject,
+  unitSpecHash,
+  validateManifest,
+} from '../../shared/manifest.ts';
+import type { UnitSpec } from '../../shared/model.ts';
+
+/** The example manifest of the contract, verbatim. */
+const CONTRACT_EXAMPLE = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 3
+  template:
+    spec:
+      containers:                # exactly one: a unit is one process
+        - name: web
+          command: ["sleep", "3600"]
+          env: [{name: GREETING, value: hello}]
+          resources:
+            requests: {cpu: 1000m, memory: 2048Mi}
+      tolerations:
+        - {key: gpu-only, operator: Exists}
+`;
+
+/** A fresh plain-object copy of the example to mutate per case. */
+function example(): Record<string, any> {
+  return parseManifestObject(CONTRACT_EXAMPLE) as Record<string, any>;
+}
+
+function refusal(obj: unknown): ManifestError {
+  try {
+    validateManifest(obj);
+  } catch (err) {
+    assert.ok(err instanceof ManifestError, `expected a ManifestError, got ${String(err)}`);
+    return err;
+  }
+  assert.fail('the manifest was accepted');
+}
+
+test("the contract's example manifest is accepted and yields the expected UnitSpec", () => {
+  const { manifest, unitSpec } = validateManifest(parseManifestObject(CONTRACT_EXAMPLE));
+  assert.deepEqual(unitSpec, {
+    containerName: 'web',
+    command: ['sleep', '3600'],
+    env: [{ name: 'GREETING', value: 'hello' }],
+    resources: { cpu: 1000, memory: 2048 },
+    tolerations: [{ key: 'gpu-only', operator: 'Exists' }],
+  } satisfies UnitSpec);
+  assert.equal(manifest.metadata.name, 'web');
+  assert.equal(manifest.spec.replicas, 3);
+  assert.deepEqual(manifest.spec.template.spec.containers[0].resources, { requests: { cpu: '1000m', memory: '2048Mi' } });
+});
+
+test('the same manifest written as JSON gives the same result', () => {
+  const json = JSON.stringify(example());
+  assert.deepEqual(parseManifest(json, 'json'), parseManifest(CONTRACT_EXAMPLE));
+});
+
+test('a manifest ready for real Kubernetes (image, selector, labels) is accepted and image is ignored', () => {
+  const m = example();
+  m.metadata.labels = { app: 'web' };
+  m.metadata.annotations = { 'example.com/owner': 'team a' };
+  m.spec.selector = { matchLabels: { app: 'web' } };
+  m.spec.template.metadata = { labels: { app: 'web', tier: 'front' } };
+  m.spec.template.spec.containers[0].image = 'busybox:1.36';
+  m.spec.template.spec.containers[0].imagePullPolicy = 'IfNotPresent';
+  const { manifest, unitSpec } = validateManifest(m);
+  assert.deepEqual(unitSpec, validateManifest(example()).unitSpec);
+  assert.deepEqual(manifest.metadata.labels, { app: 'web' });
+  assert.deepEqual(manifest.spec.template.metadata, { labels: { app: 'web', tier: 'front' } });
+  assert.equal('image' in manifest.spec.template.spec.containers[0], false);
+});
+
+test('args are appended to command to form the argv', () => {
+  const m = example();
+  m.spec.template.spec.containers[0].command = ['node'];
+  m.spec.template.spec.containers[0].args = ['-e', 'setInterval(() => {}, 1000)'];
+  assert.deepEqual(validateManifest(m).unitSpec.command, ['node', '-e', 'setInterval(() => {}, 1000)']);
+});
+
+test('absent requests default to 100m cpu and 128Mi memory, absent replicas to 1', () => {
+  const m = example();
+  delete m.spec.replicas;
+  delete m.spec.template.spec.containers[0].resources;
+  const { manifest, unitSpec } = validateManifest(m);
+  assert.deepEqual(unitSpec.resources, { cpu: 100, memory: 128 });
+  assert.equal(manifest.spec.replicas, 1);
+  const onlyCpu = example();
+  onlyCpu.spec.template.spec.containers[0].resources = { requests: { cpu: '250m' } };
+  assert.deepEqual(validateManifest(onlyCpu).unitSpec.resources, { cpu: 250, memory: 128 });
+});
+
+test('tolerations default to operator Equal and leave empty fields out', () => {
+  const m = example();
+  m.spec.template.spec.tolerations = [
+    { key: 'zone', value: 'b', effect: 'NoSchedule' },
+    { operator: 'Exists' },
+    { key: 'x', operator: 'Exists', effect: '' },
+  ];
+  assert.deepEqual(validateManifest(m).unitSpec.tolerations, [
+    { key: 'zone', operator: 'Equal', value: 'b', effect: 'NoSchedule' },
+    { operator: 'Exists' },
+    { key: 'x', operator: 'Exists' },
+  ]);
+});
+
+test('every kind of bad manifest is refused with the field at fault in the message', () => {
+  const cases: Array<[string, (m: Record<string, any>) => unknown, string, string]> = [
+    ['wrong apiVersion', (m) => ((m.apiVersion = 'apps/v2'), m), 'apiVersion', 'invalid manifest: apiVersion: expected "apps/v1", got "apps/v2"'],
+    ['wrong kind', (m) => ((m.kind = 'StatefulSet'), m), 'kind', 'invalid manifest: kind: expected "Deployment", got "StatefulSet"'],
+    ['missing name', (m) => (delete m.metadata.name, m), 'metadata.name', 'invalid manifest: metadata.name: missing'],
+    ['upper-case name', (m) => ((m.metadata.name = 'Web'), m), 'metadata.name', 'invalid manifest: metadata.name: expected a DNS-1123 label of at most 52 chars'],
+    ['name ending in a dash', (m) => ((m.metadata.name = 'web-'), m), 'metadata.name', 'invalid manifest: metadata.name: expected a DNS-1123 label'],
+    ['name too long for a unit suffix', (m) => ((m.metadata.name = 'a'.repeat(53)), m), 'metadata.name', 'invalid manifest: metadata.name: expected a DNS-1123 label of at most 52 chars'],
+    ['negative replicas', (m) => ((m.spec.replicas = -1), m), 'spec.replicas', 'invalid manifest: spec.replicas: expected an integer >= 0, got -1'],
+    ['fractional replicas', (m) => ((m.spec.replicas = 1.5), m), 'spec.replicas', 'invalid manifest: spec.replicas: expected an integer >= 0, got 1.5'],
+    ['replicas as a word', (m) => ((m.spec.replicas = 'three'), m), 'spec.replicas', 'invalid manifest: spec.replicas: expected an integer >= 0, got "three"'],
+    ['too many replicas', (m) => ((m.spec.replicas = MAX_REPLICAS + 1), m), 'spec.replicas', `invalid manifest: spec.replicas: at most ${MAX_REPLICAS} allowed, got 1001`],
+    ['zero containers', (m) => ((m.spec.template.spec.containers = []), m), 'spec.template.spec.containers', 'invalid manifest: spec.template.spec.containers: expected exactly one container (a unit is one process), got 0'],
+    ['two containers', (m) => (m.spec.template.spec.containers.push({ ...m.spec.template.spec.containers[0], name: 'side' }), m), 'spec.template.spec.containers', 'got 2'],
+    ['empty command', (m) => ((m.spec.template.spec.containers[0].command = []), m), 'spec.template.spec.containers[0].command', 'invalid manifest: spec.template.spec.containers[0].command: expected a non-empty list'],
+    ['missing command', (m) => (delete m.spec.template.spec.containers[0].command, m), 'spec.template.spec.containers[0].command', 'missing (a unit runs this program on the node'],
+    ['command as a string', (m) => ((m.spec.template.spec.containers[0].command = 'sleep 5'), m), 'spec.template.spec.containers[0].command', 'expected a list, got "sleep 5"'],
+    ['a number in args', (m) => ((m.spec.template.spec.containers[0].args = [5]), m), 'spec.template.spec.containers[0].args[0]', 'expected a string (quote it in YAML), got 5'],
+    ['bad cpu quantity', (m) => ((m.spec.template.spec.containers[0].resources.requests.cpu = 'lots'), m), 'spec.template.spec.containers[0].resources.requests.cpu', 'invalid manifest: spec.template.spec.containers[0].resources.requests.cpu: invalid cpu quantity "lots"'],
+    ['bad memory quantity', (m) => ((m.spec.template.spec.containers[0].resources.requests.memory = '2GB'), m), 'spec.template.spec.containers[0].resources.requests.memory', 'invalid memory quantity "2GB"'],
+    ['limits', (m) => ((m.spec.template.spec.containers[0].resources.limits = { cpu: '1' }), m), 'spec.template.spec.containers[0].resources.limits', 'invalid manifest: spec.template.spec.containers[0].resources.limits: not supported'],
+    ['an extended resource', (m) => ((m.spec.template.spec.containers[0].resources.requests['nvidia.com/gpu'] = 1), m), 'spec.template.spec.containers[0].resources.requests["nvidia.com/gpu"]', 'not supported'],
+    ['volumes', (m) => ((m.spec.template.spec.volumes = []), m), 'spec.template.spec.volumes', 'invalid manifest: spec.template.spec.volumes: not supported'],
+    ['ports', (m) => ((m.spec.template.spec.containers[0].ports = [{ containerPort: 80 }]), m), 'spec.template.spec.containers[0].ports', 'not supported'],
+    ['a strategy', (m) => ((m.spec.strategy = { type: 'Recreate' }), m), 'spec.strategy', 'invalid manifest: spec.strategy: not supported'],
+    ['a namespace', (m) => ((m.metadata.namespace = 'default'), m), 'metadata.namespace', 'not supported'],
+    ['a status', (m) => ((m.status = {}), m), 'status', 'invalid manifest: status: not supported'],
+    ['env from a secret', (m) => ((m.spec.template.spec.containers[0].env = [{ name: 'A', valueFrom: {} }]), m), 'spec.template.spec.containers[0].env[0].valueFrom', 'not supported'],
+    ['a numeric env value', (m) => ((m.spec.template.spec.containers[0].env = [{ name: 'PORT', value: 8080 }]), m), 'spec.template.spec.containers[0].env[0].value', 'expected a string (quote it in YAML), got 8080'],
+    ['bad toleration operator', (m) => ((m.spec.template.spec.tolerations[0].operator = 'In'), m), 'spec.template.spec.tolerations[0].operator', 'invalid manifest: spec.template.spec.tolerations[0].operator: expected "Exists" or "Equal", got "In"'],
+    ['bad toleration effect', (m) => ((m.spec.template.spec.tolerations[0].effect = 'NoRun'), m), 'spec.template.spec.tolerations[0].effect', 'got "NoRun"'],
+    ['Exists with a value', (m) => ((m.spec.template.spec.tolerations[0].value = 'x'), m), 'spec.template.spec.tolerations[0].value', 'must be empty when operator is "Exists"'],
+    ['Equal without a key', (m) => ((m.spec.template.spec.tolerations = [{ operator: 'Equal', value: 'x' }]), m), 'spec.template.spec.tolerations[0].key', 'required when operator is "Equal"'],
+    ['tolerationSeconds', (m) => ((m.spec.template.spec.tolerations[0].tolerationSeconds = 30), m), 'spec.template.spec.tolerations[0].tolerationSeconds', 'not supported'],
+    ['a selector the template does not match', (m) => ((m.spec.selector = { matchLabels: { app: 'web' } }), m), 'spec.template.metadata.labels', 'must carry every spec.selector.matchLabels pair, missing app=web'],
+    ['a bad label key', (m) => ((m.metadata.labels = { 'bad key': 'x' }), m), 'metadata.labels["bad key"]', 'not a valid label key'],
+    ['a missing template spec', (m) => (delete m.spec.template.spec, m), 'spec.template.spec', 'invalid manifest: spec.template.spec: missing'],
+    ['not an object at all', () => ['apiVersion'], '', 'invalid manifest: expected an object, got a list of 1'],
+  ];
+  for (const [what, mutate, field, message] of cases) {
+    const err = refusal(mutate(example()));
+    assert.equal(err.field, field, what);
+    assert.ok(err.message.includes(message), `${what}: "${err.message}" should include "${message}"`);
+    assert.ok(!err.message.includes('\n'), `${what}: the message is one line`);
+  }
+});
+
+test('a YAML syntax error becomes a one-line message with its line number', () => {
+  const broken = CONTRACT_EXAMPLE.replace('command: ["sleep", "3600"]', 'command: ["sleep", "3600"');
+  assert.throws(
+    () => parseManifest(broken),
+    (err: unknown) => {
+      assert.ok(err instanceof ManifestError);
+      assert.equal(err.field, '');
+      assert.match(err.message, /^invalid manifest: YAML syntax error at line \d+, column \d+: \S.*$/);
+      assert.ok(!err.message.includes('\n'));
+      return true;
+    },
+  );
+  assert.throws(() => parseManifest('apiVersion: apps/v1\napiVersion: apps/v1\n'), /^ManifestError: invalid manifest: YAML syntax error at line 2, column 1: Map keys must be unique$/);
+  assert.throws(() => parseManifest('{"apiVersion": "apps/v1" "kind": 1}', 'json'), /^ManifestError: invalid manifest: JSON syntax error at line 1/);
+  assert.throws(() => parseManifest('a: 1\n---\nb: 2\n'), /YAML syntax error at line 2, column 1: Source contains multiple documents/);
+});
+
+test('an empty file is refused as not being an object', () => {
+  assert.throws(() => parseManifest(''), /^ManifestError: invalid manifest: expected an object, got null$/);
+});
+
+test('the spec hash is stable, ignores key order and changes with the spec', () => {
+  const spec = validateManifest(example()).unitSpec;
+  const reordered: UnitSpec = {
+    tolerations: spec.tolerations.map((t) => ({ operator: t.operator, key: t.key })),
+    resources: { memory: spec.resources.memory, cpu: spec.resources.cpu },
+    env: spec.env,
+    command: spec.command,
+    containerName: spec.containerName,
+  };
+  assert.match(unitSpecHash(spec), /^[0-9a-f]{16}$/);
+  assert.equal(unitSpecHash(reordered), unitSpecHash(spec));
+  assert.equal(unitSpecHash(spec), unitSpecHash(structuredClone(spec)));
+  assert.notEqual(unitSpecHash({ ...spec, command: ['sleep', '3601'] }), unitSpecHash(spec));
+  assert.notEqual(unitSpecHash({ ...spec, resources: { cpu: 1001, memory: 2048 } }), unitSpecHash(spec));
+  // A known value pins the algorithm: changing it would restart every unit on upgrade.
+  assert.equal(unitSpecHash(spec), '789f7d500a5ddcd9');
+});
