@@ -1,0 +1,401 @@
+// control-plane/reconcile/reconcile.ts -- one pass of the reconcile loop:
+// compare DESIRED (deployments and committed bindings) with OBSERVED (agent
+// reports on Ready nodes) and return the plan that closes the gap. Pure and
+// level-based: it reads the current state and never replays events, so
+// running it twice on the same input returns the same plan, and running it
+// again after the plan took effect returns an empty one (the lesson's
+// idempotent iterations 2 and 7). The leader's controller calls it on every
+// change and on a periodic resync; a driver executes the plan.
+//
+// Per binding (the unit the scheduler committed):
+//   node missing or NotReady     -> unbind 'lost' (no terminate: the node is
+//                                   unreachable); the gap is refilled by create
+//   observed Failed / Succeeded  -> unbind 'crashed' / 'completed'; refilled by
+//                                   a NEW unit with a new name, like the lesson
+//   observed Pending / Running   -> live
+//   observed Terminating, or a terminate of ours in flight -> not live, no
+//                                   action (it is on its way out)
+//   not observed                 -> live ("starting"); spawn is (re)sent when
+//                                   no spawn is in flight or it timed out.
+//                                   A missing report is answered with the SAME
+//                                   unit again, never with a second unit.
+//   nodeName null (no node fit)  -> not live, but counted toward desired so
+//                                   the loop never piles up unplaced units;
+//                                   `schedule` retries its placement.
+// Per deployment: live + unscheduled < replicas -> that many `create`;
+// more -> remove exactly the surplus: unplaced first, then Pending (or not
+// yet reported), then Running; newest (highest index) first within each, so
+// the lesson's scale 5 -> 2 deletes pod-7, pod-6, pod-5 in that order.
+// Per Ready node: a unit it reports that is not bound to it is terminated if
+// still running, and forgotten (the agent drops its record) once finished.
+// A finished unit is forgotten only on the pass AFTER its unbind, once the
+// binding is gone: forgetting earlier would let a failed unbind commit make
+// the next leader re-spawn the crashed unit under its old name.
+//
+// Rate limit: maxActionsPerPass is a budget of OPERATIONS, not of actions:
+// one create, one schedule, one removal of a bound unit (unbind + its
+// terminate, never split: a removal is one "delete" in the lesson's sense),
+// one terminate of an unbound unit. Exempt, because they start nothing and
+// the lesson's self-healing promise depends on them: unbind of lost,
+// crashed or completed units (bookkeeping; their replacements are creates
+// and are budgeted), spawn resends (they re-deliver decisions already made
+// and budgeted) and forget. The budget is shared round-robin across
+// deployments in name order, starting at `pass mod n`, so one big gap
+// cannot starve the others; `deferred` says how many operations were cut.
+//
+// Contract for the driver: record a spawn/terminate in InFlight as soon as
+// it accepts the plan (before awaiting the binding commit), or do not start
+// the next pass before the plan is executed; otherwise a pass that runs in
+// between sees a bound unit with nothing in flight and sends again. Agents
+// must treat a spawn for a name they already run as a no-op.
+
+import type { UnitReport } from '../../shared/model.ts';
+import { isQuietDiff } from './format-diff.ts';
+import type { Action, Binding, DeploymentDiff, ObservedNode, Plan, ReconcileInput } from './types.ts';
+
+/** Terminate reasons (they reach the agent and the event stream). */
+export const TERMINATE_REASON_SCALED_DOWN = 'scaled down';
+export const TERMINATE_REASON_DEPLOYMENT_DELETED = 'deployment deleted';
+export const TERMINATE_REASON_NOT_BOUND = 'not bound: replaced while its node was away';
+
+/** One rate-limited operation: the actions it emits are never split. */
+interface Operation {
+  kind: 'create' | 'schedule' | 'remove' | 'unbound';
+  unit: string | null;
+  detail: string | null;
+  actions: Action[];
+}
+
+/** Everything one deployment contributes to the plan. */
+interface DeploymentWork {
+  diff: DeploymentDiff;
+  bookkeeping: Action[]; // unbind lost / crashed / completed (exempt)
+  operations: Operation[]; // rate-limited, in priority order
+  resends: Action[]; // spawn resends (exempt)
+  forgets: Action[]; // (exempt)
+}
+
+/** A binding that counts toward desired, with its rank for surplus removal. */
+interface Candidate {
+  binding: Binding;
+  /** 0: no node yet, 1: Pending or not yet reported, 2: Running. Lower goes first. */
+  rank: number;
+  observed: boolean;
+}
+
+function isFinished(phase: UnitReport['phase']): boolean {
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
+/** Orders `web-2` before `web-10`: numeric on a shared `<prefix>-<n>`, else by code units. */
+export function compareUnitNames(a: string, b: string): number {
+  const ma = /^(.*)-(\d+)$/.exec(a);
+  const mb = /^(.*)-(\d+)$/.exec(b);
+  if (ma && mb && ma[1] === mb[1]) return Number(ma[2]) - Number(mb[2]);
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Why a unit finished, short: 'exit 1', 'signal SIGKILL', 'SpawnFailed: ENOENT ...'. */
+function finishDetail(r: UnitReport): string {
+  const parts: string[] = [];
+  if (r.signal) parts.push(`signal ${r.signal}`);
+  else if (r.exitCode !== undefined) parts.push(`exit ${r.exitCode}`);
+  if (r.reason && r.reason !== 'Completed' && r.reason !== 'Error' && r.reason !== 'Killed') parts.push(r.reason);
+  return parts.length > 0 ? parts.join(' ') : r.phase === 'Failed' ? 'failed' : 'completed';
+}
+
+function checkInput(input: ReconcileInput): void {
+  const fields: Array<[string, number]> = [
+    ['now', input.now],
+    ['spawnTimeoutMs', input.spawnTimeoutMs],
+    ['terminateGracePeriodMs', input.terminateGracePeriodMs],
+  ];
+  for (const [field, value] of fields) {
+    if (!Number.isFinite(value) || (field !== 'now' && value < 0)) {
+      throw new RangeError(`reconcile: ${field} must be a finite number${field === 'now' ? '' : ' >= 0'}, got ${value}`);
+    }
+  }
+  if (!(input.maxActionsPerPass >= 0)) {
+    throw new RangeError(`reconcile: maxActionsPerPass must be >= 0 (Infinity for no limit), got ${input.maxActionsPerPass}`);
+  }
+  for (const d of input.deployments.values()) {
+    if (!Number.isInteger(d.replicas) || d.replicas < 0) {
+      throw new RangeError(`reconcile: deployment ${d.name}: replicas must be an integer >= 0, got ${d.replicas}`);
+    }
+  }
+}
+
+function emptyDiff(deployment: string, desired: number, deleted: boolean): DeploymentDiff {
+  return {
+    deployment,
+    desired,
+    deleted,
+    live: 0,
+    unscheduled: 0,
+    create: 0,
+    schedule: [],
+    remove: [],
+    unbound: [],
+    lost: [],
+    crashed: [],
+    completed: [],
+    resend: [],
+    deferred: 0,
+    detail: {},
+  };
+}
+
+/** One pass: the plan that moves observed toward desired. Deterministic for the same input. */
+export function reconcile(input: ReconcileInput): Plan {
+  checkInput(input);
+  const { deployments, bindings, nodes, inFlight, now } = input;
+  const terminateResendAfterMs = input.terminateGracePeriodMs + input.spawnTimeoutMs;
+  const spawnFresh = (unit: string): boolean => {
+    const sentAt = inFlight.spawns.get(unit);
+    return sentAt !== undefined && now - sentAt < input.spawnTimeoutMs;
+  };
+  const terminateFresh = (unit: string): boolean => {
+    const sentAt = inFlight.terminates.get(unit);
+    return sentAt !== undefined && now - sentAt < terminateResendAfterMs;
+  };
+
+  const work = new Map<string, DeploymentWork>();
+  const workFor = (deployment: string): DeploymentWork => {
+    let w = work.get(deployment);
+    if (!w) {
+      const desired = deployments.get(deployment);
+      w = {
+        diff: emptyDiff(deployment, desired?.replicas ?? 0, desired === undefined),
+        bookkeeping: [],
+        operations: [],
+        resends: [],
+        forgets: [],
+      };
+      work.set(deployment, w);
+    }
+    return w;
+  };
+  for (const name of deployments.keys()) workFor(name);
+
+  const readyNode = (name: string | null): ObservedNode | undefined => {
+    if (name === null) return undefined;
+    const node = nodes.get(name);
+    return node && node.ready ? node : undefined;
+  };
+
+  // ---- 1. every binding: classify ------------------------------------------
+  const sortedBindings = [...bindings.values()].sort(
+    (a, b) => compareStrings(a.deployment, b.deployment) || a.index - b.index || compareStrings(a.name, b.name),
+  );
+  const candidates = new Map<string, Candidate[]>(); // by deployment, still desired
+  const orphaned = new Map<string, Binding[]>(); // by deployment, no longer desired
+
+  for (const b of sortedBindings) {
+    const w = workFor(b.deployment);
+    if (!deployments.has(b.deployment)) {
+      const list = orphaned.get(b.deployment) ?? [];
+      list.push(b);
+      orphaned.set(b.deployment, list);
+      continue;
+    }
+    const node = readyNode(b.nodeName);
+    const report = node?.units.get(b.name);
+
+    if (b.nodeName === null) {
+      w.diff.unscheduled++;
+      pushCandidate(candidates, { binding: b, rank: 0, observed: false });
+      continue;
+    }
+    if (!node) {
+      const known = nodes.get(b.nodeName);
+      w.diff.lost.push(b.name);
+      w.diff.detail[b.name] = known ? `on ${b.nodeName} NotReady` : `on ${b.nodeName}, not registered`;
+      w.bookkeeping.push({ type: 'unbind', unit: b.name, node: b.nodeName, deployment: b.deployment, reason: 'lost' });
+      continue;
+    }
+    if (report) {
+      if (report.phase === 'Failed' || report.phase === 'Succeeded') {
+        const crashed = report.phase === 'Failed';
+        (crashed ? w.diff.crashed : w.diff.completed).push(b.name);
+        w.diff.detail[b.name] = finishDetail(report);
+        w.bookkeeping.push({
+          type: 'unbind',
+          unit: b.name,
+          node: b.nodeName,
+          deployment: b.deployment,
+          reason: crashed ? 'crashed' : 'completed',
+        });
+        continue;
+      }
+      // Terminating, or ours to stop: on its way out, neither live nor acted on.
+      if (report.phase === 'Terminating' || terminateFresh(b.name)) continue;
+      w.diff.live++;
+      pushCandidate(candidates, { binding: b, rank: report.phase === 'Running' ? 2 : 1, observed: true });
+      continue;
+    }
+    if (terminateFresh(b.name)) continue;
+    w.diff.live++;
+    pushCandidate(candidates, { binding: b, rank: 1, observed: false });
+  }
+
+  // ---- 2. each desired deployment: surplus or gap ---------------------------
+  for (const [name, desired] of [...deployments.entries()].sort((a, b) => compareStrings(a[0], b[0]))) {
+    const w = workFor(name);
+    const list = candidates.get(name) ?? [];
+    const surplus = list.length - desired.replicas;
+    const removed = new Set<string>();
+    if (surplus > 0) {
+      for (const c of removalOrder(list).slice(0, surplus)) {
+        removed.add(c.binding.name);
+        w.operations.push(removalOperation(c.binding, 'surplus', TERMINATE_REASON_SCALED_DOWN, readyNode(c.binding.nodeName) !== undefined));
+      }
+    }
+    for (const c of list) {
+      if (removed.has(c.binding.name)) continue;
+      const b = c.binding;
+      if (b.nodeName === null) {
+        w.operations.push({
+          kind: 'schedule',
+          unit: b.name,
+          detail: null,
+          actions: [{ type: 'schedule', unit: b.name, deployment: name }],
+        });
+      } else if (!c.observed && !spawnFresh(b.name)) {
+        w.diff.resend.push(b.name);
+        w.resends.push({ type: 'spawn', unit: b.name, node: b.nodeName, deployment: name });
+      }
+    }
+    for (let i = 0; i < -surplus; i++) {
+      w.operations.push({ kind: 'create', unit: null, detail: null, actions: [{ type: 'create', deployment: name }] });
+    }
+  }
+
+  // ---- 3. bindings of deployments no longer desired -------------------------
+  for (const [name, list] of [...orphaned.entries()].sort((a, b) => compareStrings(a[0], b[0]))) {
+    const w = workFor(name);
+    // All of them go; newest first, so a rate-limited deletion unwinds in the
+    // reverse order of creation.
+    for (const b of [...list].sort((x, y) => y.index - x.index || compareStrings(y.name, x.name))) {
+      const node = readyNode(b.nodeName);
+      const report = node?.units.get(b.name);
+      const mustStop = node !== undefined && (report === undefined || !isFinished(report.phase)) && !terminateFresh(b.name);
+      w.operations.push(removalOperation(b, 'deployment deleted', TERMINATE_REASON_DEPLOYMENT_DELETED, mustStop));
+    }
+  }
+
+  // ---- 4. every Ready node: units it runs that are not bound to it ----------
+  // They go first in their deployment's queue: a returning node's leftovers
+  // are surplus, and stopping them comes before any other change.
+  const strays = new Map<string, Operation[]>();
+  for (const node of [...nodes.values()].sort((a, b) => compareStrings(a.name, b.name))) {
+    if (!node.ready) continue;
+    for (const report of [...node.units.values()].sort((a, b) => compareUnitNames(a.name, b.name))) {
+      const b = bindings.get(report.name);
+      if (b && b.nodeName === node.name) continue; // handled in step 1
+      const deployment = report.deployment || b?.deployment || '(no deployment)';
+      const w = workFor(deployment);
+      if (isFinished(report.phase)) {
+        w.forgets.push({ type: 'forget', unit: report.name, node: node.name });
+        continue;
+      }
+      if (terminateFresh(report.name)) continue;
+      const reason = b
+        ? `bound to ${b.nodeName ?? 'no node'}, not ${node.name}`
+        : deployments.has(deployment)
+          ? TERMINATE_REASON_NOT_BOUND
+          : TERMINATE_REASON_DEPLOYMENT_DELETED;
+      const list = strays.get(deployment) ?? [];
+      list.push({
+        kind: 'unbound',
+        unit: report.name,
+        detail: reason,
+        actions: [{ type: 'terminate', unit: report.name, node: node.name, reason }],
+      });
+      strays.set(deployment, list);
+    }
+  }
+  for (const [deployment, ops] of strays) workFor(deployment).operations.unshift(...ops);
+
+  // ---- 5. the rate limit: round-robin over deployments ----------------------
+  const order = [...work.keys()].sort(compareStrings);
+  const start = order.length > 0 ? (((input.pass ?? 0) % order.length) + order.length) % order.length : 0;
+  const rotated = [...order.slice(start), ...order.slice(0, start)];
+  const queues = rotated.map((name) => ({ w: work.get(name)!, next: 0 }));
+  const budgeted: Action[] = [];
+  let budget = input.maxActionsPerPass;
+  let progress = true;
+  while (budget > 0 && progress) {
+    progress = false;
+    for (const q of queues) {
+      if (budget <= 0) break;
+      const op = q.w.operations[q.next];
+      if (!op) continue;
+      q.next++;
+      budget--;
+      progress = true;
+      budgeted.push(...op.actions);
+      recordTaken(q.w.diff, op);
+    }
+  }
+  let deferred = 0;
+  for (const q of queues) {
+    q.w.diff.deferred = q.w.operations.length - q.next;
+    deferred += q.w.diff.deferred;
+  }
+
+  // ---- 6. assemble, deterministically ----------------------------------------
+  const actions: Action[] = [];
+  for (const name of order) actions.push(...work.get(name)!.bookkeeping);
+  actions.push(...budgeted);
+  for (const name of order) actions.push(...work.get(name)!.resends);
+  for (const name of order) actions.push(...work.get(name)!.forgets);
+
+  // A deleted deployment with nothing left to do has no diff.
+  const diffs = order.map((name) => work.get(name)!.diff).filter((d) => !d.deleted || !isQuietDiff(d));
+  return { actions, diffs, deferred };
+}
+
+function pushCandidate(map: Map<string, Candidate[]>, c: Candidate): void {
+  const list = map.get(c.binding.deployment) ?? [];
+  list.push(c);
+  map.set(c.binding.deployment, list);
+}
+
+/** Removal preference: unplaced, then Pending/unreported, then Running; newest first. */
+function removalOrder(list: readonly Candidate[]): Candidate[] {
+  return [...list].sort((a, b) => a.rank - b.rank || b.binding.index - a.binding.index || compareStrings(b.binding.name, a.binding.name));
+}
+
+function removalOperation(
+  b: Binding,
+  reason: 'surplus' | 'deployment deleted',
+  terminateReason: string,
+  terminate: boolean,
+): Operation {
+  const actions: Action[] = [{ type: 'unbind', unit: b.name, node: b.nodeName, deployment: b.deployment, reason }];
+  if (terminate && b.nodeName !== null) actions.push({ type: 'terminate', unit: b.name, node: b.nodeName, reason: terminateReason });
+  return { kind: 'remove', unit: b.name, detail: terminateReason, actions };
+}
+
+function recordTaken(diff: DeploymentDiff, op: Operation): void {
+  switch (op.kind) {
+    case 'create':
+      diff.create++;
+      return;
+    case 'schedule':
+      diff.schedule.push(op.unit!);
+      return;
+    case 'remove':
+      diff.remove.push(op.unit!);
+      diff.detail[op.unit!] = op.detail!;
+      return;
+    case 'unbound':
+      diff.unbound.push(op.unit!);
+      diff.detail[op.unit!] = op.detail!;
+      return;
+  }
+}

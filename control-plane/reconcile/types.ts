@@ -1,0 +1,129 @@
+// control-plane/reconcile/types.ts -- the data the reconcile loop reads
+// (desired deployments, committed unit bindings, observed node reports,
+// the commands already in flight, the clock reading) and the plan it
+// returns. Plain data only; the decision itself is in reconcile.ts.
+
+import type { UnitReport, UnitSpec } from '../../shared/model.ts';
+
+/** What the user declared for one deployment (replicated state). */
+export interface DesiredDeployment {
+  name: string;
+  replicas: number;
+  generation: number;
+  specHash: string;
+  unitSpec: UnitSpec;
+}
+
+/**
+ * One unit the scheduler committed (replicated state). The binding is
+ * committed BEFORE its spawn is sent, so a new leader knows every unit the
+ * old one decided on.
+ */
+export interface Binding {
+  name: string; // `<deployment>-<index>`
+  deployment: string;
+  index: number; // the n of `<deployment>-<n>`, never reused
+  /**
+   * The node it is bound to, or null while no node fits (the unit exists
+   * and stays Pending with a FailedScheduling event; see the `schedule`
+   * action).
+   */
+  nodeName: string | null;
+  specHash: string;
+  boundAt: number; // ms, the leader clock when the binding was committed
+}
+
+/** One node as the replicas observe it: liveness plus its agent's reports. */
+export interface ObservedNode {
+  name: string;
+  ready: boolean;
+  units: ReadonlyMap<string, UnitReport>;
+}
+
+/**
+ * Commands this leader has sent and not yet seen answered, by unit name,
+ * with the leader-clock time they were sent. Remembering them is what keeps
+ * a stale view from making the loop act twice (the ReplicaSet controller's
+ * "expectations"). A new leader starts with both maps empty.
+ */
+export interface InFlight {
+  spawns: ReadonlyMap<string, number>;
+  terminates: ReadonlyMap<string, number>;
+}
+
+export interface ReconcileInput {
+  deployments: ReadonlyMap<string, DesiredDeployment>;
+  bindings: ReadonlyMap<string, Binding>;
+  nodes: ReadonlyMap<string, ObservedNode>;
+  inFlight: InFlight;
+  now: number; // ms, leader clock
+  /**
+   * Budget of rate-limited operations per pass (create, schedule, removal
+   * of a bound unit, terminate of an unbound unit). Infinity: no limit.
+   */
+  maxActionsPerPass: number;
+  /** A spawn not answered by a report within this long is sent again. */
+  spawnTimeoutMs: number;
+  /**
+   * The grace period the agent gives a unit between SIGTERM and SIGKILL. A
+   * terminate is sent again only after terminateGracePeriodMs +
+   * spawnTimeoutMs (the same delivery allowance a spawn gets).
+   */
+  terminateGracePeriodMs: number;
+  /**
+   * Pass counter used only to rotate which deployment the round-robin
+   * starts with, so a budget smaller than the number of deployments
+   * starves none of them. Optional; 0 when absent.
+   */
+  pass?: number;
+}
+
+export type UnbindReason = 'lost' | 'crashed' | 'completed' | 'surplus' | 'deployment deleted';
+
+export type Action =
+  /** Schedule + bind one new unit (the driver allocates `<deployment>-<n>`). */
+  | { type: 'create'; deployment: string }
+  /** Retry placement of an existing unit that no node fitted yet. */
+  | { type: 'schedule'; unit: string; deployment: string }
+  /** Bound, not observed on its Ready node, no spawn in flight (or it timed out): (re)send. Never a second unit. */
+  | { type: 'spawn'; unit: string; node: string; deployment: string }
+  /** Commit removal of the binding. `node` is null for a unit that was never placed. */
+  | { type: 'unbind'; unit: string; node: string | null; deployment: string; reason: UnbindReason }
+  /** The node is Ready and runs a unit that must stop. */
+  | { type: 'terminate'; unit: string; node: string; reason: string }
+  /** The agent holds a finished, unbound unit: tell it to drop the record. */
+  | { type: 'forget'; unit: string; node: string };
+
+/** What one pass decided for one deployment: the lesson's printed line, as data. */
+export interface DeploymentDiff {
+  deployment: string;
+  desired: number; // 0 once the deployment is deleted
+  deleted: boolean; // bindings or units remain of a deployment no longer desired
+  /** Units counted as running or starting, before this pass acts (0 for a deleted deployment: none count). */
+  live: number;
+  /** Units that exist but no node fits yet (counted toward desired, not live). */
+  unscheduled: number;
+  /** `create` actions planned this pass (after the rate limit). */
+  create: number;
+  /** `schedule` retries planned this pass. */
+  schedule: string[];
+  /** Bound units removed this pass (surplus or deployment deleted), in removal order. */
+  remove: string[];
+  /** Running units without a binding, terminated this pass. */
+  unbound: string[];
+  lost: string[];
+  crashed: string[];
+  completed: string[];
+  /** Bound units whose spawn is (re)sent this pass. */
+  resend: string[];
+  /** Rate-limited operations of this deployment cut from this pass. */
+  deferred: number;
+  /** Why, per unit named above: 'on node-a NotReady', 'exit 1', 'signal SIGKILL', a terminate reason. */
+  detail: Record<string, string>;
+}
+
+export interface Plan {
+  actions: Action[];
+  diffs: DeploymentDiff[]; // sorted by deployment name
+  deferred: number; // rate-limited operations cut by maxActionsPerPass
+}
