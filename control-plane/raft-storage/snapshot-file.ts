@@ -1,0 +1,59 @@
+// control-plane/raft-storage/snapshot-file.ts -- the byte layout of one
+// snapshot file, `snap-<index>-<term>.snap`. Pure: bytes in, values out.
+//
+//   offset 0   8 bytes  magic "MOSNAP01"
+//   offset 8   u64 BE   meta.index   (two u32, high word first)
+//   offset 16  u64 BE   meta.term
+//   offset 24  u64 BE   data length
+//   offset 32  ...      data (the state machine's bytes, opaque here)
+//   end - 4    u32 BE   CRC-32C of everything before it
+//
+// Snapshot files are written to a temp name, fsynced and renamed, so a torn
+// snapshot file is not part of the fault model; the CRC is there so that if
+// one is ever damaged, the replica refuses to start instead of restoring junk.
+
+import type { Snapshot } from '../raft/types.ts';
+import { crc32c } from './crc32c.ts';
+
+const MAGIC = new TextEncoder().encode('MOSNAP01');
+const HEADER_BYTES = 32;
+const TRAILER_BYTES = 4;
+
+function setU64(view: DataView, at: number, value: number, what: string): void {
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${what} must be a non-negative safe integer, got ${value}`);
+  view.setUint32(at, Math.floor(value / 0x1_0000_0000));
+  view.setUint32(at + 4, value >>> 0);
+}
+
+function getU64(view: DataView, at: number): number {
+  const high = view.getUint32(at);
+  return high >= 0x20_0000 ? Number.NaN : high * 0x1_0000_0000 + view.getUint32(at + 4);
+}
+
+export function encodeSnapshotFile(snap: Snapshot): Uint8Array {
+  const out = new Uint8Array(HEADER_BYTES + snap.data.length + TRAILER_BYTES);
+  const view = new DataView(out.buffer);
+  out.set(MAGIC, 0);
+  setU64(view, 8, snap.meta.index, 'snapshot.meta.index');
+  setU64(view, 16, snap.meta.term, 'snapshot.meta.term');
+  setU64(view, 24, snap.data.length, 'snapshot data length');
+  out.set(snap.data, HEADER_BYTES);
+  const crcAt = HEADER_BYTES + snap.data.length;
+  view.setUint32(crcAt, crc32c(out, 0, crcAt));
+  return out;
+}
+
+/** The snapshot in `bytes`, or the reason they are not one. Never throws. */
+export function decodeSnapshotFile(bytes: Uint8Array): Snapshot | string {
+  if (bytes.length < HEADER_BYTES + TRAILER_BYTES) return `file of ${bytes.length} bytes is too short to be a snapshot`;
+  for (let i = 0; i < MAGIC.length; i++) if (bytes[i] !== MAGIC[i]) return 'bad magic (not a snapshot file)';
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const index = getU64(view, 8);
+  const term = getU64(view, 16);
+  const dataLength = getU64(view, 24);
+  if (Number.isNaN(index) || Number.isNaN(term) || Number.isNaN(dataLength)) return 'header number out of range';
+  if (HEADER_BYTES + dataLength + TRAILER_BYTES !== bytes.length) return `header says ${dataLength} data bytes but the file has ${bytes.length - HEADER_BYTES - TRAILER_BYTES}`;
+  const crcAt = HEADER_BYTES + dataLength;
+  if (crc32c(bytes, 0, crcAt) !== view.getUint32(crcAt)) return 'checksum mismatch';
+  return { meta: { index, term }, data: new Uint8Array(bytes.subarray(HEADER_BYTES, crcAt)) }; // a copy, never a view of the file buffer
+}
