@@ -1,0 +1,134 @@
+// cli/commands/get.ts -- `mo get TYPE [NAME] [-o wide|json|yaml] [-w]`:
+// lists or shows objects as kubectl-like tables, passes JSON through, and
+// follows `?watch=1` streams printing one row per event.
+
+import YAML from 'yaml';
+import { expectPositionals, flagSet, outputFormat, requireFlags, type OutputFormat, type ParsedArgs } from '../args.ts';
+import type { Context } from '../context.ts';
+import { COLUMNS, columnWidths, formatRow, sortEvents, table } from '../format.ts';
+import {
+  resolveResource,
+  resourcePath,
+  splitTypeSlashName,
+  type EventObject,
+  type ListObject,
+  type ResourceType,
+  type WatchEvent,
+} from '../resources.ts';
+
+const ALL: ResourceType[] = ['nodes', 'units', 'deployments', 'events'];
+/** How long a watch gathers the first burst (the current objects) to align their columns. */
+export const WATCH_FIRST_BURST_MS = 150;
+
+function nameOf(obj: unknown): string {
+  return String((obj as { metadata?: { name?: unknown } })?.metadata?.name ?? '');
+}
+
+/** `get events NAME` means the events about object NAME (or the event named NAME). */
+function eventMatches(e: EventObject, name: string): boolean {
+  return e.involvedObject?.name === name || e.metadata?.name === name;
+}
+
+/** Natural order, so web-2 comes before web-10. */
+function byName(a: unknown, b: unknown): number {
+  return nameOf(a).localeCompare(nameOf(b), 'en', { numeric: true });
+}
+
+export function printObjects(ctx: Context, format: OutputFormat, type: ResourceType, value: unknown, items: unknown[]): void {
+  if (format === 'json') {
+    ctx.out(JSON.stringify(value, null, 2) + '\n');
+  } else if (format === 'yaml') {
+    ctx.out(YAML.stringify(value));
+  } else if (items.length === 0) {
+    ctx.notice('No resources found.');
+  } else {
+    const wide = format === 'wide';
+    const cols = COLUMNS[type];
+    ctx.out(table(cols.headers(wide), items.map((o) => cols.row(o, ctx.now(), wide))));
+  }
+}
+
+export async function runGet(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
+  requireFlags(args, 'get', ['output', 'watch', 'output-watch-events']);
+  const [typeWord, ...rest] = splitTypeSlashName(words);
+  const type = resolveResource(typeWord, ALL, 'get');
+  const [name] = rest.length === 0 ? [undefined] : expectPositionals(rest, ['NAME'], 'get');
+  const format = outputFormat(args, ['table', 'wide', 'json', 'yaml']);
+  if (flagSet(args, 'watch')) {
+    await watch(ctx, type, name, format, flagSet(args, 'output-watch-events'));
+    return;
+  }
+  const client = ctx.client();
+
+  if (name !== undefined && type !== 'events') {
+    const obj = await client.get<unknown>(resourcePath(type, name));
+    printObjects(ctx, format, type, obj, [obj]);
+    return;
+  }
+  const list = (await client.get<ListObject<unknown>>(resourcePath(type))) ?? {};
+  let items = Array.isArray(list.items) ? list.items : [];
+  if (type === 'events') {
+    if (name !== undefined) items = items.filter((e) => eventMatches(e as EventObject, name));
+    items = sortEvents(items as EventObject[]);
+  } else {
+    items = [...items].sort(byName);
+  }
+  // -o json of a filtered event list is still a List, holding what the user asked for.
+  const value = name !== undefined ? { ...list, items } : list;
+  printObjects(ctx, format, type, value, items);
+}
+
+async function watch(
+  ctx: Context,
+  type: ResourceType,
+  name: string | undefined,
+  format: OutputFormat,
+  withEventColumn: boolean,
+): Promise<void> {
+  const wide = format === 'wide';
+  const cols = COLUMNS[type];
+  const headers = [...(withEventColumn ? ['EVENT'] : []), ...cols.headers(wide)];
+  let widths: number[] | undefined;
+  let burst: string[][] = [];
+  let burstTimer: NodeJS.Timeout | undefined;
+
+  const flushBurst = () => {
+    burstTimer = undefined;
+    widths = columnWidths(headers, burst);
+    ctx.out([headers, ...burst].map((r) => formatRow(r, widths!)).join('\n') + '\n');
+    burst = [];
+  };
+
+  const onEvent = (ev: WatchEvent) => {
+    if (name !== undefined) {
+      const matches = type === 'events' ? eventMatches(ev.object as EventObject, name) : nameOf(ev.object) === name;
+      if (!matches) return;
+    }
+    if (format === 'json') {
+      ctx.out(JSON.stringify(ev) + '\n');
+      return;
+    }
+    if (format === 'yaml') {
+      ctx.out('---\n' + YAML.stringify(ev));
+      return;
+    }
+    const row = [...(withEventColumn ? [ev.type] : []), ...cols.row(ev.object, ctx.now(), wide)];
+    if (widths === undefined) {
+      // The server sends the current objects first: gather them into one aligned table.
+      burst.push(row);
+      burstTimer ??= setTimeout(flushBurst, WATCH_FIRST_BURST_MS);
+      return;
+    }
+    widths = widths.map((w, i) => Math.max(w, (row[i] ?? '').length));
+    ctx.out(formatRow(row, widths) + '\n');
+  };
+
+  try {
+    await ctx.client().watch(resourcePath(type), onEvent, (line) => ctx.notice(line));
+  } finally {
+    if (burstTimer !== undefined) {
+      clearTimeout(burstTimer);
+      if (burst.length > 0) flushBurst();
+    }
+  }
+}

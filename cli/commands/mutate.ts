@@ -1,0 +1,192 @@
+// cli/commands/mutate.ts -- the commands that change desired state:
+// apply, scale, delete, cordon, uncordon and drain. Each prints one line per
+// object changed, in kubectl's words (`deployment.apps/web created`).
+
+import { readFile } from 'node:fs/promises';
+import YAML from 'yaml';
+import { expectPositionals, flagValue, requireFlags, type ParsedArgs } from '../args.ts';
+import type { Context } from '../context.ts';
+import { ApiError, RequestError, UsageError } from '../errors.ts';
+import {
+  DISPLAY_PREFIX,
+  resolveResource,
+  resourcePath,
+  splitTypeSlashName,
+  type ListObject,
+  type UnitObject,
+} from '../resources.ts';
+
+/** Most manifests one `apply` sends (documents in one YAML stream). */
+export const MAX_APPLY_DOCUMENTS = 100;
+export const DRAIN_DEFAULT_TIMEOUT_MS = 60_000;
+export const DRAIN_POLL_INTERVAL_MS = 500;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+// ---- apply ----------------------------------------------------------------
+
+/** Parses a YAML or JSON stream into manifests; the server validates them, we only need a name. */
+export function parseManifests(text: string, source: string): Array<Record<string, unknown>> {
+  const docs = YAML.parseAllDocuments(text);
+  const out: Array<Record<string, unknown>> = [];
+  for (const doc of Array.isArray(docs) ? docs : [docs]) {
+    if (doc.errors.length > 0) {
+      const first = doc.errors[0].message.split('\n')[0];
+      throw new RequestError(`${source}: invalid YAML/JSON: ${first}`);
+    }
+    const value: unknown = doc.toJS({ maxAliasCount: 100 });
+    if (value === null || value === undefined) continue; // an empty document
+    if (typeof value !== 'object' || Array.isArray(value)) {
+      throw new RequestError(`invalid manifest: ${source}: expected an object with apiVersion, kind, metadata and spec`);
+    }
+    out.push(value as Record<string, unknown>);
+  }
+  if (out.length === 0) throw new RequestError(`${source}: no manifest found`);
+  if (out.length > MAX_APPLY_DOCUMENTS) {
+    throw new RequestError(`${source}: ${out.length} manifests, at most ${MAX_APPLY_DOCUMENTS} per apply`);
+  }
+  return out;
+}
+
+function manifestName(m: Record<string, unknown>): string {
+  const meta = m.metadata as { name?: unknown } | undefined;
+  const name = meta?.name;
+  if (typeof name !== 'string' || name === '') {
+    throw new RequestError('invalid manifest: metadata.name: required');
+  }
+  return name;
+}
+
+export async function runApply(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
+  requireFlags(args, 'apply', ['filename']);
+  expectPositionals(words, [], 'apply');
+  const file = flagValue(args, 'filename');
+  if (file === undefined) throw new UsageError('"apply" needs -f FILE (or -f - for stdin)');
+  let text: string;
+  if (file === '-') {
+    text = await ctx.readStdin();
+  } else {
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      throw new RequestError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  }
+  const manifests = parseManifests(text, file === '-' ? 'stdin' : file);
+  const named = manifests.map((m) => ({ m, name: manifestName(m) }));
+  for (const { m, name } of named) {
+    const res = await ctx.client().request('PUT', resourcePath('deployments', name), m);
+    ctx.out(`${DISPLAY_PREFIX.deployments}/${name} ${res.status === 201 ? 'created' : 'configured'}\n`);
+  }
+}
+
+// ---- scale, delete ----------------------------------------------------------
+
+export async function runScale(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
+  requireFlags(args, 'scale', ['replicas']);
+  const [typeWord, ...rest] = splitTypeSlashName(words);
+  resolveResource(typeWord, ['deployments'], 'scale');
+  const [name] = expectPositionals(rest, ['NAME'], 'scale');
+  const raw = flagValue(args, 'replicas');
+  if (raw === undefined) throw new UsageError('"scale" needs --replicas N');
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    throw new UsageError(`--replicas must be a whole number >= 0 (got "${raw}")`);
+  }
+  await ctx.client().request('PATCH', `${resourcePath('deployments', name)}/scale`, { replicas: Number(raw) });
+  ctx.out(`${DISPLAY_PREFIX.deployments}/${name} scaled\n`);
+}
+
+export async function runDelete(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
+  requireFlags(args, 'delete', []);
+  const [typeWord, ...rest] = splitTypeSlashName(words);
+  const type = resolveResource(typeWord, ['deployments', 'units'], 'delete');
+  const [name] = expectPositionals(rest, ['NAME'], 'delete');
+  await ctx.client().request('DELETE', resourcePath(type, name));
+  ctx.out(`${DISPLAY_PREFIX[type]} "${name}" deleted\n`);
+}
+
+// ---- cordon, uncordon, drain ------------------------------------------------
+
+async function setUnschedulable(ctx: Context, node: string, unschedulable: boolean): Promise<void> {
+  await ctx.client().request('PATCH', resourcePath('nodes', node), { unschedulable });
+  ctx.out(`node/${node} ${unschedulable ? 'cordoned' : 'uncordoned'}\n`);
+}
+
+export async function runCordon(ctx: Context, args: ParsedArgs, words: string[], command: 'cordon' | 'uncordon'): Promise<void> {
+  requireFlags(args, command, []);
+  const [node] = expectPositionals(nodeWords(words, command), ['NODE'], command);
+  await setUnschedulable(ctx, node, command === 'cordon');
+}
+
+/** `drain node-a` and `drain node/node-a` both name a node. */
+function nodeWords(words: string[], command: string): string[] {
+  const split = splitTypeSlashName(words);
+  if (split.length !== words.length) {
+    resolveResource(split[0], ['nodes'], command);
+    return split.slice(1);
+  }
+  return words;
+}
+
+/** `60`, `60s`, `2m`, `1500ms` -> ms. */
+export function parseDurationMs(raw: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(raw.trim());
+  if (!m) throw new UsageError(`--timeout must be a duration like 60s or 2m (got "${raw}")`);
+  const unit = m[2] ?? 's';
+  const factor = unit === 'ms' ? 1 : unit === 's' ? 1000 : unit === 'm' ? 60_000 : 3_600_000;
+  return Math.round(Number(m[1]) * factor);
+}
+
+/** A unit still occupies its node until it has stopped for good. */
+function occupies(u: UnitObject): boolean {
+  const phase = u.status?.phase;
+  return phase === undefined || phase === 'Pending' || phase === 'Running' || phase === 'Terminating';
+}
+
+/**
+ * Cordons the node, deletes every unit on it (its deployment replaces each
+ * one on another node), and waits until none is left, at most --timeout.
+ */
+export async function runDrain(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
+  requireFlags(args, 'drain', ['timeout']);
+  const [node] = expectPositionals(nodeWords(words, 'drain'), ['NODE'], 'drain');
+  const rawTimeout = flagValue(args, 'timeout');
+  const timeoutMs = rawTimeout === undefined ? DRAIN_DEFAULT_TIMEOUT_MS : parseDurationMs(rawTimeout);
+  const client = ctx.client();
+
+  await setUnschedulable(ctx, node, true);
+  const deadline = Date.now() + timeoutMs;
+  const evicting = new Set<string>();
+  for (;;) {
+    const list = await client.get<ListObject<UnitObject>>(resourcePath('units'));
+    const here = (list?.items ?? []).filter((u) => u.spec?.nodeName === node && occupies(u));
+    const names = new Set(here.map((u) => String(u.metadata?.name)));
+    for (const name of [...evicting]) {
+      if (!names.has(name)) {
+        ctx.out(`unit/${name} evicted\n`);
+        evicting.delete(name);
+      }
+    }
+    if (here.length === 0) break;
+    // Also units bound just before the cordon took effect: evict what is new each pass.
+    for (const u of here) {
+      const name = String(u.metadata?.name);
+      if (evicting.has(name)) continue;
+      evicting.add(name);
+      if (u.status?.phase === 'Terminating') continue;
+      ctx.out(`evicting unit/${name}\n`);
+      try {
+        await client.request('DELETE', resourcePath('units', name));
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+      }
+    }
+    if (Date.now() >= deadline) {
+      throw new RequestError(
+        `drain ${node}: timed out after ${Math.round(timeoutMs / 1000)}s; still on the node: ${[...names].join(', ')}`,
+      );
+    }
+    await sleep(DRAIN_POLL_INTERVAL_MS);
+  }
+  ctx.out(`node/${node} drained\n`);
+}

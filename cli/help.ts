@@ -1,0 +1,46 @@
+// cli/help.ts -- the text of `mo --help` and `mo COMMAND --help`.
+
+/** One entry per command: its usage line(s); `mo --help` lists them all. */
+const COMMANDS: Array<[command: string, usage: string]> = [
+  ['apply', '  mo apply -f FILE                       apply a Deployment manifest, YAML or JSON (-f - reads stdin)'],
+  [
+    'get',
+    '  mo get TYPE [NAME] [-o wide|json|yaml] [-w] [--output-watch-events]\n' +
+      '                                         TYPE: nodes (no), units, deployments (deploy), events (ev)',
+  ],
+  ['describe', '  mo describe node|unit|deployment NAME  details, the scheduling decision, recent events'],
+  ['scale', '  mo scale deployment NAME --replicas N'],
+  ['delete', '  mo delete deployment|unit NAME'],
+  ['cordon', '  mo cordon NODE | mo uncordon NODE      stop / resume scheduling onto a node'],
+  ['drain', '  mo drain NODE [--timeout 60s]          cordon, evict every unit, wait until the node is empty'],
+  ['cluster', '  mo cluster status [-o json|yaml]       every control-plane replica: role, term, commit index, pid'],
+  ['version', '  mo version'],
+];
+
+export const USAGE = `mo -- the mini-orchestrator CLI (kubectl-style)
+
+Usage:
+${COMMANDS.map(([, u]) => u).join('\n')}
+
+Flags:
+  --config FILE          cluster config (default ./.mo/config.json; env MO_CONFIG)
+  -h, --help             show this help
+  -o, --output FORMAT    wide | json | yaml
+  -w, --watch            after listing, keep printing changes (get)
+  --output-watch-events  add an EVENT column (ADDED/MODIFIED/DELETED) when watching
+
+Environment:
+  MO_SERVER   comma-separated server URLs, overriding the config's "servers"
+  MO_TOKEN    bearer token, overriding the config's "token"
+  MO_CONFIG   path of the config file
+
+Exit status: 0 success, 1 the request failed, 2 bad usage.
+`;
+
+/** The usage of one command, or the whole text for none or an unknown one. */
+export function helpFor(command: string | undefined): string {
+  const key = command === 'uncordon' ? 'cordon' : command;
+  const entry = COMMANDS.find(([c]) => c === key);
+  if (entry === undefined) return USAGE;
+  return `Usage:\n${entry[1]}\n\nSee 'mo --help' for flags, environment and exit status.\n`;
+}

@@ -1,0 +1,197 @@
+// cli/resources.ts -- the four resource types the CLI names, their aliases
+// (as in kubectl: no, deploy, ev) and where each lives in the HTTP API.
+// Also the loose shapes the CLI reads from the server's JSON: every field is
+// optional because the CLI must print whatever a (possibly older or newer)
+// server sends without crashing.
+
+import { UsageError } from './errors.ts';
+
+export type ResourceType = 'nodes' | 'units' | 'deployments' | 'events';
+
+const ALIASES: Record<string, ResourceType> = {
+  node: 'nodes',
+  nodes: 'nodes',
+  no: 'nodes',
+  unit: 'units',
+  units: 'units',
+  deployment: 'deployments',
+  deployments: 'deployments',
+  deploy: 'deployments',
+  'deployment.apps': 'deployments',
+  'deployments.apps': 'deployments',
+  event: 'events',
+  events: 'events',
+  ev: 'events',
+};
+
+/** The Kind of the objects of each resource, as the server spells it. */
+export const KIND: Record<ResourceType, string> = {
+  nodes: 'Node',
+  units: 'Unit',
+  deployments: 'Deployment',
+  events: 'Event',
+};
+
+/** How a resource is named in messages: `deployment.apps/web`, `unit/web-1`, `node/node-a`. */
+export const DISPLAY_PREFIX: Record<ResourceType, string> = {
+  nodes: 'node',
+  units: 'unit',
+  deployments: 'deployment.apps',
+  events: 'event',
+};
+
+/**
+ * Resolves `deploy`, `units`, ... to a resource type, refusing types the
+ * command does not handle. Throws UsageError naming what is accepted.
+ */
+export function resolveResource(word: string | undefined, allowed: readonly ResourceType[], command: string): ResourceType {
+  const want = allowed.map((r) => r).join(', ');
+  if (word === undefined) throw new UsageError(`"${command}" needs a resource type (${want})`);
+  const type = ALIASES[word.toLowerCase()];
+  if (type === undefined || !allowed.includes(type)) {
+    throw new UsageError(`unknown resource type "${word}" for "${command}" (want ${want})`);
+  }
+  return type;
+}
+
+/**
+ * Accepts both `TYPE NAME` and `TYPE/NAME` (kubectl style): returns the
+ * positionals with a leading `TYPE/NAME` split in two.
+ */
+export function splitTypeSlashName(positionals: readonly string[]): string[] {
+  const [first, ...rest] = positionals;
+  if (first !== undefined && first.includes('/')) {
+    const slash = first.indexOf('/');
+    return [first.slice(0, slash), first.slice(slash + 1), ...rest];
+  }
+  return [...positionals];
+}
+
+export function resourcePath(type: ResourceType, name?: string): string {
+  return name === undefined ? `/v1/${type}` : `/v1/${type}/${encodeURIComponent(name)}`;
+}
+
+// ---- loose shapes of what the server returns (contract: "JSON shapes") ----
+
+export type Timestamp = string | number | undefined;
+
+export interface ObjectMeta {
+  name?: string;
+  uid?: string;
+  creationTimestamp?: Timestamp;
+  resourceVersion?: string | number;
+  generation?: number;
+  labels?: Record<string, string>;
+}
+
+export interface ResourcePair {
+  cpu?: number;
+  memory?: number;
+}
+
+export interface NodeObject {
+  kind?: string;
+  metadata?: ObjectMeta;
+  spec?: {
+    taints?: Array<{ key?: string; value?: string; effect?: string }>;
+    unschedulable?: boolean;
+    labels?: Record<string, string>;
+  };
+  status?: {
+    ready?: boolean;
+    capacity?: ResourcePair;
+    allocated?: ResourcePair;
+    lastHeartbeatTime?: Timestamp;
+    agent?: { pid?: number };
+  };
+}
+
+export interface SchedulingNode {
+  node?: string;
+  feasible?: boolean;
+  reasons?: string[];
+  scores?: Record<string, number> | Array<{ plugin?: string; name?: string; score?: number }>;
+  total?: number;
+}
+
+export interface UnitObject {
+  kind?: string;
+  metadata?: ObjectMeta;
+  spec?: {
+    deployment?: string;
+    nodeName?: string;
+    resources?: ResourcePair;
+    command?: string[];
+  };
+  status?: {
+    phase?: string;
+    pid?: number;
+    exitCode?: number;
+    reason?: string;
+    scheduling?: { message?: string; nodes?: SchedulingNode[] };
+  };
+}
+
+export interface ContainerSpec {
+  name?: string;
+  command?: string[];
+  args?: string[];
+  env?: Array<{ name?: string; value?: string }>;
+  resources?: { requests?: { cpu?: string | number; memory?: string | number } };
+}
+
+export interface DeploymentObject {
+  kind?: string;
+  metadata?: ObjectMeta;
+  spec?: {
+    replicas?: number;
+    template?: {
+      spec?: {
+        containers?: ContainerSpec[];
+        tolerations?: Array<{ key?: string; operator?: string; value?: string; effect?: string }>;
+      };
+    };
+  };
+  status?: {
+    replicas?: number;
+    readyReplicas?: number;
+    updatedReplicas?: number;
+    availableReplicas?: number;
+    observedGeneration?: number;
+  };
+}
+
+export interface EventObject {
+  kind?: string;
+  metadata?: ObjectMeta;
+  type?: string;
+  reason?: string;
+  message?: string;
+  involvedObject?: { kind?: string; name?: string };
+  source?: string | { component?: string; host?: string };
+  timestamp?: Timestamp;
+  count?: number;
+}
+
+export interface ListObject<T> {
+  kind?: string;
+  items?: T[];
+}
+
+export interface ClusterStatus {
+  leader?: string;
+  replicas?: Array<{
+    id?: string;
+    url?: string;
+    role?: string;
+    term?: number;
+    commitIndex?: number;
+    pid?: number;
+    reachable?: boolean;
+  }>;
+}
+
+export interface WatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | string;
+  object: unknown;
+}

@@ -1,0 +1,90 @@
+// test/unit/cli-format.test.ts -- the CLI's pure parts, without processes:
+// kubectl-style ages, column alignment, the argument parser and the
+// manifest reader of `mo apply`.
+
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { outputFormat, parseArgs, requireFlags } from '../../cli/args.ts';
+import { UsageError, RequestError } from '../../cli/errors.ts';
+import { humanDuration, table } from '../../cli/format.ts';
+import { parseDurationMs, parseManifests } from '../../cli/commands/mutate.ts';
+
+describe('ages read like kubectl', () => {
+  const cases: Array<[string, number, string]> = [
+    ['a few seconds are shown in seconds', 5_000, '5s'],
+    ['up to two minutes are still seconds', 119_000, '119s'],
+    ['under ten minutes show minutes and seconds', 125_000, '2m5s'],
+    ['whole minutes under ten drop the seconds', 180_000, '3m'],
+    ['under three hours are minutes', 150 * 60_000, '150m'],
+    ['under eight hours show hours and minutes', (3 * 60 + 20) * 60_000, '3h20m'],
+    ['under two days are hours', 30 * 3600_000, '30h'],
+    ['under eight days show days and hours', (2 * 24 + 4) * 3600_000, '2d4h'],
+    ['under two years are days', 400 * 24 * 3600_000, '400d'],
+    ['a clock slightly ahead still shows 0s', -500, '0s'],
+  ];
+  for (const [name, ms, want] of cases) {
+    test(name, () => assert.equal(humanDuration(ms), want));
+  }
+});
+
+test('table pads every column to its widest cell with three spaces and no trailing blanks', () => {
+  const out = table(['NAME', 'STATUS'], [['web-1', 'Running'], ['web-10', 'Pending']]);
+  assert.equal(out, 'NAME     STATUS\nweb-1    Running\nweb-10   Pending\n');
+});
+
+describe('the argument parser', () => {
+  test('accepts -o json, -ojson, -o=json and --output=json alike', () => {
+    for (const argv of [['-o', 'json'], ['-ojson'], ['-o=json'], ['--output=json'], ['--output', 'json']]) {
+      assert.equal(parseArgs(['get', 'nodes', ...argv]).flags.get('output'), 'json', argv.join(' '));
+    }
+  });
+
+  test('takes a lone dash as a value for -f and as a positional elsewhere', () => {
+    assert.equal(parseArgs(['apply', '-f', '-']).flags.get('filename'), '-');
+    assert.deepEqual(parseArgs(['x', '-']).positionals, ['x', '-']);
+  });
+
+  test('treats everything after -- as positionals', () => {
+    assert.deepEqual(parseArgs(['get', '--', '-w']).positionals, ['get', '-w']);
+  });
+
+  test('refuses an unknown flag, a missing value and a value on a boolean flag', () => {
+    assert.throws(() => parseArgs(['--nope']), UsageError);
+    assert.throws(() => parseArgs(['get', 'units', '-o']), /flag --output needs a value/);
+    assert.throws(() => parseArgs(['get', 'units', '-o', '-w']), /flag --output needs a value/);
+    assert.throws(() => parseArgs(['get', '--watch=yes']), /takes no value/);
+  });
+
+  test('lets each command refuse flags it does not take but always allows --config', () => {
+    const args = parseArgs(['describe', 'unit', 'x', '--config', 'c.json', '-w']);
+    assert.throws(() => requireFlags(args, 'describe', []), /unknown flag --watch for "describe"/);
+    assert.doesNotThrow(() => requireFlags(args, 'describe', ['watch']));
+  });
+
+  test('refuses an -o value the command does not support', () => {
+    assert.throws(() => outputFormat(parseArgs(['-o', 'table']), ['table', 'json']), /bad -o value "table"/);
+    assert.equal(outputFormat(parseArgs([]), ['table', 'json']), 'table');
+  });
+});
+
+describe('reading manifests for apply', () => {
+  test('reads JSON and every document of a YAML stream, skipping empty ones', () => {
+    assert.deepEqual(parseManifests('{"metadata": {"name": "a"}}', 'x'), [{ metadata: { name: 'a' } }]);
+    assert.deepEqual(
+      parseManifests('metadata: {name: a}\n---\n---\nmetadata: {name: b}\n', 'x').map((m) => (m.metadata as { name: string }).name),
+      ['a', 'b'],
+    );
+  });
+
+  test('refuses a file with no manifest or one that is not an object', () => {
+    assert.throws(() => parseManifests('', 'f.yaml'), (e: unknown) => e instanceof RequestError && /f.yaml: no manifest found/.test(e.message));
+    assert.throws(() => parseManifests('- a\n- b\n', 'f.yaml'), /invalid manifest: f.yaml: expected an object/);
+  });
+
+  test('reads drain timeouts as seconds unless a unit is given', () => {
+    assert.equal(parseDurationMs('90'), 90_000);
+    assert.equal(parseDurationMs('2m'), 120_000);
+    assert.equal(parseDurationMs('1500ms'), 1500);
+    assert.throws(() => parseDurationMs('soon'), UsageError);
+  });
+});
