@@ -36,6 +36,7 @@ import {
   MAX_TAINT_KEY_CHARS,
   MAX_TAINT_VALUE_CHARS,
   MAX_TOLERATIONS_PER_UNIT,
+  fieldPath,
   isPlainObject,
 } from './protocol/validate.ts';
 
@@ -129,11 +130,9 @@ function show(value: unknown): string {
   return typeof value === 'object' ? 'an object' : typeof value;
 }
 
-/** `a.b` for identifier-like keys, `a["nvidia.com/gpu"]` otherwise. */
+/** `a.b` for identifier-like keys, `a["nvidia.com/gpu"]` otherwise (escaped, cut short). */
 function child(path: string, key: string): string {
-  const part = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? key : JSON.stringify(key);
-  if (path === '') return part;
-  return part.startsWith('"') ? `${path}[${part}]` : `${path}.${part}`;
+  return fieldPath(path, key);
 }
 
 /** The object at `path`, after refusing every key that is neither known nor deliberately ignored. */
@@ -215,6 +214,8 @@ function toleration(value: unknown, path: string): Toleration {
   if (effect !== '' && !EFFECTS.includes(effect as TaintEffect)) {
     throw new ManifestError(`${path}.effect`, `expected one of ${EFFECTS.map((e) => `"${e}"`).join(', ')} (or none for all), got ${show(effect)}`);
   }
+  if (key !== '' && !isLabelKey(key)) throw new ManifestError(`${path}.key`, `not a valid taint key ([prefix/]name, name at most 63 of [-A-Za-z0-9_.]), got ${show(key)}`);
+  if (!isLabelValue(val)) throw new ManifestError(`${path}.value`, `not a valid taint value (at most 63 of [-A-Za-z0-9_.]), got ${show(val)}`);
   if (operator === 'Exists' && val !== '') throw new ManifestError(`${path}.value`, 'must be empty when operator is "Exists"');
   if (operator === 'Equal' && key === '') throw new ManifestError(`${path}.key`, 'required when operator is "Equal" (only "Exists" may leave it empty to tolerate every taint)');
   const out: Toleration = key === '' ? { operator } : { key, operator };

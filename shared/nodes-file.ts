@@ -21,7 +21,14 @@ import { parseDocument } from 'yaml';
 import type { NodeInfo, Taint, TaintEffect } from './model.ts';
 import { isLabelKey, isLabelValue } from './manifest.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
-import { MAX_LABELS_PER_OBJECT, MAX_NAME_CHARS, MAX_RESOURCE_AMOUNT, MAX_TAINTS_PER_NODE, isPlainObject } from './protocol/validate.ts';
+import {
+  MAX_LABELS_PER_OBJECT,
+  MAX_NAME_CHARS,
+  MAX_RESOURCE_AMOUNT,
+  MAX_TAINTS_PER_NODE,
+  fieldPath,
+  isPlainObject,
+} from './protocol/validate.ts';
 
 /** Most nodes one file may list: each one is an agent process on this machine. */
 export const MAX_NODES_IN_FILE = 256;
@@ -104,7 +111,7 @@ export function parseTaint(text: string, field = 'taint'): Taint {
 
 function taintFromObject(value: Record<string, unknown>, field: string): Taint {
   for (const key of Object.keys(value)) {
-    if (key !== 'key' && key !== 'value' && key !== 'effect') throw new NodeSpecError(`${field}.${key}`, 'not supported');
+    if (key !== 'key' && key !== 'value' && key !== 'effect') throw new NodeSpecError(fieldPath(field, key), 'not supported');
   }
   if (typeof value.key !== 'string') throw new NodeSpecError(`${field}.key`, `expected a string, got ${show(value.key)}`);
   if (value.value !== undefined && value.value !== null && typeof value.value !== 'string') {
@@ -151,7 +158,7 @@ export function parseCapacityMemory(input: string | number, field = 'memory'): n
 function nodeEntry(value: unknown, field: string): NodeInfo {
   if (!isPlainObject(value)) throw new NodeSpecError(field, `expected an object with name, cpu and memory, got ${show(value)}`);
   for (const key of Object.keys(value)) {
-    if (!['name', 'cpu', 'memory', 'taints', 'labels'].includes(key)) throw new NodeSpecError(`${field}.${key}`, 'not supported');
+    if (!['name', 'cpu', 'memory', 'taints', 'labels'].includes(key)) throw new NodeSpecError(fieldPath(field, key), 'not supported');
   }
   const name = value.name;
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME_CHARS || !DNS_SUBDOMAIN.test(name)) {
@@ -187,8 +194,8 @@ function nodeEntry(value: unknown, field: string): NodeInfo {
     for (const key of keys) {
       const v = labels[key];
       if (!isLabelKey(key)) throw new NodeSpecError(`${field}.labels`, `${show(key)} is not a valid label key`);
-      if (typeof v !== 'string') throw new NodeSpecError(`${field}.labels.${key}`, `expected a string (quote it in YAML), got ${show(v)}`);
-      if (!isLabelValue(v)) throw new NodeSpecError(`${field}.labels.${key}`, `not a valid label value (at most 63 of [-A-Za-z0-9_.]), got ${show(v)}`);
+      if (typeof v !== 'string') throw new NodeSpecError(fieldPath(`${field}.labels`, key), `expected a string (quote it in YAML), got ${show(v)}`);
+      if (!isLabelValue(v)) throw new NodeSpecError(fieldPath(`${field}.labels`, key), `not a valid label value (at most 63 of [-A-Za-z0-9_.]), got ${show(v)}`);
       node.labels[key] = v;
     }
   }

@@ -125,6 +125,12 @@ export function describe(value: unknown): string {
   }
 }
 
+/** `path.key` for identifier-like keys, else `path["key"]` escaped and cut short: keys come off the wire. */
+export function fieldPath(path: string, key: string): string {
+  if (/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key) && key.length <= MAX_SHOWN_CHARS) return path === '' ? key : `${path}.${key}`;
+  return `${path}[${describe(key)}]`;
+}
+
 function expected(what: string, value: unknown, path: string): string {
   return `${path}: expected ${what}, got ${describe(value)}`;
 }
@@ -217,7 +223,7 @@ export function stringMap(key: Validator<string>, val: Validator<string>, maxEnt
     for (const k of keys) {
       const keyProblem = key(k, `${path} key`);
       if (keyProblem !== null) return keyProblem;
-      const valueProblem = val(value[k], `${path}.${k}`);
+      const valueProblem = val(value[k], fieldPath(path, k));
       if (valueProblem !== null) return valueProblem;
     }
     return null;
@@ -232,18 +238,18 @@ export function object<T>(fields: FieldTable<T>): Validator<T> {
     for (const name of names) {
       const spec = table[name];
       const present = Object.hasOwn(value, name) && value[name] !== undefined;
-      const fieldPath = `${path}.${name}`;
+      const at = `${path}.${name}`;
       if (typeof spec === 'function') {
-        if (!present) return `${fieldPath}: missing`;
-        const problem = spec(value[name], fieldPath);
+        if (!present) return `${at}: missing`;
+        const problem = spec(value[name], at);
         if (problem !== null) return problem;
       } else if (present) {
-        const problem = spec.check(value[name], fieldPath);
+        const problem = spec.check(value[name], at);
         if (problem !== null) return problem;
       }
     }
     for (const key of Object.keys(value)) {
-      if (!Object.hasOwn(table, key)) return `${path}.${key}: unknown field`;
+      if (!Object.hasOwn(table, key)) return `${fieldPath(path, key)}: unknown field`;
     }
     return null;
   };

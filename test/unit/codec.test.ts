@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Packr } from 'msgpackr';
 import { decodeAgentMessage, decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../../shared/protocol/messages.ts';
-import { MAX_UNITS_PER_HELLO, MAX_NAME_CHARS } from '../../shared/protocol/validate.ts';
+import { MAX_UNITS_PER_HELLO, MAX_NAME_CHARS, fieldPath } from '../../shared/protocol/validate.ts';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 
 /** Encodes anything, bypassing the typed encoder, to forge bad frames. */
@@ -218,6 +218,8 @@ test('wrong or missing fields are refused with the path of the field at fault', 
     [withField(hello, ['agentPid'], 0), 'hello.agentPid: expected a positive integer, got 0'],
     [withField(hello, ['units'], {}), `hello.units: expected a list of at most ${MAX_UNITS_PER_HELLO}, got an object`],
     [withField(hello, ['node', 'extra'], true), 'hello.node.extra: unknown field'],
+    [withField(hello, ['node', 'a\nb'], true), 'hello.node["a\\nb"]: unknown field'],
+    [withField(hello, ['node', 'k'.repeat(5000)], true), `hello.node["${'k'.repeat(40)}..." (5000 chars)]: unknown field`],
     [withField(hello, ['node', 'name'], 'node\nc'), 'hello.node.name: control characters are not allowed, got "node\\nc"'],
     [withField(agentMessages[1], ['seq'], '1'), 'heartbeat.seq: expected a non-negative integer, got "1"'],
     [withField(agentMessages[3], ['name'], 'x'.repeat(MAX_NAME_CHARS + 1)), `unit-gone.name: expected a non-empty string of at most 253 chars, got "${'x'.repeat(40)}..." (254 chars)`],
@@ -331,8 +333,60 @@ test('thousands of seeded mutations of valid frames never throw and never pass a
       // validator let through only well-formed data.
       assert.deepEqual(decode(encodeMessage(result.msg as AgentMessage)), result, `seed ${seed} mutation ${i}`);
     } else {
+      assert.ok(!result.error!.includes('\n'), `seed ${seed} mutation ${i}: error is more than one line`);
       refused++;
     }
   }
   assert.ok(refused > 2000, `most mutations should be refused, only ${refused} were`);
+});
+
+/** Every [path, value] leaf and branch of a message, for structural mutation. */
+function paths(value: unknown, at: (string | number)[] = []): (string | number)[][] {
+  const out: (string | number)[][] = at.length > 0 ? [at] : [];
+  if (Array.isArray(value)) value.forEach((v, i) => out.push(...paths(v, [...at, i])));
+  else if (value !== null && typeof value === 'object') for (const [k, v] of Object.entries(value)) out.push(...paths(v, [...at, k]));
+  return out;
+}
+
+test('thousands of seeded field replacements in valid messages never throw and are refused naming that field', () => {
+  const seed = 4242;
+  const rand = prng(seed);
+  const oddValues: unknown[] = [
+    null, true, -1, 1.5, 2 ** 53, Number.NaN, '', 'x'.repeat(5000), 'a\u0000b', [], [1, 'two'], {}, { k: 1 },
+    new Date(0), 7n, Buffer.from('ab'), 'Exists', 'NoSchedule', 'Running', 0,
+  ];
+  const messages = [
+    ...agentMessages.map((msg) => ({ msg, decode: decodeAgentMessage as (b: Uint8Array) => { ok: boolean; error?: string } })),
+    ...controlPlaneMessages.map((msg) => ({ msg, decode: decodeControlPlaneMessage as (b: Uint8Array) => { ok: boolean; error?: string } })),
+  ];
+  let refused = 0;
+  for (let i = 0; i < 3000; i++) {
+    const { msg, decode } = messages[Math.floor(rand() * messages.length)];
+    const all = paths(msg).filter((p) => p[0] !== 'v' && p[0] !== 'type');
+    const path = all[Math.floor(rand() * all.length)];
+    const value = oddValues[Math.floor(rand() * oddValues.length)];
+    const mutated = withField(msg, path, value);
+    let result;
+    try {
+      result = decode(forge(mutated));
+    } catch (err) {
+      assert.fail(`seed ${seed} case ${i}: ${path.join('.')} = ${String(value)} threw: ${String(err)}`);
+    }
+    if (!result.ok) {
+      refused++;
+      // The error names the replaced field or something inside it, or, for
+      // a replaced list entry, the list itself (argv[0] must be non-empty).
+      const render = (p: (string | number)[]) =>
+        p.reduce<string>((acc, k) => (typeof k === 'number' ? `${acc}[${k}]` : fieldPath(acc, k)), msg.type);
+      const field = render(path);
+      const parent = render(path.slice(0, -1));
+      assert.ok(
+        result.error!.startsWith(`${field}:`) || result.error!.startsWith(`${field}.`) || result.error!.startsWith(`${field}[`) ||
+          (typeof path[path.length - 1] === 'number' && result.error!.startsWith(`${parent}:`)),
+        `seed ${seed} case ${i}: "${result.error}" should name ${field}`,
+      );
+      assert.ok(!result.error!.includes('\n'));
+    }
+  }
+  assert.ok(refused > 2000, `most replacements should be refused, only ${refused} were`);
 });

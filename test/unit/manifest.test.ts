@@ -14,6 +14,7 @@ import {
   validateManifest,
 } from '../../shared/manifest.ts';
 import type { UnitSpec } from '../../shared/model.ts';
+import { decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
 
 /** The example manifest of the contract, verbatim. */
 const CONTRACT_EXAMPLE = `apiVersion: apps/v1
@@ -102,6 +103,23 @@ test('absent requests default to 100m cpu and 128Mi memory, absent replicas to 1
   assert.deepEqual(validateManifest(onlyCpu).unitSpec.resources, { cpu: 250, memory: 128 });
 });
 
+test('a UnitSpec from an accepted manifest, even at every limit, passes the wire validation of a spawn command', () => {
+  const m = example();
+  m.metadata.name = 'a'.repeat(52);
+  m.spec.template.spec.containers[0] = {
+    name: 'b'.repeat(63),
+    command: ['x'.repeat(4096)],
+    args: Array.from({ length: 255 }, () => 'y'.repeat(100)),
+    env: Array.from({ length: 256 }, (_, i) => ({ name: `V${i}`, value: 'z'.repeat(100) })),
+    resources: { requests: { cpu: '1k', memory: '1Ti' } },
+  };
+  m.spec.template.spec.tolerations = Array.from({ length: 64 }, (_, i) => ({ key: `example.com/k${i}`, operator: 'Equal', value: 'v', effect: 'NoExecute' }));
+  const { manifest, unitSpec } = validateManifest(m);
+  const frame = encodeMessage({ v: 1, type: 'spawn', commandId: 'c', term: 1, leaderId: 'cp-1', unit: { name: `${manifest.metadata.name}-4294967295`, deployment: manifest.metadata.name, spec: unitSpec } });
+  const result = decodeControlPlaneMessage(frame);
+  assert.ok(result.ok, result.ok ? '' : result.error);
+});
+
 test('tolerations default to operator Equal and leave empty fields out', () => {
   const m = example();
   m.spec.template.spec.tolerations = [
@@ -149,6 +167,7 @@ test('every kind of bad manifest is refused with the field at fault in the messa
     ['bad toleration effect', (m) => ((m.spec.template.spec.tolerations[0].effect = 'NoRun'), m), 'spec.template.spec.tolerations[0].effect', 'got "NoRun"'],
     ['Exists with a value', (m) => ((m.spec.template.spec.tolerations[0].value = 'x'), m), 'spec.template.spec.tolerations[0].value', 'must be empty when operator is "Exists"'],
     ['Equal without a key', (m) => ((m.spec.template.spec.tolerations = [{ operator: 'Equal', value: 'x' }]), m), 'spec.template.spec.tolerations[0].key', 'required when operator is "Equal"'],
+    ['a toleration key with a space', (m) => ((m.spec.template.spec.tolerations[0].key = 'gpu only'), m), 'spec.template.spec.tolerations[0].key', 'not a valid taint key'],
     ['tolerationSeconds', (m) => ((m.spec.template.spec.tolerations[0].tolerationSeconds = 30), m), 'spec.template.spec.tolerations[0].tolerationSeconds', 'not supported'],
     ['a selector the template does not match', (m) => ((m.spec.selector = { matchLabels: { app: 'web' } }), m), 'spec.template.metadata.labels', 'must carry every spec.selector.matchLabels pair, missing app=web'],
     ['a bad label key', (m) => ((m.metadata.labels = { 'bad key': 'x' }), m), 'metadata.labels["bad key"]', 'not a valid label key'],
