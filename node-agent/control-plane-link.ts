@@ -1,0 +1,190 @@
+// node-agent/control-plane-link.ts -- the agent's WebSocket to ONE
+// control-plane replica (the agent holds one link per replica). Owns
+// connecting with `Authorization: Bearer <token>`, reconnecting forever
+// (p-retry, exponential backoff capped at MAX_RECONNECT_DELAY_MS), and
+// validating every incoming frame with the shared codec before anyone
+// looks at it. A frame that fails validation is logged with its reason and
+// closes this link (the replica is confused; a fresh start with hello is the
+// honest reset); the agent and its other links carry on, and this link
+// reconnects like after any other loss.
+//
+// Contract for the owner: onOpen runs synchronously when the socket opens,
+// before any incoming frame is delivered, so the hello it sends is always
+// the first frame on the connection.
+
+import WebSocket from 'ws';
+import pRetry from 'p-retry';
+import { decodeControlPlaneMessage, encodeMessage } from '../shared/protocol/codec.ts';
+import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+
+export const MIN_RECONNECT_DELAY_MS = 50;
+export const MAX_RECONNECT_DELAY_MS = 1000;
+/** Pause after an established connection closes, so a replica that keeps rejecting us cannot make us spin. */
+export const RECONNECT_AFTER_CLOSE_MS = 100;
+export const CONNECT_TIMEOUT_MS = 3000;
+/** How long a close we started may wait for the peer's close frame. */
+export const CLOSE_HANDSHAKE_WAIT_MS = 500;
+/** Unsent bytes allowed to pile up for a slow replica before the link is dropped (it gets full state in the next hello). */
+export const MAX_SEND_BUFFER_BYTES = 8 * 1024 * 1024;
+
+/** Sockets this side closed for a protocol error (their close is already logged). */
+const refusedByUs = new WeakSet<WebSocket>();
+
+export interface LinkHandlers {
+  onOpen: (link: ControlPlaneLink) => void;
+  onMessage: (link: ControlPlaneLink, msg: ControlPlaneMessage) => void;
+  log: (line: string) => void;
+}
+
+export class ControlPlaneLink {
+  readonly url: string;
+  /** The replica id from its welcome, for log lines. */
+  replicaId: string | null = null;
+  private readonly token: string | null;
+  private readonly handlers: LinkHandlers;
+  private ws: WebSocket | null = null;
+  private stopped = false;
+  private readonly abort = new AbortController();
+  private running: Promise<void> | null = null;
+  private failingSince: number | null = null;
+
+  constructor(url: string, token: string | null, handlers: LinkHandlers) {
+    this.url = url;
+    this.token = token;
+    this.handlers = handlers;
+  }
+
+  get isOpen(): boolean {
+    return this.ws !== null && this.ws.readyState === WebSocket.OPEN;
+  }
+
+  get name(): string {
+    return this.replicaId ?? this.url;
+  }
+
+  start(): void {
+    if (!this.running) this.running = this.loop();
+  }
+
+  /** Send one frame if connected; false when it was not sent. */
+  send(msg: AgentMessage): boolean {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    if (ws.bufferedAmount > MAX_SEND_BUFFER_BYTES) {
+      this.handlers.log(`${this.name}: ${ws.bufferedAmount} bytes unsent (limit ${MAX_SEND_BUFFER_BYTES}); dropping the connection`);
+      ws.terminate();
+      return false;
+    }
+    ws.send(encodeMessage(msg));
+    return true;
+  }
+
+  /** Close for good: queued frames are flushed with the close frame; resolves when closed (or after a short wait). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    const ws = this.ws;
+    if (ws && ws.readyState !== WebSocket.CLOSED) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          ws.terminate();
+          resolve();
+        }, CLOSE_HANDSHAKE_WAIT_MS);
+        ws.once('close', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        ws.close(1001, 'agent stopping');
+      });
+    }
+    await this.running?.catch(() => {});
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      let session: { closed: Promise<void> };
+      try {
+        session = await pRetry(() => this.connectOnce(), {
+          forever: true,
+          factor: 2,
+          minTimeout: MIN_RECONNECT_DELAY_MS,
+          maxTimeout: MAX_RECONNECT_DELAY_MS,
+          randomize: true,
+          signal: this.abort.signal,
+          onFailedAttempt: (err) => {
+            // One line per outage, not one per attempt.
+            if (this.failingSince === null && !this.stopped) {
+              this.failingSince = Date.now();
+              this.handlers.log(`cannot reach ${this.url}: ${err.message}; retrying (backoff up to ${MAX_RECONNECT_DELAY_MS}ms)`);
+            }
+          },
+        });
+      } catch {
+        return; // aborted by stop()
+      }
+      await session.closed;
+      if (!this.stopped) await new Promise((r) => setTimeout(r, RECONNECT_AFTER_CLOSE_MS));
+    }
+  }
+
+  /** Resolves once open, with a promise of the connection's end. */
+  private connectOnce(): Promise<{ closed: Promise<void> }> {
+    if (this.stopped) return Promise.reject(new Error('link stopped'));
+    return new Promise((resolve, reject) => {
+      const headers: Record<string, string> = {};
+      if (this.token !== null) headers.Authorization = `Bearer ${this.token}`;
+      const ws = new WebSocket(this.url, {
+        headers,
+        maxPayload: MAX_FRAME_BYTES,
+        handshakeTimeout: CONNECT_TIMEOUT_MS,
+        perMessageDeflate: false,
+      });
+      let opened = false;
+      ws.on('error', (err) => {
+        if (!opened) reject(new Error(err.message || String(err)));
+        else this.handlers.log(`${this.name}: socket error: ${err.message}`);
+      });
+      let markClosed: () => void = () => {};
+      const closed = new Promise<void>((r) => (markClosed = r));
+      ws.on('close', (code, reasonBuf) => {
+        if (this.ws === ws) this.ws = null;
+        if (!opened) {
+          reject(new Error(`connection closed before it opened (code ${code})`));
+          return;
+        }
+        if (!this.stopped && !refusedByUs.has(ws)) {
+          const reason = reasonBuf.toString().slice(0, 120);
+          this.handlers.log(`lost connection to ${this.name} (code ${code}${reason ? `: ${reason}` : ''}); reconnecting`);
+        }
+        markClosed();
+      });
+      ws.on('open', () => {
+        opened = true;
+        this.ws = ws;
+        if (this.failingSince !== null) this.failingSince = null;
+        ws.on('message', (data, isBinary) => this.receive(ws, data, isBinary));
+        this.handlers.onOpen(this);
+        // Boxed: resolving with the bare promise would wait for the end.
+        resolve({ closed });
+      });
+    });
+  }
+
+  private receive(ws: WebSocket, data: WebSocket.RawData, isBinary: boolean): void {
+    if (this.ws !== ws) return;
+    if (!isBinary) return this.reject(ws, 'text frame (expected binary msgpack)');
+    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+    const decoded = decodeControlPlaneMessage(buf);
+    if (!decoded.ok) return this.reject(ws, decoded.error);
+    this.handlers.onMessage(this, decoded.msg);
+  }
+
+  private reject(ws: WebSocket, reason: string): void {
+    this.handlers.log(`frame refused from ${this.name}: ${reason}; closing the connection`);
+    if (this.ws === ws) this.ws = null;
+    refusedByUs.add(ws);
+    ws.close(1008, reason.slice(0, 120));
+    // Do not wait ws's 30 s close handshake on a peer we already distrust.
+    setTimeout(() => ws.terminate(), CLOSE_HANDSHAKE_WAIT_MS).unref();
+  }
+}

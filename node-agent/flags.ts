@@ -1,0 +1,233 @@
+// node-agent/flags.ts -- the agent's command line and environment
+// (contract.md: "Each process can also be started on its own"). Pure: the
+// caller passes argv, the environment and the machine-derived defaults, and
+// gets a validated config or a one-line error naming the bad flag.
+//
+// Flags win over environment variables. Repeatable flags (--taint, --label,
+// --control-plane) replace the matching variable when given at all.
+//   --name N                      MO_NODE_NAME       required
+//   --cpu MILLICORES              MO_CPU             default: the machine's cores * 1000
+//   --memory MIB                  MO_MEMORY          default: the machine's memory
+//   --taint KEY[=VALUE][:EFFECT]  MO_TAINTS (comma-separated), effect default NoSchedule
+//   --label KEY=VALUE             MO_LABELS (comma-separated)
+//   --control-plane URL[,URL...]  MO_CONTROL_PLANE   required (ws:// or wss://)
+//   --token T                     MO_TOKEN
+//   --heartbeat-interval-ms MS    MO_HEARTBEAT_INTERVAL_MS   default 200
+//   --state-dir DIR               MO_STATE_DIR       default <tmp>/mo-agent-<name>
+
+import type { Resources, Taint, TaintEffect } from '../shared/model.ts';
+
+export const DEFAULT_HEARTBEAT_INTERVAL_MS = 200;
+export const MIN_HEARTBEAT_INTERVAL_MS = 10;
+export const MAX_HEARTBEAT_INTERVAL_MS = 60_000;
+/** Most control-plane replicas one agent connects to. */
+export const MAX_CONTROL_PLANE_URLS = 9;
+export const MAX_TAINTS = 64;
+export const MAX_LABELS = 64;
+
+export interface AgentConfig {
+  name: string;
+  capacity: Resources;
+  taints: Taint[];
+  labels: Record<string, string>;
+  /** Full WebSocket URLs of the replicas' agent endpoints (path /agent). */
+  controlPlaneUrls: string[];
+  token: string | null;
+  heartbeatIntervalMs: number;
+  stateDir: string;
+}
+
+export interface FlagDefaults {
+  cpuMillicores: number;
+  memoryMiB: number;
+  tmpDir: string;
+}
+
+export type ParseResult = { ok: true; config: AgentConfig } | { ok: false; error: string } | { ok: 'help' };
+
+export const USAGE = `usage: node-agent/main.ts --name NODE --control-plane ws://HOST:PORT[,ws://...] [--token T]
+       [--cpu MILLICORES] [--memory MIB] [--taint KEY[=VALUE][:EFFECT]]... [--label KEY=VALUE]...
+       [--heartbeat-interval-ms MS] [--state-dir DIR]
+environment: MO_NODE_NAME MO_CPU MO_MEMORY MO_TAINTS MO_LABELS MO_CONTROL_PLANE MO_TOKEN
+             MO_HEARTBEAT_INTERVAL_MS MO_STATE_DIR`;
+
+const SINGLE = ['name', 'cpu', 'memory', 'token', 'heartbeat-interval-ms', 'state-dir'] as const;
+const REPEATABLE = ['taint', 'label', 'control-plane'] as const;
+type Single = (typeof SINGLE)[number];
+type Repeatable = (typeof REPEATABLE)[number];
+
+const NODE_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+// Kubernetes qualified names: optional DNS prefix and '/', then a name.
+const QUALIFIED_KEY = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
+const EFFECTS: readonly TaintEffect[] = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'];
+
+export function parseAgentFlags(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  defaults: FlagDefaults,
+): ParseResult {
+  const single = new Map<Single, string>();
+  const repeated = new Map<Repeatable, string[]>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') return { ok: 'help' };
+    if (!arg.startsWith('--')) return { ok: false, error: `unexpected argument ${JSON.stringify(arg)}` };
+    const eq = arg.indexOf('=');
+    const flag = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
+    let value: string;
+    if (eq >= 0) value = arg.slice(eq + 1);
+    else {
+      if (i + 1 >= argv.length) return { ok: false, error: `--${flag} needs a value` };
+      value = argv[++i];
+    }
+    if ((SINGLE as readonly string[]).includes(flag)) {
+      if (single.has(flag as Single)) return { ok: false, error: `--${flag} given twice` };
+      single.set(flag as Single, value);
+    } else if ((REPEATABLE as readonly string[]).includes(flag)) {
+      const list = repeated.get(flag as Repeatable) ?? [];
+      list.push(value);
+      repeated.set(flag as Repeatable, list);
+    } else {
+      return { ok: false, error: `unknown flag --${flag}` };
+    }
+  }
+
+  const pick = (flag: Single, envName: string): { value: string; source: string } | null => {
+    const fromFlag = single.get(flag);
+    if (fromFlag !== undefined) return { value: fromFlag, source: `--${flag}` };
+    const fromEnv = env[envName];
+    if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, source: envName };
+    return null;
+  };
+  const pickList = (flag: Repeatable, envName: string): { values: string[]; source: string } => {
+    const fromFlags = repeated.get(flag);
+    if (fromFlags) return { values: fromFlags.flatMap(splitList), source: `--${flag}` };
+    return { values: splitList(env[envName] ?? ''), source: envName };
+  };
+
+  const nameArg = pick('name', 'MO_NODE_NAME');
+  if (!nameArg) return { ok: false, error: 'missing --name (or MO_NODE_NAME): the node name' };
+  if (!NODE_NAME.test(nameArg.value)) {
+    return { ok: false, error: `${nameArg.source}: invalid node name ${JSON.stringify(nameArg.value)} (lower-case letters, digits, '-' and '.')` };
+  }
+
+  let cpu = defaults.cpuMillicores;
+  const cpuArg = pick('cpu', 'MO_CPU');
+  if (cpuArg) {
+    const m = /^(\d{1,9})m?$/.exec(cpuArg.value);
+    if (!m || Number(m[1]) < 1) return { ok: false, error: `${cpuArg.source}: want millicores like 4000 or 4000m, got ${JSON.stringify(cpuArg.value)}` };
+    cpu = Number(m[1]);
+  }
+
+  let memory = defaults.memoryMiB;
+  const memArg = pick('memory', 'MO_MEMORY');
+  if (memArg) {
+    const m = /^(\d{1,9})(Mi|Gi)?$/.exec(memArg.value);
+    const mib = m ? Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1) : 0;
+    if (!m || mib < 1) return { ok: false, error: `${memArg.source}: want MiB like 8192, 8192Mi or 8Gi, got ${JSON.stringify(memArg.value)}` };
+    memory = mib;
+  }
+
+  const taintArgs = pickList('taint', 'MO_TAINTS');
+  if (taintArgs.values.length > MAX_TAINTS) return { ok: false, error: `${taintArgs.source}: more than ${MAX_TAINTS} taints` };
+  const taints: Taint[] = [];
+  for (const text of taintArgs.values) {
+    const t = parseTaint(text);
+    if (typeof t === 'string') return { ok: false, error: `${taintArgs.source}: ${t}` };
+    taints.push(t);
+  }
+
+  const labelArgs = pickList('label', 'MO_LABELS');
+  if (labelArgs.values.length > MAX_LABELS) return { ok: false, error: `${labelArgs.source}: more than ${MAX_LABELS} labels` };
+  const labels: Record<string, string> = {};
+  for (const text of labelArgs.values) {
+    const eq = text.indexOf('=');
+    const key = eq >= 0 ? text.slice(0, eq) : text;
+    const value = eq >= 0 ? text.slice(eq + 1) : '';
+    if (eq < 0 || !QUALIFIED_KEY.test(key) || !LABEL_VALUE.test(value)) {
+      return { ok: false, error: `${labelArgs.source}: invalid label ${JSON.stringify(text)} (want KEY=VALUE)` };
+    }
+    labels[key] = value;
+  }
+
+  const cpArgs = pickList('control-plane', 'MO_CONTROL_PLANE');
+  if (cpArgs.values.length === 0) return { ok: false, error: 'missing --control-plane (or MO_CONTROL_PLANE): ws://HOST:PORT of each replica' };
+  if (cpArgs.values.length > MAX_CONTROL_PLANE_URLS) return { ok: false, error: `${cpArgs.source}: more than ${MAX_CONTROL_PLANE_URLS} replicas` };
+  const controlPlaneUrls: string[] = [];
+  for (const text of cpArgs.values) {
+    const url = agentUrl(text);
+    if (url === null) return { ok: false, error: `${cpArgs.source}: invalid URL ${JSON.stringify(text)} (want ws://HOST:PORT or wss://HOST:PORT)` };
+    if (!controlPlaneUrls.includes(url)) controlPlaneUrls.push(url);
+  }
+
+  const tokenArg = pick('token', 'MO_TOKEN');
+
+  let heartbeatIntervalMs = DEFAULT_HEARTBEAT_INTERVAL_MS;
+  const hbArg = pick('heartbeat-interval-ms', 'MO_HEARTBEAT_INTERVAL_MS');
+  if (hbArg) {
+    const n = /^\d{1,6}$/.test(hbArg.value) ? Number(hbArg.value) : NaN;
+    if (!(n >= MIN_HEARTBEAT_INTERVAL_MS && n <= MAX_HEARTBEAT_INTERVAL_MS)) {
+      return { ok: false, error: `${hbArg.source}: want ${MIN_HEARTBEAT_INTERVAL_MS}..${MAX_HEARTBEAT_INTERVAL_MS} ms, got ${JSON.stringify(hbArg.value)}` };
+    }
+    heartbeatIntervalMs = n;
+  }
+
+  const stateArg = pick('state-dir', 'MO_STATE_DIR');
+  const stateDir = stateArg ? stateArg.value : `${defaults.tmpDir.replace(/\/+$/, '')}/mo-agent-${nameArg.value}`;
+
+  return {
+    ok: true,
+    config: {
+      name: nameArg.value,
+      capacity: { cpu, memory },
+      taints,
+      labels,
+      controlPlaneUrls,
+      token: tokenArg ? tokenArg.value : null,
+      heartbeatIntervalMs,
+      stateDir,
+    },
+  };
+}
+
+/** `KEY[=VALUE][:EFFECT]`; returns the reason as a string when invalid. */
+export function parseTaint(text: string): Taint | string {
+  let rest = text;
+  let effect: TaintEffect = 'NoSchedule';
+  const colon = rest.lastIndexOf(':');
+  if (colon >= 0) {
+    const e = rest.slice(colon + 1);
+    if (!(EFFECTS as readonly string[]).includes(e)) {
+      return `invalid taint ${JSON.stringify(text)}: effect must be one of ${EFFECTS.join(', ')}`;
+    }
+    effect = e as TaintEffect;
+    rest = rest.slice(0, colon);
+  }
+  const eq = rest.indexOf('=');
+  const key = eq >= 0 ? rest.slice(0, eq) : rest;
+  const value = eq >= 0 ? rest.slice(eq + 1) : undefined;
+  if (!QUALIFIED_KEY.test(key)) return `invalid taint ${JSON.stringify(text)}: bad key ${JSON.stringify(key)}`;
+  if (value !== undefined && !LABEL_VALUE.test(value)) return `invalid taint ${JSON.stringify(text)}: bad value ${JSON.stringify(value)}`;
+  return value === undefined || value === '' ? { key, effect } : { key, value, effect };
+}
+
+/** ws://h:p -> ws://h:p/agent; an explicit path is kept. Null when not a ws(s) URL. */
+export function agentUrl(text: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') return null;
+  if (url.pathname === '' || url.pathname === '/') url.pathname = '/agent';
+  return url.toString();
+}
+
+function splitList(text: string): string[] {
+  return text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}

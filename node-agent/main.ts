@@ -1,0 +1,226 @@
+// node-agent/main.ts -- the node agent process (the kubelet of this
+// project): one per node. It registers the node with EVERY control-plane
+// replica (one WebSocket each), heartbeats to all of them, runs units as
+// real child processes on the leader's command, and reports every unit
+// state change to all connected replicas at once. Decisions (fencing,
+// dedupe, frames) are in agent-core.ts; processes in runtime/; one replica
+// connection in control-plane-link.ts. This file wires them and owns the
+// process: flags, signals, one readable log line per event on stdout.
+//
+// Run it as `node --import tsx node-agent/main.ts ...` when the caller must
+// hold the agent's own pid (`npx tsx` adds a parent process in between).
+//
+// Exit: SIGTERM/SIGINT stop every unit with grace and exit 0 (a second
+// signal kills them at once). SIGKILL or a crash: the kernel and the orphan
+// guard kill every unit (runtime/orphan-guard.ts). Bad flags: exit 2.
+
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import type { NodeInfo, UnitReport } from '../shared/model.ts';
+import type { Command, ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import { AgentCore } from './agent-core.ts';
+import { ControlPlaneLink } from './control-plane-link.ts';
+import { parseAgentFlags, USAGE } from './flags.ts';
+import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor } from './runtime/supervisor.ts';
+
+const MiB = 1024 * 1024;
+
+function main(): void {
+  // A closed stdout (the launcher went away) must not kill the agent.
+  process.stdout.on('error', () => {});
+  process.stderr.on('error', () => {});
+
+  const parsed = parseAgentFlags(process.argv.slice(2), process.env, {
+    cpuMillicores: os.availableParallelism() * 1000,
+    memoryMiB: Math.floor(os.totalmem() / MiB),
+    tmpDir: os.tmpdir(),
+  });
+  if (parsed.ok === 'help') {
+    process.stdout.write(USAGE + '\n');
+    process.exit(0);
+  }
+  if (!parsed.ok) {
+    process.stderr.write(`node-agent: ${parsed.error}\n`);
+    process.exit(2);
+  }
+  const config = parsed.config;
+  const log = (line: string): void => {
+    process.stdout.write(`[${config.name}] ${line}\n`);
+  };
+
+  try {
+    fs.mkdirSync(config.stateDir, { recursive: true });
+  } catch (err) {
+    process.stderr.write(`node-agent: cannot create state dir ${config.stateDir}: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+
+  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels };
+  const core = new AgentCore(node, process.pid);
+  const links: ControlPlaneLink[] = [];
+  let shuttingDown = false;
+
+  const broadcast = (msg: Parameters<ControlPlaneLink['send']>[0]) => {
+    for (const link of links) link.send(msg);
+  };
+
+  const supervisor = new UnitSupervisor({
+    stateDir: config.stateDir,
+    nodeName: config.name,
+    onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
+    onChange: (report) => {
+      logTransition(report);
+      broadcast(core.unitStatus(report));
+    },
+  });
+
+  function logTransition(r: UnitReport): void {
+    switch (r.phase) {
+      case 'Running':
+        return log(`started ${r.name} pid=${r.pid}`);
+      case 'Succeeded':
+      case 'Failed':
+        if (r.reason?.startsWith('SpawnFailed')) return log(`${r.name} failed to start: ${r.reason}`);
+        if (r.signal) return log(`${r.name} exited signal=${r.signal} (${r.phase}: ${r.reason})`);
+        return log(`${r.name} exited code=${r.exitCode} (${r.phase}: ${r.reason})`);
+      default:
+        return; // Pending and Terminating are logged where they are decided
+    }
+  }
+
+  function onCommand(link: ControlPlaneLink, cmd: Command): void {
+    const target = cmd.type === 'spawn' ? cmd.unit.name : cmd.name;
+    const admission = core.admit(cmd);
+    if (admission.kind === 'refuse') {
+      log(`refused ${cmd.type} ${target} from ${cmd.leaderId}: ${admission.reason}`);
+      link.send(core.refused(cmd.commandId, admission.reason));
+      return;
+    }
+    if (admission.kind === 'duplicate') {
+      const known = supervisor.get(target);
+      if (known) link.send(core.unitStatus(known));
+      return;
+    }
+    if (shuttingDown && cmd.type === 'spawn') {
+      log(`refused spawn ${target}: agent is shutting down`);
+      link.send(core.refused(cmd.commandId, 'agent is shutting down'));
+      return;
+    }
+    switch (cmd.type) {
+      case 'spawn': {
+        const res = supervisor.start({ name: cmd.unit.name, deployment: cmd.unit.deployment, spec: cmd.unit.spec, term: cmd.term });
+        if (!res.ok) {
+          log(`refused spawn ${target}: ${res.error}`);
+          link.send(core.refused(cmd.commandId, res.error));
+        } else if (!res.created) {
+          log(`spawn ${target}: already ${res.report.phase}, nothing to do`);
+          link.send(core.unitStatus(res.report));
+        }
+        return;
+      }
+      case 'terminate': {
+        const before = supervisor.get(target);
+        if (!before) {
+          log(`terminate ${target}: no such unit here; telling the control plane it is gone`);
+          broadcast(core.unitGone(target));
+          return;
+        }
+        if (before.phase === 'Succeeded' || before.phase === 'Failed' || before.phase === 'Terminating') {
+          link.send(core.unitStatus(before));
+          return;
+        }
+        log(`stopping ${target} pid=${before.pid ?? '-'} (grace ${cmd.gracePeriodMs}ms): ${cmd.reason}`);
+        void supervisor.stop(target, cmd.gracePeriodMs);
+        return;
+      }
+      case 'forget': {
+        const result = supervisor.forget(target);
+        if (result === 'still-running') {
+          const reason = `unit ${target} is still ${supervisor.get(target)?.phase}; terminate it first`;
+          log(`refused forget ${target}: ${reason}`);
+          link.send(core.refused(cmd.commandId, reason));
+          return;
+        }
+        if (result === 'forgotten') log(`forgot ${target}`);
+        broadcast(core.unitGone(target));
+        return;
+      }
+    }
+  }
+
+  function onMessage(link: ControlPlaneLink, msg: ControlPlaneMessage): void {
+    switch (msg.type) {
+      case 'welcome': {
+        link.replicaId = msg.replicaId;
+        log(`connected to ${msg.replicaId} at ${link.url} (term ${msg.term}, leader ${msg.leaderId ?? 'unknown'})`);
+        noteLeadership(msg.term, msg.leaderId);
+        return;
+      }
+      case 'leader':
+        noteLeadership(msg.term, msg.leaderId);
+        return;
+      case 'spawn':
+      case 'terminate':
+      case 'forget':
+        onCommand(link, msg);
+        return;
+    }
+  }
+
+  function noteLeadership(term: number, leaderId: string | null): void {
+    const change = core.observeLeader(term, leaderId);
+    if (change.termRaised || change.leaderChanged) {
+      log(`leader is ${core.leaderId ?? 'unknown'} (highest term seen ${core.highestTerm})`);
+    }
+  }
+
+  for (const url of config.controlPlaneUrls) {
+    const link = new ControlPlaneLink(url, config.token, {
+      log,
+      onMessage,
+      onOpen: (l) => {
+        l.send(core.hello(supervisor.list()));
+      },
+    });
+    links.push(link);
+  }
+
+  const heartbeatTimer = setInterval(() => {
+    const msg = core.heartbeat(Date.now());
+    broadcast(msg);
+  }, config.heartbeatIntervalMs);
+
+  async function shutdown(signal: string): Promise<void> {
+    if (shuttingDown) {
+      log(`${signal} again: killing all units now`);
+      supervisor.killAllNow();
+      return;
+    }
+    shuttingDown = true;
+    log(`${signal}: stopping ${supervisor.liveCount()} unit(s) (grace ${DEFAULT_GRACE_PERIOD_MS}ms)`);
+    await supervisor.stopAll(DEFAULT_GRACE_PERIOD_MS);
+    supervisor.close();
+    clearInterval(heartbeatTimer);
+    await Promise.all(links.map((l) => l.stop()));
+    log('stopped');
+    process.exit(0);
+  }
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGHUP', () => void shutdown('SIGHUP'));
+  process.on('uncaughtException', (err) => {
+    log(`fatal: ${err.stack ?? err.message}`);
+    supervisor.killAllNow();
+    process.exit(1);
+  });
+
+  log(
+    `agent pid=${process.pid} cpu=${config.capacity.cpu}m memory=${config.capacity.memory}Mi` +
+      ` taints=[${config.taints.map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`).join(',')}]` +
+      ` state=${config.stateDir} orphan-guard pid=${supervisor.guardPid}` +
+      ` pdeathsig=${supervisor.setprivPath ? 'setpriv' : 'off'}`,
+  );
+  for (const link of links) link.start();
+}
+
+main();
