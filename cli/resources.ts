@@ -128,7 +128,7 @@ export interface UnitObject {
     pid?: number;
     exitCode?: number;
     reason?: string;
-    scheduling?: { message?: string; nodes?: SchedulingNode[] };
+    scheduling?: { message?: string; nodes?: SchedulingNode[]; at?: number } | null;
   };
 }
 

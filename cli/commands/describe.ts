@@ -117,10 +117,11 @@ function scoresText(scores: SchedulingNode['scores']): string {
 }
 
 /** The scheduler's decision as kept on the unit: one row per node, rejected reasons or scores. */
-export function schedulingText(u: UnitObject): string {
+export function schedulingText(u: UnitObject, nowMs: number): string {
   const s = u.status?.scheduling;
   if (!s) return `Scheduling:  ${NONE}\n`;
   let out = `Scheduling:  ${s.message ?? ''}`.trimEnd() + '\n';
+  if (typeof s.at === 'number') out += `${INDENT}decided ${age(s.at, nowMs)} ago\n`;
   const nodes = s.nodes ?? [];
   if (nodes.length > 0) {
     const rows = nodes.map((n) => [
@@ -151,7 +152,7 @@ async function describeUnit(ctx: Context, name: string): Promise<string> {
     ['Created', when(u.metadata?.creationTimestamp, now)],
     ['UID', show(u.metadata?.uid)],
   ]);
-  out += schedulingText(u);
+  out += schedulingText(u, now);
   out += await eventsSection(ctx, KIND.units, name);
   return out;
 }
