@@ -24,6 +24,9 @@ import { SoloStore } from './store/solo-store.ts';
 import type { ReplicatedStore } from './store/store.ts';
 
 const log = makeLogger();
+/** How long a restarted replica waits for agents to reconnect (on top of the
+ *  NotReady timeout) before their units count as lost. */
+const STARTUP_GRACE_MS = 2000;
 
 function usage(msg: string): never {
   process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n`);
@@ -230,6 +233,9 @@ async function main(): Promise<void> {
   log(`${cfg.id} is leader of term ${store.term()} (single replica)`);
   events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${store.term()}`);
 
+  // Give agents of already-registered nodes time to reconnect to this fresh
+  // process before their units count as lost.
+  for (const rec of store.state.nodes.values()) registry.seed(rec.info, now() + STARTUP_GRACE_MS);
   const liveness = setInterval(() => registry.checkLiveness(now()), Math.max(10, Math.floor(cfg.notReadyAfterMs / 20)));
   controller.start();
 

@@ -10,7 +10,7 @@
 import http from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import { nanoid } from 'nanoid';
-import { ManifestError, unitSpecHash, validateManifest } from '../../shared/manifest.ts';
+import { MAX_REPLICAS, ManifestError, unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import type { EventLog } from '../events.ts';
 import type { NodeRegistry } from '../registry/node-registry.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
@@ -26,7 +26,7 @@ import {
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 export const MAX_WATCHERS = 256;
-export const MAX_REPLICAS_PER_DEPLOYMENT = 1000;
+
 
 export class HttpError extends Error {
   constructor(readonly status: number, message: string) {
@@ -162,8 +162,8 @@ export class ApiServer {
     if (resource === 'deployments' && name && parts[3] === 'scale' && parts.length === 4 && (method === 'PATCH' || method === 'PUT')) {
       const obj = parseJson(body) as { replicas?: unknown; spec?: { replicas?: unknown } };
       const replicas = obj?.replicas ?? obj?.spec?.replicas;
-      if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0 || replicas > MAX_REPLICAS_PER_DEPLOYMENT) {
-        throw new HttpError(400, `replicas: expected an integer 0..${MAX_REPLICAS_PER_DEPLOYMENT}, got ${JSON.stringify(replicas)}`);
+      if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0 || replicas > MAX_REPLICAS) {
+        throw new HttpError(400, `replicas: expected an integer 0..${MAX_REPLICAS}, got ${JSON.stringify(replicas)}`);
       }
       await this.write({ type: 'deployment.scale', at: this.deps.now(), name, replicas });
       return sendJson(res, 200, this.one('deployments', name));

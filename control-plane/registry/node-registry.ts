@@ -70,6 +70,16 @@ export class NodeRegistry {
     this.heartbeat(info.name, now);
   }
 
+  /** A node the desired state knows but whose agent this replica has not
+   *  heard yet (this replica just started): count it Ready until
+   *  `graceUntil` + notReadyAfterMs, so a restarted control plane gives agents
+   *  time to reconnect instead of replacing every unit at once (the
+   *  Kubernetes node controller's startup grace period). */
+  seed(info: NodeInfo, graceUntil: number): void {
+    if (this.nodes.has(info.name)) return;
+    this.nodes.set(info.name, { name: info.name, info, agentPid: 0, connected: false, ready: true, lastHeartbeatMs: graceUntil, notReadySinceMs: null, units: new Map(), highestTerm: 0 });
+  }
+
   heartbeat(node: string, now: number): void {
     const n = this.nodes.get(node);
     if (!n) return;

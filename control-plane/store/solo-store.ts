@@ -30,7 +30,7 @@ export class SoloStore implements ReplicatedStore {
   static async open(id: string, dir: string): Promise<SoloStore> {
     const disk = await DiskStorage.open(dir);
     const s = new SoloStore(id, disk);
-    const { snapshot, entries } = disk.load();
+    const { snapshot, entries } = await disk.load();
     if (snapshot) {
       s.state.restore(unpack(snapshot.data));
       s.lastIndex = snapshot.meta.index;
@@ -54,7 +54,7 @@ export class SoloStore implements ReplicatedStore {
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0, MAX_BATCH_ENTRIES);
-        const entries = batch.map((p, i) => ({ term: 1, index: this.lastIndex + 1 + i, data: pack(p.cmd) }));
+        const entries = batch.map((p, i) => ({ term: 1, index: this.lastIndex + 1 + i, kind: 'normal' as const, data: pack(p.cmd) }));
         try {
           await this.disk.save({ term: 1, vote: this.id, commit: this.lastIndex + batch.length }, entries);
         } catch (err) {

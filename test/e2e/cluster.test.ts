@@ -1,0 +1,190 @@
+// test/e2e/cluster.test.ts -- the lesson's story against real processes: a
+// control-plane replica and the four lesson node agents as OS processes,
+// units as real child processes whose pids are checked in /proc (not in
+// the cluster's own bookkeeping).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import WebSocket from 'ws';
+import { Cluster, pidAlive, sleep, waitFor, webManifest } from '../helpers/cluster.ts';
+
+function ppidOf(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
+test('the lesson story: apply, scale, unit crash, node loss, scale down, delete, stop', { timeout: 120000 }, async (t) => {
+  const c = await Cluster.start();
+  t.after(() => c.stop());
+  const agentPid = (node: string) => c.agents.get(node)!.pid;
+
+  // apply 3 replicas -> 3 live pids, each a child of its own node's agent
+  let r = await c.api('PUT', '/v1/deployments/web', webManifest('web', 3));
+  assert.equal(r.status, 201, r.text);
+  let units = await waitFor('3 running units', async () => {
+    const u = await c.running('web');
+    return u.length === 3 ? u : null;
+  });
+  for (const u of units) {
+    assert.notEqual(u.spec.nodeName, 'node-c', 'node-c is tainted gpu-only and web does not tolerate it');
+    assert.equal(ppidOf(u.status.pid), agentPid(u.spec.nodeName), `${u.metadata.name} (pid ${u.status.pid}) must be a child of ${u.spec.nodeName}'s agent`);
+    assert.match(u.metadata.name, /^web-[123]$/);
+  }
+  assert.ok(new Set(units.map((u) => u.spec.nodeName)).size >= 2, 'replicas spread over more than one node');
+
+  // scale to 5
+  r = await c.api('PATCH', '/v1/deployments/web/scale', { replicas: 5 });
+  assert.equal(r.status, 200, r.text);
+  units = await waitFor('5 running units', async () => {
+    const u = await c.running('web');
+    return u.length === 5 ? u : null;
+  });
+  assert.deepEqual(units.map((u) => u.metadata.name).sort(), ['web-1', 'web-2', 'web-3', 'web-4', 'web-5']);
+
+  // kill -9 one unit's pid -> a new unit with a new name and a new pid
+  const victim = units.find((u) => u.metadata.name === 'web-2')!;
+  process.kill(victim.status.pid, 'SIGKILL');
+  units = await waitFor('a replacement for web-2', async () => {
+    const u = await c.running('web');
+    return u.length === 5 && !u.some((x) => x.metadata.name === 'web-2') ? u : null;
+  });
+  const replacement = units.find((u) => !['web-1', 'web-3', 'web-4', 'web-5'].includes(u.metadata.name))!;
+  assert.equal(replacement.metadata.name, 'web-6', 'names are never reused: the replacement is web-6');
+  assert.notEqual(replacement.status.pid, victim.status.pid);
+  assert.ok(pidAlive(replacement.status.pid));
+  const ev = await c.api('GET', '/v1/events');
+  assert.ok(ev.json.items.some((e: any) => e.reason === 'Crashed' && e.involvedObject.name === 'web-2'), 'a Crashed event for web-2');
+
+  // SIGKILL an agent that runs units -> its pids die, node NotReady, replacements elsewhere
+  const byNode = new Map<string, any[]>();
+  for (const u of units) byNode.set(u.spec.nodeName, [...(byNode.get(u.spec.nodeName) ?? []), u]);
+  const [deadNode, deadUnits] = [...byNode.entries()].sort((a, b) => b[1].length - a[1].length)[0];
+  const deadAgent = c.agents.get(deadNode)!;
+  deadAgent.child.kill('SIGKILL');
+  await deadAgent.exited;
+  await waitFor(`the units of ${deadNode} to die with their agent`, () => deadUnits.every((u) => !pidAlive(u.status.pid)), 3000);
+  await waitFor(`${deadNode} NotReady`, async () => (await c.api('GET', `/v1/nodes/${deadNode}`)).json.status.ready === false, 5000);
+  units = await waitFor('5 running units again, none on the dead node', async () => {
+    const u = await c.running('web');
+    return u.length === 5 && u.every((x) => x.spec.nodeName !== deadNode) ? u : null;
+  }, 10000);
+  for (const u of units) assert.equal(ppidOf(u.status.pid), agentPid(u.spec.nodeName));
+
+  // the agent comes back: Ready again, and it runs nothing the cluster no longer wants
+  c.startAgent(deadNode);
+  await waitFor(`${deadNode} Ready again`, async () => (await c.api('GET', `/v1/nodes/${deadNode}`)).json.status.ready === true, 10000);
+
+  // scale to 2 -> exactly the surplus stopped, newest first
+  const before = (await c.running('web')).map((u) => u.metadata.name);
+  const indexes = before.map((n) => Number(n.split('-')[1])).sort((a, b) => a - b);
+  const keep = indexes.slice(0, 2).map((i) => `web-${i}`);
+  const stopped = (await c.running('web')).filter((u) => !keep.includes(u.metadata.name));
+  r = await c.api('PATCH', '/v1/deployments/web/scale', { replicas: 2 });
+  assert.equal(r.status, 200);
+  await waitFor('exactly the surplus stopped', async () => {
+    const u = await c.units();
+    const web = u.filter((x) => x.spec.deployment === 'web');
+    return web.length === 2 && web.every((x) => x.status.phase === 'Running') && stopped.every((s) => !pidAlive(s.status.pid));
+  }, 10000);
+  assert.deepEqual((await c.running('web')).map((u) => u.metadata.name).sort(), keep.sort());
+
+  // delete -> all gone
+  const last = await c.running('web');
+  r = await c.api('DELETE', '/v1/deployments/web');
+  assert.equal(r.status, 200);
+  await waitFor('every unit of web gone', async () => (await c.units()).length === 0 && last.every((u) => !pidAlive(u.status.pid)), 10000);
+
+  // stopping the cluster leaves no process behind
+  const pids = [...c.agents.values(), ...c.cps].map((p) => p.pid);
+  await c.stop();
+  for (const pid of pids) assert.equal(pidAlive(pid), false, `pid ${pid} still alive after stop`);
+});
+
+test('a unit that fits nowhere stays Pending with a FailedScheduling event naming each node', { timeout: 60000 }, async (t) => {
+  const c = await Cluster.start();
+  t.after(() => c.stop());
+  const r = await c.api('PUT', '/v1/deployments/huge', webManifest('huge', 1, { cpu: '9000m', memory: '1Gi' }));
+  assert.equal(r.status, 201);
+  const ev = await waitFor('FailedScheduling', async () => (await c.api('GET', '/v1/events')).json.items.find((e: any) => e.reason === 'FailedScheduling'));
+  assert.match(ev.message, /^0\/4 nodes are available: /);
+  assert.match(ev.message, /node-a: cpu_free=4000m < request=9000m/);
+  assert.match(ev.message, /node-c: .*untolerated taint gpu-only/);
+  const u = (await c.units()).find((x) => x.spec.deployment === 'huge');
+  assert.equal(u.status.phase, 'Pending');
+  assert.equal(u.spec.nodeName, null);
+});
+
+test('bad input is refused with a clear error and nothing crashes', { timeout: 60000 }, async (t) => {
+  const c = await Cluster.start({ nodes: [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }] });
+  t.after(() => c.stop());
+  // no token, wrong token
+  let r = await c.api('GET', '/v1/nodes', undefined, null);
+  assert.equal(r.status, 401);
+  assert.match(r.json.error, /token/);
+  r = await c.api('GET', '/v1/nodes', undefined, 'wrong');
+  assert.equal(r.status, 401);
+  // malformed manifests name the field
+  r = await c.api('PUT', '/v1/deployments/web', { ...(webManifest() as any), spec: { replicas: 'three' } });
+  assert.equal(r.status, 400);
+  assert.match(r.json.error, /spec\.replicas/);
+  r = await c.api('PUT', '/v1/deployments/web', '{not json');
+  assert.equal(r.status, 400);
+  assert.match(r.json.error, /invalid JSON/);
+  const m = webManifest() as any;
+  m.spec.template.spec.volumes = [];
+  r = await c.api('PUT', '/v1/deployments/web', m);
+  assert.equal(r.status, 400);
+  assert.match(r.json.error, /spec\.template\.spec\.volumes/);
+  r = await c.api('PATCH', '/v1/deployments/nope/scale', { replicas: 2 });
+  assert.equal(r.status, 404);
+  // an agent connection without the token is refused; garbage frames close the connection
+  const url = c.urls[0].replace('http', 'ws') + '/agent';
+  const noToken = new WebSocket(url);
+  const status = await new Promise<number>((resolve) => {
+    noToken.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    noToken.on('error', () => resolve(-1));
+  });
+  assert.equal(status, 401);
+  const ws = new WebSocket(url, { headers: { authorization: `Bearer ${c.token}` } });
+  await new Promise((resolve, reject) => {
+    ws.on('open', resolve);
+    ws.on('error', reject);
+  });
+  const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+  ws.send(Buffer.from([0xc1, 0xff, 0x00, 0x13]));
+  assert.equal(await closed, 1008);
+  await sleep(50);
+  assert.ok(c.cps[0].output.some((l) => /frame refused/.test(l)), 'the refusal is logged with its reason');
+  // and the replica still serves
+  r = await c.api('GET', '/v1/nodes');
+  assert.equal(r.status, 200);
+  assert.equal(r.json.items[0].status.ready, true);
+});
+
+test('desired state survives a restart of the control plane with the same data dir', { timeout: 60000 }, async (t) => {
+  const c = await Cluster.start({ nodes: [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }] });
+  t.after(() => c.stop());
+  let r = await c.api('PUT', '/v1/deployments/web', webManifest('web', 2, { cpu: '100m', memory: '64Mi' }));
+  assert.equal(r.status, 201);
+  const units = await waitFor('2 running', async () => {
+    const u = await c.running('web');
+    return u.length === 2 ? u : null;
+  });
+  const cp = c.cps[0];
+  cp.child.kill('SIGKILL');
+  await cp.exited;
+  c.startReplica(1);
+  await waitFor('the replica back', () => c.healthy(), 20000);
+  r = await waitFor('web restored', async () => {
+    const x = await c.api('GET', '/v1/deployments/web');
+    return x.status === 200 ? x : null;
+  });
+  assert.equal(r.json.spec.replicas, 2);
+  // the units kept running through the control plane's absence: same pids
+  const after = await waitFor('the same 2 units reported again', async () => {
+    const u = await c.running('web');
+    return u.length === 2 ? u : null;
+  });
+  assert.deepEqual(after.map((u) => u.status.pid).sort(), units.map((u) => u.status.pid).sort());
+});

@@ -1,0 +1,239 @@
+// test/helpers/cluster.ts -- a real cluster for multi-process tests and
+// benchmarks: control-plane replicas and node agents as OS processes on
+// loopback, in a temp data dir, on free ports. Everything started here is
+// stopped by pid in stop(), which tests call from t.after / finally; the
+// temp dir is removed.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { NodeInfo } from '../../shared/model.ts';
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export const LESSON: NodeInfo[] = [
+  { name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} },
+  { name: 'node-b', capacity: { cpu: 8000, memory: 16384 }, taints: [], labels: {} },
+  { name: 'node-c', capacity: { cpu: 4000, memory: 8192 }, taints: [{ key: 'gpu-only', effect: 'NoSchedule' }], labels: {} },
+  { name: 'node-d', capacity: { cpu: 8000, memory: 16384 }, taints: [], labels: {} },
+];
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  pid: number;
+  output: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    // A zombie still has a /proc entry: read its state.
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+export async function sleep(ms: number): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = 10000, everyMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v as T;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
+    await sleep(everyMs);
+  }
+}
+
+async function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+export async function freeBasePort(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * 30000);
+    let ok = true;
+    for (let i = 1; i <= count && ok; i++) ok = await portFree(base + i);
+    if (ok) return base;
+  }
+  throw new Error('no free ports found');
+}
+
+export function startProcess(name: string, script: string, args: string[], env: Record<string, string> = {}): Proc {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+    cwd: REPO,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  const collect = (buf: Buffer) => {
+    for (const line of buf.toString().split('\n')) if (line) output.push(line);
+    if (output.length > 5000) output.splice(0, output.length - 5000);
+    if (process.env.MO_TEST_VERBOSE) process.stderr.write(buf.toString().replace(/^(?=.)/gm, `${name}| `));
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  return { name, child, pid: child.pid!, output, exited };
+}
+
+export interface ClusterOptions {
+  nodes?: NodeInfo[];
+  replicas?: number;
+  cpArgs?: string[];
+  agentArgs?: string[];
+}
+
+export class Cluster {
+  readonly cps: Proc[] = [];
+  readonly agents = new Map<string, Proc>();
+  readonly token = 'test-token-' + Math.random().toString(36).slice(2);
+  private constructor(readonly dir: string, readonly basePort: number, readonly opts: Required<ClusterOptions>) {}
+
+  static async start(opts: ClusterOptions = {}): Promise<Cluster> {
+    const full: Required<ClusterOptions> = { nodes: LESSON, replicas: 1, cpArgs: [], agentArgs: [], ...opts };
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-test-'));
+    const c = new Cluster(dir, await freeBasePort(full.replicas), full);
+    try {
+      for (let i = 1; i <= full.replicas; i++) c.startReplica(i);
+      await waitFor('the API to answer', () => c.healthy(), 20000);
+      for (const n of full.nodes) c.startAgent(n.name);
+      await waitFor('every node to be Ready', async () => {
+        const r = await c.api('GET', '/v1/nodes');
+        return r.status === 200 && r.json.items.length === full.nodes.length && r.json.items.every((n: any) => n.status.ready);
+      }, 20000);
+    } catch (e) {
+      await c.stop();
+      throw e;
+    }
+    return c;
+  }
+
+  get urls(): string[] {
+    return Array.from({ length: this.opts.replicas }, (_, i) => `http://127.0.0.1:${this.basePort + i + 1}`);
+  }
+
+  peersArg(): string {
+    return Array.from({ length: this.opts.replicas }, (_, i) => `cp-${i + 1}=ws://127.0.0.1:${this.basePort + i + 1}`).join(',');
+  }
+
+  startReplica(i: number): Proc {
+    const p = startProcess(`cp-${i}`, 'control-plane/main.ts', [
+      '--id', `cp-${i}`, '--listen', `127.0.0.1:${this.basePort + i}`, '--peers', this.peersArg(),
+      '--data-dir', path.join(this.dir, `cp-${i}`), '--token', this.token, ...this.opts.cpArgs,
+    ]);
+    this.cps[i - 1] = p;
+    return p;
+  }
+
+  startAgent(name: string): Proc {
+    const n = this.opts.nodes.find((x) => x.name === name)!;
+    const args = ['--name', n.name, '--cpu', String(n.capacity.cpu), '--memory', String(n.capacity.memory)];
+    for (const t of n.taints) args.push('--taint', `${t.key}${t.value ? '=' + t.value : ''}:${t.effect}`);
+    for (const [k, v] of Object.entries(n.labels)) args.push('--label', `${k}=${v}`);
+    args.push('--control-plane', this.urls.map((u) => u.replace('http', 'ws')).join(','), '--token', this.token, '--state-dir', path.join(this.dir, 'agents', n.name), ...this.opts.agentArgs);
+    const p = startProcess(name, 'node-agent/main.ts', args);
+    this.agents.set(name, p);
+    return p;
+  }
+
+  async healthy(): Promise<boolean> {
+    for (const u of this.urls) {
+      try {
+        const r = await fetch(`${u}/readyz`);
+        if (r.status === 200) return true;
+      } catch {
+        /* next */
+      }
+    }
+    return false;
+  }
+
+  /** Call the API on the first replica that answers. */
+  async api(method: string, p: string, body?: unknown, token: string | null = this.token): Promise<{ status: number; json: any; text: string }> {
+    let lastErr: unknown;
+    for (const u of this.urls) {
+      try {
+        const r = await fetch(u + p, {
+          method,
+          headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+          body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+          redirect: 'follow',
+          signal: AbortSignal.timeout(15000),
+        });
+        const text = await r.text();
+        let json: any = null;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          /* not json */
+        }
+        return { status: r.status, json, text };
+      } catch (e) {
+        lastErr = e;
+      }
+    }
+    throw lastErr;
+  }
+
+  async units(): Promise<any[]> {
+    const r = await this.api('GET', '/v1/units');
+    if (r.status !== 200) throw new Error(`GET /v1/units: ${r.status} ${r.text}`);
+    return r.json.items;
+  }
+
+  /** Units of a deployment that are Running, with their pids alive in /proc. */
+  async running(deployment: string): Promise<any[]> {
+    return (await this.units()).filter((u) => u.spec.deployment === deployment && u.status.phase === 'Running' && u.status.pid && pidAlive(u.status.pid));
+  }
+
+  async stop(): Promise<void> {
+    const all = [...this.agents.values(), ...this.cps.filter(Boolean)];
+    for (const p of all) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
+    const deadline = Date.now() + 6000;
+    for (const p of all) {
+      const left = deadline - Date.now();
+      const done = await Promise.race([p.exited.then(() => true), sleep(Math.max(0, left)).then(() => false)]);
+      if (!done) {
+        p.child.kill('SIGKILL');
+        await p.exited;
+      }
+    }
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export function webManifest(name = 'web', replicas = 3, extra: { command?: string[]; cpu?: string; memory?: string; tolerations?: unknown[] } = {}): unknown {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: {
+      replicas,
+      template: {
+        spec: {
+          containers: [{ name, command: extra.command ?? ['sleep', '3600'], resources: { requests: { cpu: extra.cpu ?? '1000m', memory: extra.memory ?? '2048Mi' } } }],
+          ...(extra.tolerations ? { tolerations: extra.tolerations } : {}),
+        },
+      },
+    },
+  };
+}
