@@ -1,0 +1,140 @@
+// launcher/command-lines.ts -- the exact argv of every process `npm start`
+// runs: one control-plane replica per id, one node agent per node. Pure:
+// data in, argv out (no fs, no clock), so the unit tests can pin the flags the
+// other processes parse, and the launcher can print a command a person can
+// paste into a shell from the repo root to start a dead process again.
+//
+// Contract with control-plane/main.ts and node-agent/main.ts (their flags):
+//   control-plane: --id --listen --peers --data-dir --token
+//   node-agent:    --name --cpu --memory [--taint T]... [--label k=v]...
+//                  --control-plane --token --state-dir
+// A taint is written like kubectl writes one: `key[=value][:Effect]`, with
+// the effect left out when it is NoSchedule (so the lesson's node-c reads
+// `--taint gpu-only`).
+
+import type { NodeInfo, Taint } from '../shared/model.ts';
+
+export type ChildKind = 'control-plane' | 'node-agent';
+
+/** One process of the cluster, as the supervisor starts it. */
+export interface ChildSpec {
+  /** Stream prefix and the name users know it by: `cp-1`, `node-a`. */
+  name: string;
+  kind: ChildKind;
+  /** argv[0] is the program (an absolute node path); the rest its arguments. */
+  argv: string[];
+  /** The loopback port a replica serves on (control planes only). */
+  port?: number;
+}
+
+export interface ClusterLayout {
+  /** Absolute path of the node binary: `process.execPath`. */
+  nodeExecPath: string;
+  /** Data dir as the children see it (they run with cwd = repo root). */
+  dataDir: string;
+  basePort: number;
+  replicas: number;
+  token: string;
+  nodes: readonly NodeInfo[];
+  /** Entry scripts, relative to the repo root; tests swap in a fake child. */
+  controlPlaneScript?: string;
+  nodeAgentScript?: string;
+}
+
+export const CONTROL_PLANE_SCRIPT = 'control-plane/main.ts';
+export const NODE_AGENT_SCRIPT = 'node-agent/main.ts';
+export const LOOPBACK_HOST = '127.0.0.1';
+
+/** `cp-1` ... `cp-N`: 1-based, like the contract's `--id cp-1`. */
+export function replicaIds(replicas: number): string[] {
+  return Array.from({ length: replicas }, (_, i) => `cp-${i + 1}`);
+}
+
+/** Replica i (1-based) serves HTTP, peer and agent traffic on basePort + i. */
+export function replicaPort(basePort: number, index1: number): number {
+  return basePort + index1;
+}
+
+export function replicaPorts(basePort: number, replicas: number): number[] {
+  return Array.from({ length: replicas }, (_, i) => replicaPort(basePort, i + 1));
+}
+
+/** What `<data-dir>/config.json` lists and what the CLI talks to. */
+export function serverUrls(basePort: number, replicas: number): string[] {
+  return replicaPorts(basePort, replicas).map((p) => `http://${LOOPBACK_HOST}:${p}`);
+}
+
+function wsUrl(port: number): string {
+  return `ws://${LOOPBACK_HOST}:${port}`;
+}
+
+/** Joins without node:path so this file stays pure; dataDir has no trailing slash issues. */
+function subdir(dataDir: string, ...parts: string[]): string {
+  const base = dataDir.length > 1 ? dataDir.replace(/\/+$/, '') : dataDir;
+  return [base, ...parts].join('/');
+}
+
+/** kubectl notation: `key`, `key=value`, `key:NoExecute`, `key=value:PreferNoSchedule`. */
+export function formatTaint(taint: Taint): string {
+  const kv = taint.value !== undefined && taint.value !== '' ? `${taint.key}=${taint.value}` : taint.key;
+  return taint.effect === 'NoSchedule' ? kv : `${kv}:${taint.effect}`;
+}
+
+function nodeArgs(layout: ClusterLayout, script: string): string[] {
+  return [layout.nodeExecPath, '--import', 'tsx', script];
+}
+
+export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
+  const ids = replicaIds(layout.replicas);
+  const peers = ids.map((id, i) => `${id}=${wsUrl(replicaPort(layout.basePort, i + 1))}`).join(',');
+  return ids.map((id, i) => {
+    const port = replicaPort(layout.basePort, i + 1);
+    return {
+      name: id,
+      kind: 'control-plane' as const,
+      port,
+      argv: [
+        ...nodeArgs(layout, layout.controlPlaneScript ?? CONTROL_PLANE_SCRIPT),
+        '--id', id,
+        '--listen', `${LOOPBACK_HOST}:${port}`,
+        '--peers', peers,
+        '--data-dir', subdir(layout.dataDir, id),
+        '--token', layout.token,
+      ],
+    };
+  });
+}
+
+export function nodeAgentCommands(layout: ClusterLayout): ChildSpec[] {
+  const controlPlanes = replicaPorts(layout.basePort, layout.replicas).map(wsUrl).join(',');
+  return layout.nodes.map((node) => {
+    const argv = [
+      ...nodeArgs(layout, layout.nodeAgentScript ?? NODE_AGENT_SCRIPT),
+      '--name', node.name,
+      '--cpu', String(node.capacity.cpu),
+      '--memory', String(node.capacity.memory),
+    ];
+    for (const taint of node.taints) argv.push('--taint', formatTaint(taint));
+    for (const [key, value] of Object.entries(node.labels)) argv.push('--label', `${key}=${value}`);
+    argv.push(
+      '--control-plane', controlPlanes,
+      '--token', layout.token,
+      '--state-dir', subdir(layout.dataDir, 'agents', node.name),
+    );
+    return { name: node.name, kind: 'node-agent' as const, argv };
+  });
+}
+
+/** Replicas first: agents retry until a replica answers, so order only shortens start-up. */
+export function clusterCommands(layout: ClusterLayout): ChildSpec[] {
+  return [...controlPlaneCommands(layout), ...nodeAgentCommands(layout)];
+}
+
+const SHELL_SAFE = /^[A-Za-z0-9_\/.,:=@%+-]+$/;
+
+/** POSIX-shell quoting: safe words stay bare, everything else goes in single quotes. */
+export function shellQuote(argv: readonly string[]): string {
+  return argv
+    .map((arg) => (SHELL_SAFE.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`))
+    .join(' ');
+}
