@@ -311,6 +311,24 @@ test('findExecutable resolves like execvp: PATH for bare names, cwd for names wi
   assert.equal(findExecutable(dir, '', '/'), null, 'a directory is not a program');
 });
 
+test('the orphan guard kills exactly the groups still registered: a removed group is left alone', async (t) => {
+  const guard = new OrphanGuard();
+  const procs = [0, 1, 2].map(() => spawn('sleep', ['30'], { detached: true, stdio: 'ignore' }));
+  const pids = procs.map((p) => p.pid!);
+  t.after(() => {
+    guard.close();
+    for (const p of pids) killQuietly(p);
+  });
+  for (const pid of pids) guard.add(pid);
+  guard.add(pids[0]); // registering twice is harmless
+  guard.remove(pids[1]);
+  const guardPid = guard.pid!;
+  guard.close();
+  await waitUntil(() => !isAlive(pids[0]) && !isAlive(pids[2]), 2000, 'the registered groups to be killed');
+  await waitUntil(() => !isAlive(guardPid), 2000, 'the guard to exit');
+  assert.ok(isAlive(pids[1]), 'the removed group was not touched');
+});
+
 test('the orphan guard kills registered process groups when its pipe closes, and comes back if killed', async (t) => {
   const problems: string[] = [];
   const guard = new OrphanGuard({ onRestart: (r) => problems.push(r) });
