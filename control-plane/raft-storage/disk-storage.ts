@@ -33,6 +33,10 @@ import type { Entry, HardState, PersistedState, RaftStorage, Ready, Snapshot, Sn
 import { encodeBatch, encodedRecordBytes, MAX_BATCH_BYTES, MAX_RECORD_BYTES, RECORD_HEADER_BYTES, type WalRecord } from './record.ts';
 import { scanSegment, type SegmentScan } from './segment-scan.ts';
 import { decodeSnapshotFile, encodeSnapshotFile } from './snapshot-file.ts';
+import { lockDir } from './dir-lock.ts';
+import { RaftStorageError } from './errors.ts';
+
+export { RaftStorageError, type RaftStorageErrorCode } from './errors.ts';
 
 /** A new segment is started before a write once the current one holds this much. */
 export const DEFAULT_SEGMENT_MAX_BYTES = 8 * 1024 * 1024;
@@ -48,23 +52,6 @@ export interface DiskStorageOptions {
   segmentMaxBytes?: number;
   /** One line per notable recovery action (a torn tail cut off). Default: console.warn. */
   log?: (line: string) => void;
-}
-
-export type RaftStorageErrorCode =
-  | 'CORRUPT' // the files hold damage the fault model does not explain; refuse to start
-  | 'INVALID' // a caller handed us something Raft never should (gap in the log, stale snapshot)
-  | 'FAILED' // a write or fsync failed earlier; memory may be ahead of disk, so nothing more is accepted
-  | 'CLOSED'
-  | 'QUEUE_FULL';
-
-export class RaftStorageError extends Error {
-  constructor(
-    readonly code: RaftStorageErrorCode,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'RaftStorageError';
-  }
 }
 
 /** What Ready asks to persist (types.ts: snapshot, then entries, then hard state). */
@@ -215,6 +202,7 @@ export class DiskStorage implements RaftStorage {
   private constructor(
     private readonly dir: string,
     private readonly segmentMaxBytes: number,
+    private readonly releaseLock: () => Promise<void>,
     private hardState: HardState,
     private snapshot: Snapshot | null,
     private readonly tail: LogTail,
@@ -227,7 +215,8 @@ export class DiskStorage implements RaftStorage {
    * Open (or create) the storage in `dir`: replay the WAL, cut off a torn last
    * write, delete leftovers of an interrupted compaction. Throws a
    * RaftStorageError('CORRUPT') naming the file and offset if the files hold
-   * damage other than a torn last write.
+   * damage other than a torn last write, or RaftStorageError('LOCKED') if
+   * another live DiskStorage has the directory open.
    */
   static async open(dir: string, opts: DiskStorageOptions = {}): Promise<DiskStorage> {
     const segmentMaxBytes = opts.segmentMaxBytes ?? DEFAULT_SEGMENT_MAX_BYTES;
@@ -236,7 +225,16 @@ export class DiskStorage implements RaftStorage {
     }
     const log = opts.log ?? ((line: string) => console.warn(line));
     await mkdir(dir, { recursive: true });
+    const release = await lockDir(dir);
+    try {
+      return await DiskStorage.recover(dir, segmentMaxBytes, log, release);
+    } catch (e) {
+      await release();
+      throw e;
+    }
+  }
 
+  private static async recover(dir: string, segmentMaxBytes: number, log: (line: string) => void, release: () => Promise<void>): Promise<DiskStorage> {
     const names = await readdir(dir);
     const seqs = names.flatMap((n) => { const m = WAL_NAME.exec(n); return m ? [Number(m[1])] : []; }).sort((a, b) => a - b);
     const snapFiles = names.filter((n) => SNAP_NAME.test(n));
@@ -262,19 +260,20 @@ export class DiskStorage implements RaftStorage {
       }
       // First boot, or a crash while the very first checkpoint was being written.
       for (const seq of seqs) toDelete.push(walName(seq));
+      if (seqs.length > 0) log(`raft-storage: ${dir}: dropped ${seqs.length} segment(s) holding only a torn first write; starting empty`);
       for (const name of toDelete) await unlink(join(dir, name));
       for (const name of snapFiles) await unlink(join(dir, name));
       const hardState: HardState = { term: 0, vote: null, commit: 0 };
       const batch = encodeBatch([{ kind: 'checkpoint', snapshot: { index: 0, term: 0 }, hardState }]);
       const fh = await writeNewFile(dir, walName(1), batch);
-      return new DiskStorage(dir, segmentMaxBytes, hardState, null, new LogTail(0, 0, []), [{ seq: 1, bytes: batch.length }], fh);
+      return new DiskStorage(dir, segmentMaxBytes, release, hardState, null, new LogTail(0, 0, []), [{ seq: 1, bytes: batch.length }], fh);
     }
 
     // Replay from the base to the end.
     let hardState: HardState = { term: 0, vote: null, commit: 0 };
     const tail = new LogTail(0, 0, []);
     const segments: Segment[] = [];
-    let truncate: { seq: number; at: number } | null = null;
+    let truncate: { seq: number; at: number; line: string } | null = null;
     for (let i = baseAt; i < seqs.length; i++) {
       const seq = seqs[i];
       const file = walName(seq);
@@ -289,9 +288,12 @@ export class DiskStorage implements RaftStorage {
       if (scan.tail.state === 'corrupt') throw corrupt(file, scan.tail.offset, scan.tail.reason);
       if (scan.tail.state === 'torn') {
         if (!isLast) throw corrupt(file, scan.tail.offset, `${scan.tail.reason}, in a segment that is not the last one`);
-        truncate = { seq, at: scan.tail.truncateAt };
-        log(`raft-storage: ${join(dir, file)}: cut off a torn last write at byte offset ${scan.tail.truncateAt} ` +
-          `(damage found at ${scan.tail.offset}: ${scan.tail.reason}); that write was never acknowledged`);
+        truncate = {
+          seq,
+          at: scan.tail.truncateAt,
+          line: `raft-storage: ${join(dir, file)}: cut off a torn last write at byte offset ${scan.tail.truncateAt} ` +
+            `(damage found at ${scan.tail.offset}: ${scan.tail.reason}); that write was never acknowledged`,
+        };
       }
       for (const [b, batch] of scan.batches.entries()) {
         for (const [r, { offset, record }] of batch.records.entries()) {
@@ -349,6 +351,7 @@ export class DiskStorage implements RaftStorage {
       if (truncate !== null) {
         await active.truncate(truncate.at);
         await active.datasync();
+        log(truncate.line);
       }
       // Newest first, so an interrupted cleanup never leaves a hole before a segment still needed.
       for (const name of toDelete.sort().reverse()) await unlink(join(dir, name));
@@ -357,7 +360,7 @@ export class DiskStorage implements RaftStorage {
       await active.close().catch(() => {});
       throw e;
     }
-    return new DiskStorage(dir, segmentMaxBytes, hardState, snapshot, tail, segments, active);
+    return new DiskStorage(dir, segmentMaxBytes, release, hardState, snapshot, tail, segments, active);
   }
 
   /** Everything persisted, for rebuilding the RaftNode and the state machine after a restart. */
@@ -382,9 +385,10 @@ export class DiskStorage implements RaftStorage {
   /** The same, for hosts without a snapshot to install: save(hardState, entries). */
   save(hardState: HardState | null, entries: Entry[]): Promise<void>;
   save(a: SaveUpdate | HardState | null, entries?: Entry[]): Promise<void> {
+    // Absent fields (undefined from a loosely built object) mean "nothing to save", like null.
     const update: SaveUpdate = Array.isArray(entries)
-      ? { hardState: a as HardState | null, entries, snapshot: null }
-      : (a as SaveUpdate);
+      ? { hardState: (a as HardState | null) ?? null, entries, snapshot: null }
+      : { hardState: (a as SaveUpdate).hardState ?? null, entries: (a as SaveUpdate).entries ?? [], snapshot: (a as SaveUpdate).snapshot ?? null };
     return this.enqueue((resolve, reject) => ({ type: 'save', update, resolve, reject }));
   }
 
@@ -462,7 +466,7 @@ export class DiskStorage implements RaftStorage {
           await this.flushSaves(group);
         } else if (op.type === 'close') {
           this.queue.shift();
-          await this.active.close().then(op.resolve, op.reject);
+          await this.active.close().finally(this.releaseLock).then(op.resolve, op.reject);
         } else {
           this.queue.shift();
           await this.writeCheckpoint(op);

@@ -4,13 +4,12 @@
 
 export {
   DiskStorage,
-  RaftStorageError,
   DEFAULT_SEGMENT_MAX_BYTES,
   GROUP_COMMIT_MAX_BYTES,
   GROUP_COMMIT_MAX_SAVES,
   MAX_QUEUED_OPS,
   type DiskStorageOptions,
-  type RaftStorageErrorCode,
   type SaveUpdate,
   type StorageStats,
 } from './disk-storage.ts';
+export { RaftStorageError, type RaftStorageErrorCode } from './errors.ts';

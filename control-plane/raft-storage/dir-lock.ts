@@ -1,0 +1,57 @@
+// control-plane/raft-storage/dir-lock.ts -- one writer per data directory.
+// Two replicas appending to the same WAL would interleave batches and each
+// would cut the other's "torn" tail, so open() takes this lock first.
+//
+// The lock is a file `LOCK` holding the owner's pid, created with O_EXCL. A
+// replica killed with SIGKILL leaves it behind; it is stale when that pid is
+// no longer alive (or is our own pid, reused after a crash), and is then taken
+// over. Within one process a set of held directories catches a second open().
+
+import { open, readFile, unlink } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { RaftStorageError } from './errors.ts';
+
+const LOCK_FILE = 'LOCK';
+const heldInThisProcess = new Set<string>();
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0); // signal 0: existence check only
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
+  }
+}
+
+/** Take the lock on `dir`; resolves to its release. Throws RaftStorageError('LOCKED') if a live owner holds it. */
+export async function lockDir(dir: string): Promise<() => Promise<void>> {
+  const abs = resolve(dir);
+  if (heldInThisProcess.has(abs)) {
+    throw new RaftStorageError('LOCKED', `raft storage in ${abs} is already open in this process`);
+  }
+  const path = join(abs, LOCK_FILE);
+  // Two attempts: the second follows removing a stale lock.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fh = await open(path, 'wx');
+      try {
+        await fh.writeFile(`${process.pid}\n`);
+      } finally {
+        await fh.close();
+      }
+      heldInThisProcess.add(abs);
+      return async () => {
+        heldInThisProcess.delete(abs);
+        await unlink(path).catch(() => {});
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    const owner = Number((await readFile(path, 'utf8').catch(() => '')).trim());
+    if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) {
+      throw new RaftStorageError('LOCKED', `raft storage in ${abs} is in use by process ${owner} (${path})`);
+    }
+    await unlink(path).catch(() => {}); // stale: its owner died
+  }
+  throw new RaftStorageError('LOCKED', `raft storage in ${abs}: could not take ${path}`);
+}

@@ -1,0 +1,128 @@
+// test/unit/raft-storage-format.test.ts -- the pure byte formats of durable
+// Raft storage: CRC-32C, WAL records and batches, the torn-tail verdict of
+// scanSegment, and the snapshot file. Fed bytes, no files.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { crc32c } from '../../control-plane/raft-storage/crc32c.ts';
+import { decodeRecordAt, encodeBatch, type WalRecord } from '../../control-plane/raft-storage/record.ts';
+import { scanSegment } from '../../control-plane/raft-storage/segment-scan.ts';
+import { decodeSnapshotFile, encodeSnapshotFile } from '../../control-plane/raft-storage/snapshot-file.ts';
+import type { Entry } from '../../control-plane/raft/types.ts';
+
+function entry(index: number, term = 1, bytes = 40): Entry {
+  return { term, index, kind: 'normal', data: new Uint8Array(bytes).fill(index & 0xff) };
+}
+
+function entryRecords(from: number, to: number): WalRecord[] {
+  const out: WalRecord[] = [];
+  for (let i = from; i <= to; i++) out.push({ kind: 'entry', entry: entry(i) });
+  return out;
+}
+
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+test('crc32c gives the standard check value for "123456789" and can be computed in pieces', () => {
+  const bytes = new TextEncoder().encode('123456789');
+  assert.equal(crc32c(bytes), 0xe3069283);
+  assert.equal(crc32c(bytes, 4, 9, crc32c(bytes, 0, 4)), 0xe3069283);
+});
+
+test('every record kind survives an encode/decode round trip, including a vote with non-ASCII characters', () => {
+  const records: WalRecord[] = [
+    { kind: 'checkpoint', snapshot: { index: 2 ** 40, term: 7 }, hardState: { term: 7, vote: null, commit: 2 ** 40 } },
+    { kind: 'entry', entry: { term: 3, index: 9, kind: 'noop', data: new Uint8Array(0) } },
+    { kind: 'entry', entry: entry(10, 3, 600) },
+    { kind: 'hardState', hardState: { term: 3, vote: 'cp-é', commit: 9 } },
+  ];
+  const batch = encodeBatch(records);
+  const got: WalRecord[] = [];
+  let at = 0;
+  while (at < batch.length) {
+    const r = decodeRecordAt(batch, at);
+    assert.ok(r.ok, r.ok ? '' : r.reason);
+    got.push(r.record);
+    at = r.end;
+  }
+  assert.deepEqual(got.slice(0, -1), records);
+  assert.deepEqual(got.at(-1), { kind: 'commit', batchBytes: batch.length - 13 });
+});
+
+test('a zero-filled region is never read as a record', () => {
+  const r = decodeRecordAt(new Uint8Array(64), 0);
+  assert.equal(r.ok, false);
+});
+
+test('a segment of whole batches scans clean with every batch in order', () => {
+  const bytes = concat(encodeBatch(entryRecords(1, 3)), encodeBatch(entryRecords(4, 4)));
+  const scan = scanSegment(bytes);
+  assert.deepEqual(scan.tail, { state: 'clean' });
+  assert.deepEqual(scan.batches.map((b) => b.records.map((r) => (r.record.kind === 'entry' ? r.record.entry.index : -1))), [[1, 2, 3], [4]]);
+});
+
+test('a last batch cut short at any byte is torn and cut at the start of that batch', () => {
+  const first = encodeBatch(entryRecords(1, 3));
+  const last = encodeBatch(entryRecords(4, 6));
+  for (let cut = 1; cut < last.length; cut++) {
+    const scan = scanSegment(concat(first, last.subarray(0, cut)));
+    assert.equal(scan.tail.state, 'torn', `cut at ${cut}`);
+    assert.equal(scan.tail.state === 'torn' && scan.tail.truncateAt, first.length, `cut at ${cut}`);
+    assert.equal(scan.batches.length, 1);
+  }
+});
+
+test('a last batch whose middle page was never written but whose commit record was (power loss) is torn, not corrupt', () => {
+  const first = encodeBatch(entryRecords(1, 2));
+  const last = encodeBatch(entryRecords(3, 12));
+  last.fill(0, 100, 300); // a hole inside the batch; its later records and commit survive
+  const scan = scanSegment(concat(first, last));
+  assert.equal(scan.tail.state, 'torn');
+  assert.equal(scan.tail.state === 'torn' && scan.tail.truncateAt, first.length);
+});
+
+test('damage followed by a later committed batch is corruption, reported at the damaged offset', () => {
+  const a = encodeBatch(entryRecords(1, 2));
+  const b = encodeBatch(entryRecords(3, 4));
+  const c = encodeBatch(entryRecords(5, 6));
+  const bytes = concat(a, b, c);
+  bytes[a.length + 20] ^= 0xff; // inside the first record of batch b
+  const scan = scanSegment(bytes);
+  assert.equal(scan.tail.state, 'corrupt');
+  assert.equal(scan.tail.state === 'corrupt' && scan.tail.offset, a.length);
+  assert.equal(scan.batches.length, 1);
+});
+
+test('damage in a committed batch followed by a whole record of a later batch is corruption, but a fragment there is not', () => {
+  const a = encodeBatch(entryRecords(1, 2));
+  const b = encodeBatch(entryRecords(3, 4));
+  const c = encodeBatch(entryRecords(5, 6));
+  // b damaged; c's records complete but its commit missing: c could only be written after b's fsync.
+  const wholeRecords = concat(a, b, c.subarray(0, c.length - 13));
+  wholeRecords[a.length + 20] ^= 0xff;
+  assert.equal(scanSegment(wholeRecords).tail.state, 'corrupt');
+  // Only a fragment of c's first record: nothing valid proves b was acknowledged; cut from b.
+  const fragment = concat(a, b, c.subarray(0, 30));
+  fragment[a.length + 20] ^= 0xff;
+  const scan = scanSegment(fragment);
+  assert.equal(scan.tail.state, 'torn');
+  assert.equal(scan.tail.state === 'torn' && scan.tail.truncateAt, a.length);
+});
+
+test('the snapshot file round-trips and any flipped bit is refused with a reason', () => {
+  const snap = { meta: { index: 1234, term: 5 }, data: new TextEncoder().encode('desired state') };
+  const bytes = encodeSnapshotFile(snap);
+  assert.deepEqual(decodeSnapshotFile(bytes), snap);
+  for (let i = 0; i < bytes.length; i++) {
+    const damaged = bytes.slice();
+    damaged[i] ^= 0x10;
+    assert.equal(typeof decodeSnapshotFile(damaged), 'string', `flip at ${i}`);
+  }
+});

@@ -1,0 +1,439 @@
+// test/unit/raft-storage.test.ts -- DiskStorage on real files in a temp dir:
+// round trips, conflict truncation (§5.3), hard state, torn tails cut off,
+// corruption refused, snapshots with compaction (§7), crash points inside a
+// compaction, group commit, and a child process SIGKILLed while appending.
+
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { appendFile, copyFile, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DiskStorage, RaftStorageError } from '../../control-plane/raft-storage/index.ts';
+import { scanSegment } from '../../control-plane/raft-storage/segment-scan.ts';
+import type { Entry, Snapshot } from '../../control-plane/raft/types.ts';
+
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+async function tempDir(t: TestContext): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'raft-storage-test-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Entry data derived from index and term, so a misread entry cannot pass for a right one. */
+function entry(index: number, term = 1, bytes = 32): Entry {
+  const data = new Uint8Array(bytes);
+  for (let i = 0; i < bytes; i++) data[i] = (index * 31 + term * 7 + i) & 0xff;
+  return { term, index, kind: 'normal', data };
+}
+
+function range(from: number, to: number, term = 1): Entry[] {
+  const out: Entry[] = [];
+  for (let i = from; i <= to; i++) out.push(entry(i, term));
+  return out;
+}
+
+function summary(entries: Entry[]): string {
+  return entries.map((e) => `${e.index}@${e.term}`).join(' ');
+}
+
+/** Open, remembering the recovery log lines. Closed in t.after unless the test closes it first. */
+async function openStorage(t: TestContext, dir: string, opts: { segmentMaxBytes?: number } = {}) {
+  const lines: string[] = [];
+  const storage = await DiskStorage.open(dir, { ...opts, log: (line) => lines.push(line) });
+  t.after(() => storage.close());
+  return { storage, lines };
+}
+
+async function walFiles(dir: string): Promise<string[]> {
+  return (await readdir(dir)).filter((n) => n.startsWith('wal-')).sort();
+}
+
+async function lastWal(dir: string): Promise<string> {
+  return join(dir, (await walFiles(dir)).at(-1)!);
+}
+
+test('entries and hard state saved before close are loaded back after reopening, byte for byte', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  assert.deepEqual(await storage.load(), { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [] });
+  const noop: Entry = { term: 1, index: 1, kind: 'noop', data: new Uint8Array(0) };
+  await storage.save({ term: 1, vote: 'cp-1', commit: 0 }, [noop, ...range(2, 6)]);
+  await storage.save({ hardState: { term: 1, vote: 'cp-1', commit: 6 }, entries: range(7, 9), snapshot: null });
+  await storage.close();
+
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: 6 });
+  assert.equal(loaded.snapshot, null);
+  assert.deepEqual(loaded.entries, [noop, ...range(2, 9)]);
+});
+
+test('an entry at index i replaces every stored entry from i on (conflict truncation, §5.3), also after reopening', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save(null, range(1, 5, 1));
+  await storage.save(null, range(3, 4, 2));
+  assert.equal(summary((await storage.load()).entries), '1@1 2@1 3@2 4@2');
+  await storage.close();
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.equal(summary(loaded.entries), '1@1 2@1 3@2 4@2');
+  assert.deepEqual(loaded.entries, [...range(1, 2, 1), ...range(3, 4, 2)]);
+});
+
+test('the latest term, vote and commit survive a restart, including a vote cleared by a new term', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save({ term: 3, vote: 'cp-2', commit: 0 }, []);
+  await storage.save({ term: 4, vote: null, commit: 0 }, []);
+  await storage.close();
+  const { storage: again } = await openStorage(t, dir);
+  assert.deepEqual((await again.load()).hardState, { term: 4, vote: null, commit: 0 });
+});
+
+test('a save that would leave a gap in the log is refused, and the storage keeps working', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save(null, range(1, 2));
+  await assert.rejects(storage.save(null, range(4, 5)), (e: unknown) => e instanceof RaftStorageError && e.code === 'INVALID' && /gap/.test(e.message));
+  await storage.save(null, range(3, 3));
+  assert.equal(summary((await storage.load()).entries), '1@1 2@1 3@1');
+});
+
+// ------------------------------------------------------------ torn tails
+
+const tornTails: Array<{ name: string; damage: (file: string, lastBatchStart: number) => Promise<void> }> = [
+  {
+    name: 'half a record',
+    damage: async (file, lastBatchStart) => truncate(file, lastBatchStart + 20),
+  },
+  {
+    name: 'garbage bytes',
+    damage: async (file, lastBatchStart) => {
+      await truncate(file, lastBatchStart);
+      await appendFile(file, Buffer.from('this is not a record, it is what a dying disk wrote'));
+    },
+  },
+  {
+    name: 'zero-filled blocks',
+    damage: async (file, lastBatchStart) => {
+      await truncate(file, lastBatchStart);
+      await appendFile(file, Buffer.alloc(8192));
+    },
+  },
+  {
+    name: 'a record with a flipped checksum byte',
+    damage: async (file, lastBatchStart) => {
+      const bytes = await readFile(file);
+      bytes[lastBatchStart + 5] ^= 0x01; // inside the crc field of the last batch's first record
+      await writeFile(file, bytes);
+    },
+  },
+];
+
+for (const { name, damage } of tornTails) {
+  test(`a torn last write ending in ${name} is cut off on open, load returns exactly the acknowledged prefix, and appending works after`, async (t) => {
+    const dir = await tempDir(t);
+    const { storage } = await openStorage(t, dir);
+    await storage.save({ term: 1, vote: 'cp-1', commit: 2 }, range(1, 3));
+    await storage.close();
+    const file = await lastWal(dir);
+    const goodBytes = (await stat(file)).size;
+    // A second batch that we then damage: it stands for the write the crash interrupted.
+    const { storage: writer } = await openStorage(t, dir);
+    await writer.save({ term: 2, vote: null, commit: 3 }, range(4, 6, 2));
+    await writer.close();
+    await damage(file, goodBytes);
+
+    const { storage: recovered, lines } = await openStorage(t, dir);
+    const loaded = await recovered.load();
+    assert.deepEqual(loaded.entries, range(1, 3));
+    assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: 2 });
+    assert.equal((await stat(file)).size, goodBytes, 'the file is cut back to the last committed batch');
+    assert.equal(lines.length, 1);
+    assert.match(lines[0], /torn last write/);
+    assert.ok(lines[0].includes(file), lines[0]);
+
+    await recovered.save(null, range(4, 5, 3));
+    await recovered.close();
+    const { storage: third, lines: thirdLines } = await openStorage(t, dir);
+    assert.equal(summary((await third.load()).entries), '1@1 2@1 3@1 4@3 5@3');
+    assert.deepEqual(thirdLines, [], 'a clean file needs no repair');
+  });
+}
+
+test('a crash while the very first checkpoint was being written opens as an empty log', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.close();
+  const file = await lastWal(dir);
+  await truncate(file, (await stat(file)).size - 3);
+  const { storage: again, lines } = await openStorage(t, dir);
+  assert.deepEqual(await again.load(), { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [] });
+  assert.equal(lines.length, 1);
+  await again.save(null, range(1, 2));
+  assert.equal(summary((await again.load()).entries), '1@1 2@1');
+});
+
+test('a damaged record in the middle of the log, followed by acknowledged ones, refuses to open and names the file and offset', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save(null, range(1, 3));
+  await storage.save(null, range(4, 6));
+  await storage.save(null, range(7, 9));
+  await storage.close();
+  const file = await lastWal(dir);
+  const bytes = await readFile(file);
+  const batches = scanSegment(bytes).batches; // [checkpoint, 1-3, 4-6, 7-9]
+  const damagedAt = batches[2].start;
+  bytes[damagedAt + 30] ^= 0xff;
+  await writeFile(file, bytes);
+
+  await assert.rejects(DiskStorage.open(dir, { log: () => {} }), (e: unknown) => {
+    assert.ok(e instanceof RaftStorageError);
+    assert.equal(e.code, 'CORRUPT');
+    assert.ok(e.message.includes('wal-0000000000000001.log'), e.message);
+    assert.ok(e.message.includes(`offset ${damagedAt}`), e.message);
+    return true;
+  });
+  assert.deepEqual(await readFile(file), bytes, 'a refused file is left untouched for the operator');
+});
+
+test('a torn batch in a segment that is not the last one is corruption, not a torn write', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir, { segmentMaxBytes: 300 });
+  for (let i = 1; i <= 12; i++) await storage.save(null, [entry(i)]);
+  await storage.close();
+  const files = await walFiles(dir);
+  assert.ok(files.length >= 3, `expected several segments, got ${files.join(' ')}`);
+  const middle = join(dir, files[1]);
+  await truncate(middle, (await stat(middle)).size - 5);
+  await assert.rejects(DiskStorage.open(dir, { log: () => {} }), (e: unknown) => {
+    assert.ok(e instanceof RaftStorageError && e.code === 'CORRUPT');
+    assert.ok(e.message.includes(files[1]), e.message);
+    return true;
+  });
+});
+
+// ------------------------------------------------------------ snapshots and compaction
+
+function snapshotAt(index: number, term: number): Snapshot {
+  return { meta: { index, term }, data: new TextEncoder().encode(JSON.stringify({ appliedThrough: index })) };
+}
+
+test('a compaction writes the snapshot, deletes the segments and snapshot it supersedes, and load returns the snapshot plus the later entries', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir, { segmentMaxBytes: 1024 });
+  for (let i = 1; i <= 60; i += 3) await storage.save({ term: 1, vote: 'cp-1', commit: i + 2 }, range(i, i + 2));
+  const before = await walFiles(dir);
+  assert.ok(before.length >= 3, `expected several segments, got ${before.length}`);
+
+  await storage.saveCompaction(snapshotAt(40, 1));
+  assert.deepEqual(storage.stats(), { segments: 1, walBytes: (await stat(await lastWal(dir))).size, snapshotIndex: 40, lastIndex: 60, entriesSinceSnapshot: 20 });
+  let files = (await readdir(dir)).sort();
+  assert.deepEqual(files.filter((f) => f.endsWith('.snap')), ['snap-0000000000000040-0000000000000001.snap']);
+  assert.equal((await walFiles(dir)).length, 1);
+  assert.ok(!before.includes((await walFiles(dir))[0]), 'the checkpoint starts a new segment');
+
+  await storage.save(null, range(61, 62));
+  await storage.saveCompaction(snapshotAt(55, 1));
+  files = (await readdir(dir)).sort();
+  assert.deepEqual(files.filter((f) => f.endsWith('.snap')), ['snap-0000000000000055-0000000000000001.snap'], 'the older snapshot file is gone');
+  await storage.close();
+
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.deepEqual(loaded.snapshot, snapshotAt(55, 1));
+  assert.deepEqual(loaded.entries, range(56, 62));
+  assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: 60 });
+});
+
+test('a compaction that does not match a stored entry is refused and changes nothing', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save(null, range(1, 5, 2));
+  await assert.rejects(storage.saveCompaction(snapshotAt(3, 1)), (e: unknown) => e instanceof RaftStorageError && e.code === 'INVALID');
+  await assert.rejects(storage.saveCompaction(snapshotAt(9, 2)), (e: unknown) => e instanceof RaftStorageError && e.code === 'INVALID');
+  assert.equal(summary((await storage.load()).entries), '1@2 2@2 3@2 4@2 5@2');
+  assert.deepEqual((await readdir(dir)).filter((f) => f.endsWith('.snap')), []);
+});
+
+test('installing a snapshot from the leader discards every stored entry, then appends the Ready entries and hard state (§7)', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save({ term: 1, vote: null, commit: 3 }, range(1, 8, 1)); // 4..8 are stale, from a deposed leader
+  await storage.save({ snapshot: snapshotAt(6, 3), entries: range(7, 9, 3), hardState: { term: 3, vote: null, commit: 6 } });
+  const expected = { hardState: { term: 3, vote: null, commit: 6 }, snapshot: snapshotAt(6, 3), entries: range(7, 9, 3) };
+  assert.deepEqual(await storage.load(), expected);
+  await storage.close();
+  const { storage: again } = await openStorage(t, dir);
+  assert.deepEqual(await again.load(), expected);
+});
+
+test('a crash after the snapshot file was renamed but before its checkpoint was written leaves the old state, and the orphan files are removed', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save(null, range(1, 10));
+  await storage.saveCompaction(snapshotAt(4, 1));
+  await storage.close();
+  // What saveCompaction(8) leaves behind if killed between the rename and the checkpoint segment.
+  const { encodeSnapshotFile } = await import('../../control-plane/raft-storage/snapshot-file.ts');
+  await writeFile(join(dir, 'snap-0000000000000008-0000000000000001.snap'), encodeSnapshotFile(snapshotAt(8, 1)));
+  await writeFile(join(dir, 'snap-0000000000000009-0000000000000001.snap.tmp'), 'half a snap');
+  const nextSeg = join(dir, 'wal-0000000000000003.log');
+  await writeFile(nextSeg, Buffer.alloc(0));
+
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.deepEqual(loaded.snapshot, snapshotAt(4, 1));
+  assert.deepEqual(loaded.entries, range(5, 10));
+  assert.deepEqual((await readdir(dir)).filter((f) => f.includes('.snap')), ['snap-0000000000000004-0000000000000001.snap']);
+});
+
+test('a crash after the checkpoint was written but before old segments were deleted opens from the checkpoint and deletes them', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir, { segmentMaxBytes: 400 });
+  for (let i = 1; i <= 20; i++) await storage.save(null, [entry(i)]);
+  const oldFiles = await walFiles(dir);
+  const saved = await mkdtemp(join(tmpdir(), 'raft-storage-old-'));
+  t.after(() => rm(saved, { recursive: true, force: true }));
+  for (const f of oldFiles) await copyFile(join(dir, f), join(saved, f));
+  await storage.saveCompaction(snapshotAt(15, 1));
+  await storage.close();
+  for (const f of oldFiles) await copyFile(join(saved, f), join(dir, f)); // as if the unlinks never reached the disk
+
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.deepEqual(loaded.snapshot, snapshotAt(15, 1));
+  assert.deepEqual(loaded.entries, range(16, 20));
+  assert.equal((await walFiles(dir)).length, 1);
+});
+
+// ------------------------------------------------------------ group commit
+
+test('concurrent saves are group-committed into fewer fsynced batches, in call order, and all resolve', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  const saves: Array<Promise<void>> = [];
+  for (let i = 1; i <= 100; i++) saves.push(storage.save({ term: 1, vote: null, commit: i }, [entry(i)]));
+  await Promise.all(saves);
+  await storage.close();
+  const batches = scanSegment(await readFile(await lastWal(dir))).batches.length - 1; // minus the first checkpoint
+  assert.ok(batches < 100, `100 saves took ${batches} batches`);
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.deepEqual(loaded.entries, range(1, 100));
+  assert.equal(loaded.hardState.commit, 100);
+});
+
+test('a second open of a directory already open is refused with LOCKED, and succeeds once the first is closed', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await assert.rejects(DiskStorage.open(dir), (e: unknown) => e instanceof RaftStorageError && e.code === 'LOCKED');
+  await storage.close();
+  const { storage: again } = await openStorage(t, dir);
+  assert.deepEqual((await again.load()).entries, []);
+});
+
+test('saves after close are refused with a CLOSED error', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.close();
+  await assert.rejects(storage.save(null, [entry(1)]), (e: unknown) => e instanceof RaftStorageError && e.code === 'CLOSED');
+});
+
+// ------------------------------------------------------------ crash
+
+/**
+ * The child appends forever (with conflict rewrites, rotations and compactions)
+ * and prints "ack <lastIndex> <commit>" after each save() resolves. Its data is
+ * a pure function of (index, term), so the parent can check every byte.
+ */
+const CHILD_SOURCE = `
+import { DiskStorage } from ${JSON.stringify(join(REPO_ROOT, 'control-plane/raft-storage/index.ts'))};
+const dir = process.argv[2];
+function entry(index, term) {
+  const data = new Uint8Array(200);
+  for (let i = 0; i < data.length; i++) data[i] = (index * 31 + term * 7 + i) & 0xff;
+  return { term, index, kind: 'normal', data };
+}
+const storage = await DiskStorage.open(dir, { segmentMaxBytes: 16 * 1024, log: () => {} });
+const state = await storage.load();
+let last = state.entries.at(-1)?.index ?? state.snapshot?.meta.index ?? 0;
+let term = Math.max(state.hardState.term, state.entries.at(-1)?.term ?? 0, 1);
+for (let round = 0; ; round++) {
+  const batch = [];
+  // Every 7th save rewrites the last two entries in a new term (conflict truncation, §5.3).
+  let from = last + 1;
+  if (round % 7 === 6 && last >= 2) { term++; from = last - 1; }
+  for (let i = from; i <= last + 1 + (round % 5); i++) batch.push(entry(i, term));
+  last = batch.at(-1).index;
+  await storage.save({ term, vote: 'cp-1', commit: last }, batch);
+  process.stdout.write('ack ' + last + '\\n');
+  if (round % 40 === 39) {
+    const at = last - 3;
+    const t = (await storage.load()).entries.find((e) => e.index === at).term;
+    await storage.saveCompaction({ meta: { index: at, term: t }, data: new TextEncoder().encode(String(at)) });
+    process.stdout.write('snap ' + at + '\\n');
+  }
+}
+`;
+
+test('a child killed with SIGKILL at a random moment while appending loses no acknowledged entry, over several crash and restart rounds', async (t) => {
+  const dir = await tempDir(t);
+  const scratch = await tempDir(t);
+  const childFile = join(scratch, 'append-forever.mts');
+  await writeFile(childFile, CHILD_SOURCE);
+  const seed = Date.now();
+  let rng = seed >>> 0;
+  const random = () => ((rng = (rng * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  t.diagnostic(`kill-timing seed ${seed}`);
+
+  let acked = 0;
+  for (let round = 0; round < 4; round++) {
+    const child = spawn(process.execPath, ['--import', 'tsx', childFile, dir], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+    // Wait until it is appending, then kill it a random 20-220 ms later.
+    const started = Date.now();
+    while (!out.includes('ack') && child.exitCode === null && Date.now() - started < 20_000) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(out.includes('ack'), `round ${round}: the child never acknowledged a save (seed ${seed}); stderr: ${err}`);
+    if (round === 0) {
+      await assert.rejects(DiskStorage.open(dir, { log: () => {} }), (e: unknown) =>
+        e instanceof RaftStorageError && e.code === 'LOCKED' && e.message.includes(String(child.pid)));
+    }
+    await new Promise((r) => setTimeout(r, 20 + Math.floor(random() * 200)));
+    child.kill('SIGKILL');
+    await exited;
+    assert.equal(child.signalCode, 'SIGKILL', `round ${round}: the child died on its own: ${err}`);
+
+    const acks = [...out.matchAll(/^ack (\d+)$/gm)].map((m) => Number(m[1]));
+    acked = Math.max(acked, ...acks);
+    t.diagnostic(`round ${round}: ${acks.length} saves and ${[...out.matchAll(/^snap /gm)].length} compactions acknowledged before the kill`);
+
+    const storage = await DiskStorage.open(dir, { log: () => {} });
+    try {
+      const { hardState, snapshot, entries } = await storage.load();
+      const base = snapshot?.meta.index ?? 0;
+      if (snapshot !== null) assert.equal(new TextDecoder().decode(snapshot.data), String(base), `seed ${seed}`);
+      const last = entries.at(-1)?.index ?? base;
+      assert.ok(last >= acked, `round ${round}: last stored index ${last} < last acknowledged ${acked} (seed ${seed})`);
+      assert.ok(hardState.commit >= acked, `round ${round}: stored commit ${hardState.commit} < acknowledged ${acked} (seed ${seed})`);
+      entries.forEach((e, k) => {
+        assert.equal(e.index, base + 1 + k, `seed ${seed}`);
+        assert.deepEqual(e, entry(e.index, e.term, 200), `round ${round}: entry ${e.index} misread (seed ${seed})`);
+        if (k > 0) assert.ok(e.term >= entries[k - 1].term, `terms go backwards at ${e.index} (seed ${seed})`);
+      });
+    } finally {
+      await storage.close();
+    }
+  }
+  assert.ok(acked > 20, `only ${acked} entries acknowledged over all rounds`);
+});
