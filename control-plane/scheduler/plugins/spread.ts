@@ -1,0 +1,44 @@
+// control-plane/scheduler/plugins/spread.ts -- score: spread the replicas of
+// one deployment over nodes. Fixes the lesson's known flaw (all three `web`
+// replicas piled onto node-b because balanced allocation alone kept ranking
+// it first). Pure, O(1) per node: both counts come from ClusterSnapshot.
+
+import type { ScorePlugin } from '../types.ts';
+
+/**
+ * score = round(100 * (max - here) / max), where `here` is the number of
+ * units of this deployment already on the node and `max` the most on any one
+ * node (all nodes score 100 while the deployment has no units yet). This is
+ * Kubernetes' old SelectorSpread normalisation: the emptiest nodes get 100,
+ * the fullest get 0, and the rest fall in between in proportion.
+ *
+ * With weight 1 next to balanced (weight 1), spreading wins as soon as one
+ * node holds more replicas than another: balanced scores of feasible nodes
+ * rarely differ by more than a few dozen points, a full 100 separates the
+ * fullest node from an empty one. On the lesson's cluster `web` then goes
+ * (balanced + spread) node-b (199 vs 190), node-d (190 vs 99), then node-b
+ * again because node-d is out of cpu and memory.
+ */
+export const spread: ScorePlugin = {
+  name: 'spread',
+  weight: 1,
+  score(req, node, snap) {
+    const max = snap.maxOnOneNode(req.deployment);
+    if (max === 0) return 100;
+    return Math.round((100 * (max - snap.countOn(req.deployment, node.name))) / max);
+  },
+  scoreMany(req, _nodes, candidates, count, snap, out) {
+    const max = snap.maxOnOneNode(req.deployment);
+    const here = snap.countsBySlot(req.deployment);
+    if (max === 0 || here === undefined) {
+      out.fill(100, 0, count);
+      return;
+    }
+    for (let j = 0; j < count; j++) out[j] = Math.round((100 * (max - here[candidates[j]])) / max);
+  },
+  explain(req, node, snap) {
+    const here = snap.countOn(req.deployment, node.name);
+    const max = snap.maxOnOneNode(req.deployment);
+    return `${req.deployment} units here=${here} max on one node=${max}`;
+  },
+};

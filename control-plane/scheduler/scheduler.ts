@@ -1,0 +1,204 @@
+// control-plane/scheduler/scheduler.ts -- the filter -> score pipeline for one
+// unit at a time, as in the lesson's step 3 and the Kubernetes scheduling
+// framework:
+//
+//   every node --filter plugins--> feasible nodes --score plugins--> best total
+//        \__ rejected, with reasons                                 (ties: by name)
+//
+// Pure: data in (request + ClusterSnapshot), data out (SchedulingDecision).
+// Each node is visited once per plugin: O(nodes) per unit. The caller binds
+// the unit and calls snap.assume(chosen, req) before the next one, so each
+// placement changes the next one's scores (real bin-packing).
+//
+// Hot path contract (5,000 nodes in well under 0.2 ms): the loops run plugin
+// by plugin over an array of candidate node indexes, through each plugin's
+// filterMany/scoreMany when it has one (a generic per-node plugin call costs
+// more than the check itself). Feasible nodes allocate nothing. Reasons are
+// built afterwards, only for the rejected nodes a decision lists (their
+// filters run once more, per node, to say why); explanations only for the
+// few best nodes.
+
+import { defaultFilters, defaultScores } from './defaults.ts';
+import { placedMessage, unschedulableMessage } from './format.ts';
+import type { ClusterSnapshot } from './snapshot.ts';
+import type { FilterPlugin, NodeDecision, NodeState, ScorePlugin, SchedulingDecision, UnitRequest } from './types.ts';
+
+/** Feasible nodes a decision describes in full (best first). */
+export const MAX_SCORED_NODES_IN_DECISION = 3;
+/** Rejected nodes a decision lists with reasons; the rest are only counted. */
+export const MAX_REJECTED_NODES_IN_DECISION = 20;
+
+export interface SchedulerOptions {
+  filters?: readonly FilterPlugin[];
+  scores?: readonly ScorePlugin[];
+}
+
+/** Clamps a plugin's answer to an integer 0..100 (NaN counts as 0). */
+function clampScore(s: number): number {
+  if (!(s > 0)) return 0;
+  if (s >= 100) return 100;
+  return Math.round(s);
+}
+
+function identity(candidates: Int32Array, count: number): void {
+  for (let i = 0; i < count; i++) candidates[i] = i;
+}
+
+export class Scheduler {
+  readonly filters: readonly FilterPlugin[];
+  readonly scores: readonly ScorePlugin[];
+  // Scratch reused across calls (sized to the largest cluster seen), so a
+  // placement allocates O(1) objects, not O(nodes).
+  private candidates = new Int32Array(0);
+  private totals = new Float64Array(0);
+  private perPlugin: Float64Array[] = [];
+
+  /** Without options: defaultFilters and defaultScores. */
+  constructor(opts: SchedulerOptions = {}) {
+    this.filters = (opts.filters ?? defaultFilters).slice();
+    this.scores = (opts.scores ?? defaultScores).slice();
+    const seen = new Set<string>();
+    for (const p of [...this.filters, ...this.scores]) {
+      if (seen.has(p.name)) throw new Error(`scheduler: two plugins named ${JSON.stringify(p.name)}`);
+      seen.add(p.name);
+    }
+    for (const s of this.scores) {
+      if (!Number.isFinite(s.weight) || s.weight < 0) {
+        throw new Error(`scheduler: score plugin ${s.name} has weight ${s.weight}; weights are finite and >= 0`);
+      }
+    }
+  }
+
+  /** Picks a node for one unit. Does not change `snap`: assume() the result yourself. */
+  schedule(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
+    const nodes = snap.nodes();
+    const nodeCount = nodes.length;
+    this.reserve(nodeCount);
+    const candidates = this.candidates;
+    const filters = this.filters;
+    const scores = this.scores;
+
+    // ---- filter: candidates[0..count) shrinks, staying in snapshot order.
+    identity(candidates, nodeCount);
+    let count = nodeCount;
+    for (let f = 0; f < filters.length && count > 0; f++) {
+      const plugin = filters[f];
+      const kept = plugin.filterMany
+        ? plugin.filterMany(req, nodes, candidates, count, snap)
+        : filterOneByOne(plugin, req, nodes, candidates, count, snap);
+      if (!(kept >= 0 && kept <= count)) {
+        throw new Error(`scheduler: filter ${plugin.name} kept ${kept} of ${count} nodes`);
+      }
+      count = kept;
+    }
+    const feasibleCount = count;
+    const rejectedCount = nodeCount - count;
+
+    // ---- why: the first rejected nodes, in snapshot order, with reasons.
+    const rejected: NodeDecision[] = [];
+    for (let i = 0, j = 0; i < nodeCount && rejected.length < MAX_REJECTED_NODES_IN_DECISION; i++) {
+      if (j < count && candidates[j] === i) {
+        j++;
+        continue;
+      }
+      rejected.push({ node: nodes[i].name, feasible: false, reasons: this.reasonsFor(req, nodes[i], snap) });
+    }
+
+    // ---- score: weighted sum of 0..100 integers per feasible node.
+    const totals = this.totals;
+    totals.fill(0, 0, count);
+    for (let p = 0; p < scores.length && count > 0; p++) {
+      const plugin = scores[p];
+      const out = this.perPlugin[p];
+      if (plugin.scoreMany) plugin.scoreMany(req, nodes, candidates, count, snap, out);
+      else for (let j = 0; j < count; j++) out[j] = plugin.score(req, nodes[candidates[j]], snap);
+      const weight = plugin.weight;
+      for (let j = 0; j < count; j++) totals[j] += clampScore(out[j]) * weight;
+    }
+
+    // ---- rank: keep the best few, best first. Higher total wins; equal
+    // totals go to the smaller name, so every control-plane replica agrees.
+    const keep = MAX_SCORED_NODES_IN_DECISION;
+    const top: number[] = []; // positions j into candidates/totals, best first
+    let worst = -Infinity; // totals[top[keep - 1]] once top is full
+    for (let j = 0; j < count; j++) {
+      const total = totals[j];
+      if (total < worst) continue; // the common case: one comparison per node
+      let at = top.length;
+      while (at > 0) {
+        const other = totals[top[at - 1]];
+        if (total > other || (total === other && nodes[candidates[j]].name < nodes[candidates[top[at - 1]]].name)) at--;
+        else break;
+      }
+      if (at >= keep) continue;
+      top.splice(at, 0, j);
+      if (top.length > keep) top.pop();
+      if (top.length === keep) worst = totals[top[keep - 1]];
+    }
+
+    // ---- describe: only the nodes shown get score tables and explanations.
+    const scored: NodeDecision[] = top.map((j) => {
+      const node = nodes[candidates[j]];
+      const byPlugin: Record<string, number> = {};
+      const detail: string[] = [];
+      for (let p = 0; p < scores.length; p++) {
+        const plugin = scores[p];
+        byPlugin[plugin.name] = clampScore(this.perPlugin[p][j]);
+        detail.push(plugin.explain ? plugin.explain(req, node, snap) : '');
+      }
+      return { node: node.name, feasible: true, reasons: [], scores: byPlugin, total: totals[j], detail };
+    });
+
+    const decision: SchedulingDecision = {
+      deployment: req.deployment,
+      chosen: scored.length > 0 ? scored[0].node : null,
+      nodes: [...rejected, ...scored],
+      nodeCount,
+      feasibleCount,
+      rejectedCount,
+      weights: Object.fromEntries(scores.map((s) => [s.name, s.weight])),
+      message: '',
+    };
+    decision.message = decision.chosen === null ? unschedulableMessage(decision) : placedMessage(decision);
+    return decision;
+  }
+
+  /** Every filter's reasons for one node, stopping after a stopOnReject filter rejects. */
+  private reasonsFor(req: UnitRequest, node: NodeState, snap: ClusterSnapshot): string[] {
+    const reasons: string[] = [];
+    for (const f of this.filters) {
+      const status = f.filter(req, node, snap);
+      if (status.ok) continue;
+      reasons.push(...status.reasons);
+      if (f.stopOnReject) break;
+    }
+    // Only a filterMany that disagrees with its own filter() gets here empty.
+    if (reasons.length === 0) reasons.push('rejected by a filter that gave no reason');
+    return reasons;
+  }
+
+  private reserve(nodeCount: number): void {
+    if (this.candidates.length >= nodeCount && this.perPlugin.length === this.scores.length) return;
+    const size = Math.max(nodeCount, this.candidates.length * 2, 64);
+    this.candidates = new Int32Array(size);
+    this.totals = new Float64Array(size);
+    this.perPlugin = this.scores.map(() => new Float64Array(size));
+  }
+}
+
+/** The generic path for a filter without filterMany: one call per candidate. */
+function filterOneByOne(
+  plugin: FilterPlugin,
+  req: UnitRequest,
+  nodes: readonly NodeState[],
+  candidates: Int32Array,
+  count: number,
+  snap: ClusterSnapshot,
+): number {
+  let kept = 0;
+  for (let j = 0; j < count; j++) {
+    const i = candidates[j];
+    if (plugin.filter(req, nodes[i], snap).ok) candidates[kept++] = i;
+  }
+  return kept;
+}

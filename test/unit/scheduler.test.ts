@@ -1,0 +1,626 @@
+// test/unit/scheduler.test.ts -- the pure filter -> score scheduler: every
+// filter and score plugin (tables), the lesson's step-3 run reproduced line
+// for line with balanced scoring alone, the spreading fix with the default
+// plugins, Kubernetes-style unschedulable messages, determinism, the O(nodes)
+// visit contract, ClusterSnapshot bookkeeping, and a seeded comparison of the
+// fast paths against a naive reference scheduler.
+
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import type { Taint, Toleration } from '../../shared/model.ts';
+import {
+  balancedAllocation,
+  ClusterSnapshot,
+  defaultFilters,
+  defaultScores,
+  FILTER_OK,
+  formatDecision,
+  MAX_REJECTED_NODES_IN_DECISION,
+  nodeReady,
+  nodeUnschedulable,
+  preferNoSchedule,
+  resourcesFit,
+  Scheduler,
+  spread,
+  taintToleration,
+  type FilterPlugin,
+  type NodeState,
+  type ScorePlugin,
+  type UnitRequest,
+} from '../../control-plane/scheduler/index.ts';
+
+// ---- fixtures ---------------------------------------------------------------
+
+function node(name: string, over: Partial<NodeState> = {}): NodeState {
+  return {
+    name,
+    ready: true,
+    unschedulable: false,
+    capacity: { cpu: 4000, memory: 8192 },
+    allocated: { cpu: 0, memory: 0 },
+    taints: [],
+    labels: {},
+    ...over,
+  };
+}
+
+function request(over: Partial<UnitRequest> = {}): UnitRequest {
+  return { deployment: 'web', resources: { cpu: 1000, memory: 2048 }, tolerations: [], ...over };
+}
+
+const gpuOnly: Taint = { key: 'gpu-only', effect: 'NoSchedule' };
+
+/** The lesson's four nodes, with allocations that reproduce its step-3 numbers. */
+function lessonNodes(): NodeState[] {
+  return [
+    node('node-a', { capacity: { cpu: 4000, memory: 8192 }, allocated: { cpu: 3200, memory: 4000 } }),
+    node('node-b', { capacity: { cpu: 8000, memory: 16384 }, allocated: { cpu: 2000, memory: 4000 } }),
+    node('node-c', { capacity: { cpu: 4000, memory: 8192 }, taints: [gpuOnly] }),
+    node('node-d', { capacity: { cpu: 8000, memory: 16384 }, allocated: { cpu: 6000, memory: 14000 } }),
+  ];
+}
+
+/** The lesson's `web` spec: 1000m / 2048Mi, no tolerations. */
+const web = request();
+
+/** Runs a filter both ways (one node, and the many-node fast path) and checks they agree. */
+function runFilter(plugin: FilterPlugin, req: UnitRequest, n: NodeState) {
+  const snap = new ClusterSnapshot([node('other'), n]);
+  const status = plugin.filter(req, snap.get(n.name)!, snap);
+  if (plugin.filterMany) {
+    const candidates = Int32Array.from([0, 1]);
+    const kept = plugin.filterMany(req, snap.nodes(), candidates, 2, snap);
+    const keptNames = Array.from(candidates.slice(0, kept), (i) => snap.nodes()[i].name);
+    assert.equal(keptNames.includes(n.name), status.ok, `filterMany disagrees with filter for ${plugin.name}`);
+  }
+  return status;
+}
+
+/** Scores one node both ways and checks they agree. */
+function runScore(plugin: ScorePlugin, req: UnitRequest, snap: ClusterSnapshot, name: string): number {
+  const n = snap.get(name)!;
+  const score = plugin.score(req, n, snap);
+  if (plugin.scoreMany) {
+    const slot = snap.nodes().indexOf(n);
+    const out = new Float64Array(1);
+    plugin.scoreMany(req, snap.nodes(), Int32Array.from([slot]), 1, snap, out);
+    assert.equal(out[0], score, `scoreMany disagrees with score for ${plugin.name}`);
+  }
+  return score;
+}
+
+// ---- filter plugins ----------------------------------------------------------
+
+describe('filter plugins', () => {
+  const tol = (t: Toleration) => [t];
+  const cases: Array<{ name: string; plugin: FilterPlugin; node: Partial<NodeState>; req?: Partial<UnitRequest>; reasons: string[] | 'ok' }> = [
+    { name: 'A ready node passes node-ready.', plugin: nodeReady, node: {}, reasons: 'ok' },
+    { name: 'A node without heartbeats is rejected as not ready.', plugin: nodeReady, node: { ready: false }, reasons: ['node not ready (no heartbeat)'] },
+    {
+      name: 'A not-ready node names how long it has been silent when told.',
+      plugin: nodeReady,
+      node: { ready: false, notReadyReason: 'no heartbeat for 1.3s' },
+      reasons: ['node not ready (no heartbeat for 1.3s)'],
+    },
+    { name: 'An uncordoned node passes node-unschedulable.', plugin: nodeUnschedulable, node: {}, reasons: 'ok' },
+    { name: 'A cordoned node is rejected as unschedulable.', plugin: nodeUnschedulable, node: { unschedulable: true }, reasons: ['node is cordoned (unschedulable)'] },
+    {
+      name: 'A unit tolerating the unschedulable taint may still go to a cordoned node.',
+      plugin: nodeUnschedulable,
+      node: { unschedulable: true },
+      req: { tolerations: tol({ key: 'node.kubernetes.io/unschedulable', operator: 'Exists', effect: 'NoSchedule' }) },
+      reasons: 'ok',
+    },
+    { name: 'A node with exactly the requested cpu and memory free fits.', plugin: resourcesFit, node: { allocated: { cpu: 3000, memory: 6144 } }, reasons: 'ok' },
+    { name: 'A node short of cpu is rejected with its free cpu.', plugin: resourcesFit, node: { allocated: { cpu: 3200, memory: 0 } }, reasons: ['cpu_free=800m < request=1000m'] },
+    { name: 'A node short of memory is rejected with its free memory.', plugin: resourcesFit, node: { allocated: { cpu: 0, memory: 7288 } }, reasons: ['mem_free=904Mi < request=2048Mi'] },
+    {
+      name: 'A node short of both gives one reason for each.',
+      plugin: resourcesFit,
+      node: { allocated: { cpu: 3200, memory: 7288 } },
+      reasons: ['cpu_free=800m < request=1000m', 'mem_free=904Mi < request=2048Mi'],
+    },
+    { name: 'A node without taints passes taint-toleration.', plugin: taintToleration, node: {}, reasons: 'ok' },
+    { name: 'An untolerated NoSchedule taint rejects the node.', plugin: taintToleration, node: { taints: [gpuOnly] }, reasons: ['untolerated taint gpu-only'] },
+    {
+      name: 'Every untolerated taint is listed.',
+      plugin: taintToleration,
+      node: { taints: [gpuOnly, { key: 'foo', value: 'bar', effect: 'NoExecute' }] },
+      reasons: ['untolerated taints gpu-only, foo'],
+    },
+    { name: 'An untolerated NoExecute taint rejects the node too.', plugin: taintToleration, node: { taints: [{ key: 'drain', effect: 'NoExecute' }] }, reasons: ['untolerated taint drain'] },
+    { name: 'A PreferNoSchedule taint is not a filter.', plugin: taintToleration, node: { taints: [{ key: 'spot', effect: 'PreferNoSchedule' }] }, reasons: 'ok' },
+    {
+      name: 'Exists with the taint key tolerates it whatever its value.',
+      plugin: taintToleration,
+      node: { taints: [{ key: 'gpu-only', value: 'a100', effect: 'NoSchedule' }] },
+      req: { tolerations: tol({ key: 'gpu-only', operator: 'Exists' }) },
+      reasons: 'ok',
+    },
+    {
+      name: 'Exists with an empty key tolerates every taint.',
+      plugin: taintToleration,
+      node: { taints: [gpuOnly, { key: 'foo', effect: 'NoExecute' }] },
+      req: { tolerations: tol({ operator: 'Exists' }) },
+      reasons: 'ok',
+    },
+    {
+      name: 'Equal with the same value tolerates the taint.',
+      plugin: taintToleration,
+      node: { taints: [{ key: 'team', value: 'ml', effect: 'NoSchedule' }] },
+      req: { tolerations: tol({ key: 'team', operator: 'Equal', value: 'ml' }) },
+      reasons: 'ok',
+    },
+    {
+      name: 'Equal with another value does not tolerate the taint.',
+      plugin: taintToleration,
+      node: { taints: [{ key: 'team', value: 'ml', effect: 'NoSchedule' }] },
+      req: { tolerations: tol({ key: 'team', operator: 'Equal', value: 'web' }) },
+      reasons: ['untolerated taint team'],
+    },
+    {
+      name: 'A toleration for another effect does not tolerate the taint.',
+      plugin: taintToleration,
+      node: { taints: [gpuOnly] },
+      req: { tolerations: tol({ key: 'gpu-only', operator: 'Exists', effect: 'NoExecute' }) },
+      reasons: ['untolerated taint gpu-only'],
+    },
+    {
+      name: 'A toleration without an effect matches every effect.',
+      plugin: taintToleration,
+      node: { taints: [gpuOnly, { key: 'gpu-only', effect: 'NoExecute' }] },
+      req: { tolerations: tol({ key: 'gpu-only', operator: 'Exists' }) },
+      reasons: 'ok',
+    },
+    {
+      name: 'Tolerating one taint leaves the other one rejecting the node.',
+      plugin: taintToleration,
+      node: { taints: [gpuOnly, { key: 'foo', effect: 'NoSchedule' }] },
+      req: { tolerations: tol({ key: 'gpu-only', operator: 'Exists' }) },
+      reasons: ['untolerated taint foo'],
+    },
+  ];
+  for (const c of cases) {
+    test(c.name, () => {
+      const status = runFilter(c.plugin, request(c.req), node('n1', c.node));
+      if (c.reasons === 'ok') assert.equal(status, FILTER_OK);
+      else assert.deepEqual(status, { ok: false, reasons: c.reasons });
+    });
+  }
+});
+
+// ---- score plugins -----------------------------------------------------------
+
+describe('score plugins', () => {
+  const lesson = () => new ClusterSnapshot(lessonNodes());
+  const cases: Array<{ name: string; plugin: ScorePlugin; snap: () => ClusterSnapshot; node: string; req?: Partial<UnitRequest>; score: number; explain?: string }> = [
+    {
+      name: "Balanced allocation gives the lesson's node-b 99 after placing the unit.",
+      plugin: balancedAllocation,
+      snap: lesson,
+      node: 'node-b',
+      score: 99,
+      explain: 'cpu%=37.5% mem%=36.9% imbalance=0.6%',
+    },
+    {
+      name: "Balanced allocation gives the lesson's node-d 90 after placing the unit.",
+      plugin: balancedAllocation,
+      snap: lesson,
+      node: 'node-d',
+      score: 90,
+      explain: 'cpu%=87.5% mem%=97.9% imbalance=10.4%',
+    },
+    {
+      name: 'Balanced allocation never goes below 0 on an over-committed node.',
+      plugin: balancedAllocation,
+      snap: () => new ClusterSnapshot([node('n1', { allocated: { cpu: 9000, memory: 0 } })]),
+      node: 'n1',
+      req: { resources: { cpu: 0, memory: 0 } },
+      score: 0,
+    },
+    {
+      name: 'Balanced allocation counts a node without capacity as full, not as NaN.',
+      plugin: balancedAllocation,
+      snap: () => new ClusterSnapshot([node('n1', { capacity: { cpu: 0, memory: 0 } })]),
+      node: 'n1',
+      score: 100,
+    },
+    {
+      name: 'Spread gives every node 100 while the deployment has no units.',
+      plugin: spread,
+      snap: lesson,
+      node: 'node-b',
+      score: 100,
+      explain: 'web units here=0 max on one node=0',
+    },
+    {
+      name: 'Spread gives 0 to the node holding the most units of the deployment.',
+      plugin: spread,
+      snap: () => new ClusterSnapshot(lessonNodes(), [{ deployment: 'web', node: 'node-b' }, { deployment: 'web', node: 'node-b' }]),
+      node: 'node-b',
+      score: 0,
+    },
+    {
+      name: 'Spread gives 100 to a node without units of the deployment.',
+      plugin: spread,
+      snap: () => new ClusterSnapshot(lessonNodes(), [{ deployment: 'web', node: 'node-b' }, { deployment: 'web', node: 'node-b' }]),
+      node: 'node-d',
+      score: 100,
+    },
+    {
+      name: 'Spread scores a node in proportion between the emptiest and the fullest.',
+      plugin: spread,
+      snap: () =>
+        new ClusterSnapshot(lessonNodes(), [
+          { deployment: 'web', node: 'node-b' },
+          { deployment: 'web', node: 'node-b' },
+          { deployment: 'web', node: 'node-d' },
+        ]),
+      node: 'node-d',
+      score: 50,
+      explain: 'web units here=1 max on one node=2',
+    },
+    {
+      name: "Spread ignores other deployments' units.",
+      plugin: spread,
+      snap: () => new ClusterSnapshot(lessonNodes(), [{ deployment: 'db', node: 'node-b' }]),
+      node: 'node-b',
+      score: 100,
+    },
+    {
+      name: 'PreferNoSchedule scoring leaves an untainted node at 100.',
+      plugin: preferNoSchedule,
+      snap: lesson,
+      node: 'node-b',
+      score: 100,
+    },
+    {
+      name: 'One untolerated PreferNoSchedule taint halves the score.',
+      plugin: preferNoSchedule,
+      snap: () => new ClusterSnapshot([node('n1', { taints: [{ key: 'spot', effect: 'PreferNoSchedule' }, gpuOnly] })]),
+      node: 'n1',
+      score: 50,
+      explain: 'untolerated PreferNoSchedule spot',
+    },
+    {
+      name: 'Two untolerated PreferNoSchedule taints cost more than one.',
+      plugin: preferNoSchedule,
+      snap: () =>
+        new ClusterSnapshot([node('n1', { taints: [{ key: 'spot', effect: 'PreferNoSchedule' }, { key: 'old', effect: 'PreferNoSchedule' }] })]),
+      node: 'n1',
+      score: 33,
+    },
+    {
+      name: 'A tolerated PreferNoSchedule taint costs nothing.',
+      plugin: preferNoSchedule,
+      snap: () => new ClusterSnapshot([node('n1', { taints: [{ key: 'spot', effect: 'PreferNoSchedule' }] })]),
+      node: 'n1',
+      req: { tolerations: [{ key: 'spot', operator: 'Exists' }] },
+      score: 100,
+    },
+  ];
+  for (const c of cases) {
+    test(c.name, () => {
+      const snap = c.snap();
+      const req = request(c.req);
+      assert.equal(runScore(c.plugin, req, snap, c.node), c.score);
+      if (c.explain !== undefined) assert.equal(c.plugin.explain?.(req, snap.get(c.node)!, snap), c.explain);
+    });
+  }
+});
+
+// ---- the lesson's step 3 -----------------------------------------------------
+
+/** Places `replicas` units one at a time, assuming each, and returns the decisions. */
+function placeReplicas(scheduler: Scheduler, snap: ClusterSnapshot, req: UnitRequest, replicas: number) {
+  const decisions = [];
+  for (let i = 0; i < replicas; i++) {
+    const d = scheduler.schedule(req, snap);
+    decisions.push(d);
+    if (d.chosen !== null) snap.assume(d.chosen, req);
+  }
+  return decisions;
+}
+
+describe("the lesson's step 3", () => {
+  test('Balanced scoring alone reproduces the printed run and piles all three replicas onto node-b.', () => {
+    const snap = new ClusterSnapshot(lessonNodes());
+    const decisions = placeReplicas(new Scheduler({ scores: [balancedAllocation] }), snap, web, 3);
+    const expected = [
+      ['37.5', '36.9'],
+      ['50.0', '49.4'],
+      ['62.5', '61.9'],
+    ];
+    decisions.forEach((d, i) => {
+      assert.deepEqual(formatDecision(d), [
+        'filtering: feasible=[node-b, node-d]',
+        '  rejected node-a: cpu_free=800m < request=1000m',
+        '  rejected node-c: untolerated taint gpu-only',
+        `  scoring node-b: cpu%=${expected[i][0]}% mem%=${expected[i][1]}% imbalance=0.6% -> score=99`,
+        '  scoring node-d: cpu%=87.5% mem%=97.9% imbalance=10.4% -> score=90',
+        '  -> binding decision: node-b',
+      ]);
+    });
+    assert.equal(decisions[0].message, 'node-b (score 99: balanced=99) over node-d (90); 2 of 4 nodes rejected');
+    assert.deepEqual(decisions[0].nodes.find((n) => n.node === 'node-b')?.detail, ['cpu%=37.5% mem%=36.9% imbalance=0.6%']);
+    assert.equal(snap.countOn('web', 'node-b'), 3);
+    assert.deepEqual(snap.get('node-b')?.allocated, { cpu: 5000, memory: 10144 });
+  });
+
+  test('With the default plugins the three replicas spread over node-b and node-d.', () => {
+    const snap = new ClusterSnapshot(lessonNodes());
+    const decisions = placeReplicas(new Scheduler(), snap, web, 3);
+    assert.deepEqual(
+      decisions.map((d) => d.chosen),
+      ['node-b', 'node-d', 'node-b'],
+    );
+    assert.equal(decisions[0].message, 'node-b (score 299: balanced=99 spread=100 prefer-no-schedule=100) over node-d (290); 2 of 4 nodes rejected');
+    assert.equal(decisions[1].message, 'node-d (score 290: balanced=90 spread=100 prefer-no-schedule=100) over node-b (199); 2 of 4 nodes rejected');
+    // node-d is now out of memory, so the third replica has only node-b left.
+    assert.deepEqual(decisions[2].nodes.find((n) => n.node === 'node-d')?.reasons, ['mem_free=336Mi < request=2048Mi']);
+    assert.match(decisions[2].message, /^node-b \(score 199: .*\), the only feasible node; 3 of 4 nodes rejected$/);
+    assert.deepEqual(formatDecision(decisions[1]).slice(3), [
+      '  scoring node-d: balanced=90 (cpu%=87.5% mem%=97.9% imbalance=10.4%) spread=100 (web units here=0 max on one node=1) prefer-no-schedule=100 -> score=290',
+      '  scoring node-b: balanced=99 (cpu%=50.0% mem%=49.4% imbalance=0.6%) spread=0 (web units here=1 max on one node=1) prefer-no-schedule=100 -> score=199',
+      '  -> binding decision: node-d',
+    ]);
+    assert.equal(snap.countOn('web', 'node-b'), 2);
+    assert.equal(snap.countOn('web', 'node-d'), 1);
+  });
+
+  test('A fourth replica in a full cluster is unschedulable and every node says why.', () => {
+    const nodes = lessonNodes();
+    nodes[1].unschedulable = true;
+    nodes[3] = { ...nodes[3], ready: false, notReadyReason: 'no heartbeat for 1.3s' };
+    const d = new Scheduler().schedule(web, new ClusterSnapshot(nodes));
+    assert.equal(d.chosen, null);
+    assert.equal(
+      d.message,
+      '0/4 nodes are available: node-a: cpu_free=800m < request=1000m; node-b: node is cordoned (unschedulable); ' +
+        'node-c: untolerated taint gpu-only; node-d: node not ready (no heartbeat for 1.3s)',
+    );
+    assert.equal(formatDecision(d).at(-1), `  -> no binding: ${d.message}`);
+  });
+});
+
+// ---- messages, determinism, cost ---------------------------------------------
+
+describe('scheduling decisions', () => {
+  test('Several reasons on one node are joined with commas in the unschedulable message.', () => {
+    const snap = new ClusterSnapshot([node('node-c', { allocated: { cpu: 3500, memory: 7000 }, taints: [gpuOnly] })]);
+    const d = new Scheduler().schedule(web, snap);
+    assert.equal(d.message, '0/1 nodes are available: node-c: cpu_free=500m < request=1000m, mem_free=1192Mi < request=2048Mi, untolerated taint gpu-only');
+  });
+
+  test('A node without heartbeats is rejected for availability alone, not for capacity.', () => {
+    const snap = new ClusterSnapshot([node('node-a', { ready: false, allocated: { cpu: 4000, memory: 8192 } })]);
+    assert.deepEqual(new Scheduler().schedule(web, snap).nodes[0].reasons, ['node not ready (no heartbeat)']);
+  });
+
+  test('An empty cluster is unschedulable with a message that says so.', () => {
+    const d = new Scheduler().schedule(web, new ClusterSnapshot([]));
+    assert.equal(d.chosen, null);
+    assert.equal(d.message, '0/0 nodes are available: no nodes registered');
+  });
+
+  test('A big unschedulable cluster lists the first rejected nodes and counts the rest.', () => {
+    const nodes = Array.from({ length: 30 }, (_, i) => node(`n${String(i).padStart(2, '0')}`, { taints: [gpuOnly] }));
+    const d = new Scheduler().schedule(web, new ClusterSnapshot(nodes));
+    assert.equal(d.rejectedCount, 30);
+    assert.equal(d.nodes.length, MAX_REJECTED_NODES_IN_DECISION);
+    assert.ok(d.message.startsWith('0/30 nodes are available: n00: untolerated taint gpu-only; n01:'));
+    assert.ok(d.message.endsWith(`; ${30 - MAX_REJECTED_NODES_IN_DECISION} more nodes rejected`), d.message);
+  });
+
+  test('Equal totals go to the node whose name sorts first, whatever the node order.', () => {
+    const twins = ['node-z', 'node-m', 'node-q'].map((name) => node(name));
+    const forward = new Scheduler().schedule(web, new ClusterSnapshot(twins));
+    const backward = new Scheduler().schedule(web, new ClusterSnapshot([...twins].reverse()));
+    assert.equal(forward.chosen, 'node-m');
+    assert.equal(backward.chosen, 'node-m');
+    assert.equal(forward.message, backward.message);
+    assert.deepEqual(
+      forward.nodes.map((n) => n.node),
+      ['node-m', 'node-q', 'node-z'],
+    );
+  });
+
+  test('The same cluster and request always give the same decision.', () => {
+    const a = new Scheduler().schedule(web, new ClusterSnapshot(lessonNodes()));
+    const b = new Scheduler().schedule(web, new ClusterSnapshot(lessonNodes()));
+    assert.deepEqual(a, b);
+  });
+
+  test('schedule() visits each node once: one filter call per node, one score call per feasible node.', () => {
+    let filterCalls = 0;
+    let scoreCalls = 0;
+    const countingFilter: FilterPlugin = { name: 'count', filter: () => (filterCalls++, FILTER_OK) };
+    const countingScore: ScorePlugin = { name: 'count-score', weight: 1, score: () => (scoreCalls++, 50) };
+    const nodes = Array.from({ length: 500 }, (_, i) => node(`n${i}`, { taints: i % 5 === 0 ? [gpuOnly] : [] }));
+    const scheduler = new Scheduler({ filters: [countingFilter, ...defaultFilters], scores: [...defaultScores, countingScore] });
+    const d = scheduler.schedule(web, new ClusterSnapshot(nodes));
+    assert.equal(d.rejectedCount, 100);
+    // The counting filter runs once per node in the pass, and once more for
+    // each rejected node the decision lists with reasons.
+    assert.equal(filterCalls, 500 + MAX_REJECTED_NODES_IN_DECISION);
+    assert.equal(scoreCalls, 400);
+  });
+
+  test('schedule() leaves the snapshot unchanged; assume() is what records a placement.', () => {
+    const snap = new ClusterSnapshot(lessonNodes());
+    new Scheduler().schedule(web, snap);
+    assert.deepEqual(snap.get('node-b')?.allocated, { cpu: 2000, memory: 4000 });
+    assert.equal(snap.total('web'), 0);
+  });
+
+  test('A score plugin answering out of range is clamped to 0..100.', () => {
+    const wild: ScorePlugin = { name: 'wild', weight: 1, score: (_r, n) => (n.name === 'node-b' ? 250 : Number.NaN) };
+    const d = new Scheduler({ scores: [wild] }).schedule(web, new ClusterSnapshot(lessonNodes()));
+    assert.equal(d.chosen, 'node-b');
+    assert.deepEqual(
+      d.nodes.filter((n) => n.feasible).map((n) => [n.node, n.total]),
+      [
+        ['node-b', 100],
+        ['node-d', 0],
+      ],
+    );
+  });
+
+  test('Weights scale each plugin in the total and show in the message.', () => {
+    const d = new Scheduler({ scores: [{ ...balancedAllocation, weight: 2 }] }).schedule(web, new ClusterSnapshot(lessonNodes()));
+    assert.equal(d.message, 'node-b (score 198: balanced=99x2) over node-d (180); 2 of 4 nodes rejected');
+  });
+
+  test('A scheduler refuses two plugins with one name and negative weights.', () => {
+    assert.throws(() => new Scheduler({ filters: [nodeReady, nodeReady] }), /two plugins named "node-ready"/);
+    assert.throws(() => new Scheduler({ scores: [{ ...spread, weight: -1 }] }), /weight -1/);
+  });
+});
+
+// ---- ClusterSnapshot ---------------------------------------------------------
+
+describe('ClusterSnapshot', () => {
+  test('assume() adds the request and a count; forget() takes both back exactly.', () => {
+    const snap = new ClusterSnapshot(lessonNodes());
+    snap.assume('node-b', web);
+    snap.assume('node-b', web);
+    snap.assume('node-d', web);
+    assert.deepEqual(snap.get('node-b')?.allocated, { cpu: 4000, memory: 8096 });
+    assert.equal(snap.countOn('web', 'node-b'), 2);
+    assert.equal(snap.total('web'), 3);
+    assert.equal(snap.maxOnOneNode('web'), 2);
+    snap.forget('node-b', web);
+    assert.equal(snap.maxOnOneNode('web'), 1);
+    snap.forget('node-b', web);
+    snap.forget('node-d', web);
+    assert.deepEqual(snap.get('node-b')?.allocated, { cpu: 2000, memory: 4000 });
+    assert.equal(snap.total('web'), 0);
+    assert.equal(snap.maxOnOneNode('web'), 0);
+    assert.equal(snap.columns().cpuAllocated[1], 2000);
+  });
+
+  test('The snapshot copies the nodes it is given and never changes the caller’s objects.', () => {
+    const nodes = lessonNodes();
+    const snap = new ClusterSnapshot(nodes);
+    snap.assume('node-b', web);
+    assert.deepEqual(nodes[1].allocated, { cpu: 2000, memory: 4000 });
+  });
+
+  test('Seeded units count for spreading but do not add to allocation.', () => {
+    const snap = new ClusterSnapshot(lessonNodes(), [{ deployment: 'web', node: 'node-b' }]);
+    assert.equal(snap.countOn('web', 'node-b'), 1);
+    assert.deepEqual(snap.get('node-b')?.allocated, { cpu: 2000, memory: 4000 });
+  });
+
+  test('assume() on an unknown node throws a one-line error naming it.', () => {
+    assert.throws(() => new ClusterSnapshot([]).assume('node-x', web), /assume: unknown node "node-x"/);
+  });
+
+  test('forget() below zero leaves the counts at zero.', () => {
+    const snap = new ClusterSnapshot(lessonNodes());
+    snap.forget('node-b', web);
+    assert.equal(snap.countOn('web', 'node-b'), 0);
+    assert.equal(snap.total('web'), 0);
+  });
+
+  test('setNode() replaces a node in place and removeNode() keeps the rest consistent.', () => {
+    const snap = new ClusterSnapshot(lessonNodes());
+    snap.assume('node-d', web);
+    assert.equal(snap.countsBySlot('web')?.[3], 1);
+    snap.setNode(node('node-a', { ready: false }));
+    assert.equal(snap.nodes()[0].ready, false);
+    snap.removeNode('node-b');
+    assert.deepEqual(
+      snap.nodes().map((n) => n.name),
+      ['node-a', 'node-c', 'node-d'],
+    );
+    assert.equal(snap.get('node-d')?.allocated.cpu, 7000);
+    assert.equal(snap.columns().cpuAllocated[2], 7000);
+    assert.equal(snap.countsBySlot('web')?.[2], 1);
+    snap.setNode(node('node-e'));
+    assert.equal(snap.get('node-e')?.capacity.cpu, 4000);
+    assert.equal(snap.columns().cpuCapacity[3], 4000);
+  });
+});
+
+// ---- fast paths against a naive reference -------------------------------------
+
+/** mulberry32: a seeded PRNG, so a failing case replays exactly. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The lesson's algorithm, written the slow obvious way, with the same plugins' per-node answers. */
+function naiveChoice(req: UnitRequest, snap: ClusterSnapshot): string | null {
+  let best: { name: string; total: number } | null = null;
+  for (const n of snap.nodes()) {
+    if (!defaultFilters.every((f) => f.filter(req, n, snap).ok)) continue;
+    const total = defaultScores.reduce((sum, s) => sum + s.weight * s.score(req, n, snap), 0);
+    if (!best || total > best.total || (total === best.total && n.name < best.name)) best = { name: n.name, total };
+  }
+  return best?.name ?? null;
+}
+
+describe('fast paths', () => {
+  test('Seeded random clusters place every unit exactly where the naive scheduler would.', () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const random = prng(seed);
+      const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
+      const nodes = Array.from({ length: 40 }, (_, i) => {
+        const cpu = pick([2000, 4000, 8000]);
+        return node(`n${String(Math.floor(random() * 1000)).padStart(3, '0')}-${i}`, {
+          ready: random() > 0.1,
+          unschedulable: random() < 0.1,
+          capacity: { cpu, memory: cpu * 2 },
+          allocated: { cpu: Math.floor(random() * cpu), memory: Math.floor(random() * cpu * 2) },
+          taints: random() < 0.3 ? [pick<Taint>([gpuOnly, { key: 'spot', effect: 'PreferNoSchedule' }, { key: 'x', value: '1', effect: 'NoExecute' }])] : [],
+        });
+      });
+      const snap = new ClusterSnapshot(nodes);
+      const scheduler = new Scheduler();
+      const live: Array<[string, UnitRequest]> = [];
+      for (let k = 0; k < 60; k++) {
+        const req = request({
+          deployment: pick(['web', 'db', 'cache']),
+          resources: { cpu: pick([100, 500, 1000]), memory: pick([128, 512, 2048]) },
+          tolerations: random() < 0.3 ? [pick<Toleration>([{ key: 'gpu-only', operator: 'Exists' }, { operator: 'Exists' }, { key: 'x', operator: 'Equal', value: '1' }])] : [],
+        });
+        if (live.length > 0 && random() < 0.2) {
+          const [gone] = live.splice(Math.floor(random() * live.length), 1);
+          snap.forget(gone[0], gone[1]);
+        }
+        const d = scheduler.schedule(req, snap);
+        assert.equal(d.chosen, naiveChoice(req, snap), `seed ${seed}, unit ${k}: fast path and naive scheduler disagree`);
+        if (d.chosen) {
+          snap.assume(d.chosen, req);
+          live.push([d.chosen, req]);
+        }
+      }
+    }
+  });
+});
+
+// ---- purity ------------------------------------------------------------------
+
+test('The scheduler folder is pure: no node:* imports, no clock, no randomness, no timers.', () => {
+  const root = fileURLToPath(new URL('../../control-plane/scheduler/', import.meta.url));
+  const files = readdirSync(root, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
+  assert.ok(files.length >= 10);
+  for (const f of files) {
+    const source = readFileSync(join(root, f), 'utf8');
+    for (const banned of [/from 'node:/, /\bDate\.now\b/, /\bnew Date\b/, /\bMath\.random\b/, /\bsetTimeout\b/, /\bsetInterval\b/, /\bperformance\./, /\bprocess\./]) {
+      assert.doesNotMatch(source, banned, `${f} uses ${banned}`);
+    }
+  }
+});
