@@ -168,7 +168,10 @@ async function run(): Promise<number> {
       controlPlaneScript: process.env.MO_LAUNCHER_CP_SCRIPT || undefined,
       nodeAgentScript: process.env.MO_LAUNCHER_AGENT_SCRIPT || undefined,
     });
-    const log = new LogStream(process.stdout, specs.map((s) => s.name), shouldUseColor(process.stdout.isTTY, process.env));
+    // Once the reader of the stream is gone (`npm start | head`, a closed pipe), writes are dropped, not retried.
+    let outputOpen = true;
+    const sink = { write: (text: string): void => void (outputOpen && process.stdout.write(text)) };
+    const log = new LogStream(sink, specs.map((s) => s.name), shouldUseColor(process.stdout.isTTY, process.env));
     const pdeathsig = pdeathsigWrapperWorks();
     const supervisor = new Supervisor({
       cwd: REPO_ROOT,
@@ -195,8 +198,12 @@ async function run(): Promise<number> {
       supervisor.killAll();
     };
     for (const sig of STOP_SIGNALS) process.on(sig, () => requestStop(sig));
-    // Whoever reads the stream went away (`npm start | head`, a closed pipe): nobody can watch, stop.
-    process.stdout.on('error', () => requestStop('output closed'));
+    // Whoever reads the stream went away: nobody can watch the cluster, so stop it (once, gracefully).
+    process.stdout.on('error', () => {
+      if (!outputOpen) return;
+      outputOpen = false;
+      requestStop('output closed');
+    });
 
     log.launcher(
       `data dir ${shortPath(dataDirAbs)}; ${options.replicas} replica(s) on ports ` +
