@@ -17,7 +17,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
-import type { Command, ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/protocol/messages.ts';
 import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
@@ -88,6 +88,35 @@ function main(): void {
     }
   }
 
+  // child_process.spawn blocks the event loop for a few ms per process, so a
+  // burst of spawn commands is worked off in slices that yield between them:
+  // heartbeats keep flowing and the node never looks dead while it is busy.
+  const MAX_QUEUED_SPAWNS = 4096;
+  const SPAWN_SLICE_MS = 20;
+  const spawnQueue: Array<{ link: ControlPlaneLink; cmd: SpawnCommand }> = [];
+  let draining = false;
+  function drainSpawns(): void {
+    const until = Date.now() + SPAWN_SLICE_MS;
+    while (spawnQueue.length > 0 && Date.now() < until) {
+      const { link, cmd } = spawnQueue.shift()!;
+      const target = cmd.unit.name;
+      if (shuttingDown) {
+        link.send(core.refused(cmd.commandId, 'agent is shutting down'));
+        continue;
+      }
+      const res = supervisor.start({ name: target, deployment: cmd.unit.deployment, spec: cmd.unit.spec, term: cmd.term });
+      if (!res.ok) {
+        log(`refused spawn ${target}: ${res.error}`);
+        link.send(core.refused(cmd.commandId, res.error));
+      } else if (!res.created) {
+        log(`spawn ${target}: already ${res.report.phase}, nothing to do`);
+        link.send(core.unitStatus(res.report));
+      }
+    }
+    if (spawnQueue.length > 0) setImmediate(drainSpawns);
+    else draining = false;
+  }
+
   function onCommand(link: ControlPlaneLink, cmd: Command): void {
     const target = cmd.type === 'spawn' ? cmd.unit.name : cmd.name;
     const admission = core.admit(cmd);
@@ -108,13 +137,14 @@ function main(): void {
     }
     switch (cmd.type) {
       case 'spawn': {
-        const res = supervisor.start({ name: cmd.unit.name, deployment: cmd.unit.deployment, spec: cmd.unit.spec, term: cmd.term });
-        if (!res.ok) {
-          log(`refused spawn ${target}: ${res.error}`);
-          link.send(core.refused(cmd.commandId, res.error));
-        } else if (!res.created) {
-          log(`spawn ${target}: already ${res.report.phase}, nothing to do`);
-          link.send(core.unitStatus(res.report));
+        if (spawnQueue.length >= MAX_QUEUED_SPAWNS) {
+          link.send(core.refused(cmd.commandId, `spawn queue full (${MAX_QUEUED_SPAWNS})`));
+          return;
+        }
+        spawnQueue.push({ link, cmd });
+        if (!draining) {
+          draining = true;
+          setImmediate(drainSpawns);
         }
         return;
       }

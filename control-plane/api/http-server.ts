@@ -254,7 +254,7 @@ export class ApiServer {
       unsubscribe = this.deps.subscribe(() => {
         if (pending) return;
         pending = true;
-        setTimeout(flush, 20);
+        setImmediate(flush);
       });
     }
     const keepalive = setInterval(() => res.write('\n'), 15000);

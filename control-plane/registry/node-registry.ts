@@ -30,8 +30,12 @@ export type RegistryChange =
   | { type: 'unit'; node: string; unit: UnitReport; previous: UnitReport | undefined }
   | { type: 'unit-gone'; node: string; name: string };
 
+/** A liveness check this late after the previous one means we stalled. */
+export const STALL_SKIP_MS = 250;
+
 export class NodeRegistry {
   readonly nodes = new Map<string, ObservedNodeState>();
+  private lastCheckMs = Number.POSITIVE_INFINITY;
   private listeners: Array<(c: RegistryChange) => void> = [];
 
   constructor(readonly notReadyAfterMs: number) {}
@@ -113,6 +117,12 @@ export class NodeRegistry {
 
   /** Turn silent nodes NotReady. Called on a short period by the shell. */
   checkLiveness(now: number): void {
+    // If this process itself stalled (a long GC, a blocked loop), heartbeats
+    // may sit unread in socket buffers: skip one round so they are read
+    // before any node is judged. Timers run before I/O in Node's loop.
+    const stalledMs = now - this.lastCheckMs;
+    this.lastCheckMs = now;
+    if (stalledMs > STALL_SKIP_MS) return;
     for (const n of this.nodes.values()) {
       const silentForMs = now - n.lastHeartbeatMs;
       if (n.ready && silentForMs > this.notReadyAfterMs) {

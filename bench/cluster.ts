@@ -1,0 +1,224 @@
+// bench/cluster.ts -- end-to-end figures from a real local cluster (one OS
+// process per replica and per agent, units as real processes):
+//   * apply of N replicas of `sleep` until all are Running, against plain
+//     child_process.spawn of the same count in the same run (ratio);
+//   * unit kill -9 until its replacement is Running (median, p99);
+//   * agent SIGKILL until all its units are Running elsewhere (median);
+//   * memory: RSS of an idle agent (with its guard helper) and of a
+//     replica holding 1,000 units.
+// Times are taken from the API's watch stream (the moment the agent's
+// Running report reached the leader), pids are checked in /proc.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import { Cluster, pidAlive, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
+import type { NodeInfo } from '../shared/model.ts';
+
+export function rssMiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** RSS of a process and all its descendants that are not units (helpers). */
+export function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
+function commOf(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+export const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN;
+};
+export const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : NaN;
+};
+
+/** Follow the units watch stream; resolve waiters when a predicate holds. */
+class UnitWatch {
+  readonly units = new Map<string, any>();
+  private waiters: Array<{ pred: () => boolean; resolve: (t: number) => void }> = [];
+  private ac = new AbortController();
+  constructor(private c: Cluster) {}
+  async start(): Promise<void> {
+    const r = await fetch(`${this.c.urls[0]}/v1/units?watch=1`, { headers: { authorization: `Bearer ${this.c.token}` }, signal: this.ac.signal });
+    const reader = r.body!.getReader();
+    let buf = '';
+    void (async () => {
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) return;
+          buf += Buffer.from(value).toString();
+          let i;
+          while ((i = buf.indexOf('\n')) >= 0) {
+            const line = buf.slice(0, i).trim();
+            buf = buf.slice(i + 1);
+            if (!line) continue;
+            const ev = JSON.parse(line);
+            if (ev.type === 'DELETED') this.units.delete(ev.object.metadata.name);
+            else this.units.set(ev.object.metadata.name, ev.object);
+          }
+          const now = performance.now();
+          this.waiters = this.waiters.filter((w) => (w.pred() ? (w.resolve(now), false) : true));
+        }
+      } catch {
+        /* aborted */
+      }
+    })();
+  }
+  until(pred: () => boolean, timeoutMs = 30000): Promise<number> {
+    if (pred()) return Promise.resolve(performance.now());
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve: (t: number) => (clearTimeout(timer), resolve(t)) };
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        reject(new Error('bench: timed out waiting on the watch stream'));
+      }, timeoutMs);
+      this.waiters.push(w);
+    });
+  }
+  running(dep: string): any[] {
+    return [...this.units.values()].filter((u) => u.spec.deployment === dep && u.status.phase === 'Running' && u.status.pid);
+  }
+  stop(): void {
+    this.ac.abort();
+  }
+}
+
+const BIG_NODES: NodeInfo[] = ['node-a', 'node-b', 'node-c', 'node-d'].map((name) => ({ name, capacity: { cpu: 64000, memory: 65536 }, taints: [], labels: {} }));
+
+async function plainSpawn(n: number): Promise<number> {
+  const t0 = performance.now();
+  const kids = await Promise.all(
+    Array.from({ length: n }, () => new Promise<ReturnType<typeof spawn>>((resolve) => {
+      const k = spawn('sleep', ['3600'], { stdio: 'ignore', detached: true });
+      k.once('spawn', () => resolve(k));
+    })),
+  );
+  const ms = performance.now() - t0;
+  for (const k of kids) k.kill('SIGKILL');
+  await Promise.all(kids.map((k) => (k.exitCode !== null || k.signalCode !== null ? null : new Promise((r) => k.once('exit', r)))));
+  return ms;
+}
+
+export async function benchApply(counts = [200, 1000]): Promise<Array<{ replicas: number; clusterMs: number; plainMs: number; ratio: number; cpRssMiB: number }>> {
+  const out = [];
+  for (const n of counts) {
+    const c = await Cluster.start({ nodes: BIG_NODES });
+    const w = new UnitWatch(c);
+    try {
+      await w.start();
+      const t0 = performance.now();
+      const r = await c.api('PUT', '/v1/deployments/load', webManifest('load', n, { cpu: '10m', memory: '8Mi' }));
+      if (r.status !== 201) throw new Error(r.text);
+      const t1 = await w.until(() => w.running('load').length === n, 120000);
+      const clusterMs = t1 - t0;
+      await sleep(300);
+      const cpRss = rssMiB(c.cps[0].pid);
+      const plainMs = await plainSpawn(n);
+      out.push({ replicas: n, clusterMs, plainMs, ratio: clusterMs / plainMs, cpRssMiB: cpRss });
+    } finally {
+      w.stop();
+      await c.stop();
+    }
+  }
+  return out;
+}
+
+export async function benchUnitKill(rounds = 30): Promise<{ medianMs: number; p99Ms: number; samples: number[] }> {
+  const c = await Cluster.start();
+  const w = new UnitWatch(c);
+  const samples: number[] = [];
+  try {
+    await w.start();
+    await c.api('PUT', '/v1/deployments/web', webManifest('web', 3, { cpu: '100m', memory: '64Mi' }));
+    await w.until(() => w.running('web').length === 3);
+    for (let i = 0; i < rounds; i++) {
+      const victim = w.running('web')[0];
+      const before = new Set(w.running('web').map((u) => u.metadata.name));
+      const t0 = performance.now();
+      process.kill(victim.status.pid, 'SIGKILL');
+      const t1 = await w.until(() => {
+        const r = w.running('web');
+        return r.length === 3 && r.some((u) => !before.has(u.metadata.name));
+      });
+      samples.push(t1 - t0);
+      await sleep(50);
+    }
+  } finally {
+    w.stop();
+    await c.stop();
+  }
+  return { medianMs: median(samples), p99Ms: pct(samples, 99), samples };
+}
+
+export async function benchAgentKill(rounds = 5): Promise<{ medianMs: number; samples: number[]; notReadyAfterMs: number }> {
+  const c = await Cluster.start();
+  const w = new UnitWatch(c);
+  const samples: number[] = [];
+  try {
+    await w.start();
+    await c.api('PUT', '/v1/deployments/web', webManifest('web', 6, { cpu: '100m', memory: '64Mi' }));
+    await w.until(() => w.running('web').length === 6);
+    for (let i = 0; i < rounds; i++) {
+      const byNode = new Map<string, number>();
+      for (const u of w.running('web')) byNode.set(u.spec.nodeName, (byNode.get(u.spec.nodeName) ?? 0) + 1);
+      const node = [...byNode.entries()].sort((a, b) => b[1] - a[1])[0][0];
+      const agent = c.agents.get(node)!;
+      const t0 = performance.now();
+      agent.child.kill('SIGKILL');
+      const t1 = await w.until(() => {
+        const r = w.running('web');
+        return r.length === 6 && r.every((u) => u.spec.nodeName !== node);
+      });
+      samples.push(t1 - t0);
+      await agent.exited;
+      c.startAgent(node);
+      await waitFor('node back', async () => (await c.api('GET', `/v1/nodes/${node}`)).json.status.ready === true, 15000);
+    }
+  } finally {
+    w.stop();
+    await c.stop();
+  }
+  return { medianMs: median(samples), samples, notReadyAfterMs: 1000 };
+}
+
+export async function benchIdleMemory(): Promise<{ agentMiB: number; agentHelpersMiB: number; replicaMiB: number }> {
+  const c = await Cluster.start();
+  try {
+    await sleep(3000);
+    const agent = c.agents.get('node-a')!;
+    const helpers = childrenOf(agent.pid).filter((p) => pidAlive(p));
+    const agentMiB = rssMiB(agent.pid);
+    const agentHelpersMiB = helpers.reduce((s, p) => s + rssMiB(p), 0);
+    const replica = c.cps[0];
+    const replicaMiB = rssMiB(replica.pid) + childrenOf(replica.pid).reduce((s, p) => s + rssMiB(p), 0);
+    if (process.env.MO_BENCH_VERBOSE) console.log('agent helpers:', helpers.map((p) => `${p}:${commOf(p)}`).join(' '));
+    return { agentMiB, agentHelpersMiB, replicaMiB };
+  } finally {
+    await c.stop();
+  }
+}
