@@ -44,7 +44,8 @@ export function unschedulableMessage(d: SchedulingDecision): string {
 }
 
 /**
- * The lesson's printout, one string per line, indented for nesting:
+ * The lesson's printout, one string per line, indented for nesting (the
+ * feasible nodes are listed best first, the rejected ones in node order):
  *   filtering: feasible=[node-b, node-d]
  *     rejected node-a: cpu_free=800m < request=1000m
  *     scoring node-b: cpu%=37.5% mem%=36.9% imbalance=0.6% -> score=99

@@ -13,7 +13,7 @@ export type {
   UnitRequest,
 } from './types.ts';
 export { FILTER_OK } from './types.ts';
-export { ClusterSnapshot } from './snapshot.ts';
+export { ClusterSnapshot, NODE_CORDONED, NODE_NOT_READY, NODE_PREFER_NO_SCHEDULE, NODE_TAINTED, type NodeColumns } from './snapshot.ts';
 export {
   MAX_REJECTED_NODES_IN_DECISION,
   MAX_SCORED_NODES_IN_DECISION,

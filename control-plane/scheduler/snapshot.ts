@@ -34,7 +34,10 @@ interface DeploymentCounts {
 /** Bits of NodeColumns.flags. */
 export const NODE_NOT_READY = 1;
 export const NODE_CORDONED = 2;
+/** Has a NoSchedule or NoExecute taint (the taint filter must look closer). */
 export const NODE_TAINTED = 4;
+/** Has a PreferNoSchedule taint (the prefer-no-schedule score must look closer). */
+export const NODE_PREFER_NO_SCHEDULE = 8;
 
 /**
  * Hot per-node numbers by node position (index i describes nodes()[i]). A
@@ -46,7 +49,7 @@ export interface NodeColumns {
   memCapacity: Float64Array;
   cpuAllocated: Float64Array;
   memAllocated: Float64Array;
-  /** NODE_NOT_READY | NODE_CORDONED | NODE_TAINTED (has any taint). */
+  /** NODE_NOT_READY | NODE_CORDONED | NODE_TAINTED | NODE_PREFER_NO_SCHEDULE. */
   flags: Uint8Array;
 }
 
@@ -81,6 +84,10 @@ export class ClusterSnapshot {
   private readonly list: NodeState[] = [];
   private readonly slotOf = new Map<string, number>();
   private cols: NodeColumns = emptyColumns(INITIAL_COLUMN_SLOTS);
+  /** flagged[b] = nodes with flag bit b set, so a filter can skip a pass nobody fails. */
+  private readonly flagged = [0, 0, 0, 0];
+  /** ranks[slot] = place of that node's name in sorted order; null after nodes come or go. */
+  private ranks: Int32Array | null = null;
   private readonly deployments = new Map<string, DeploymentCounts>();
   // One-entry cache: a schedule() asks about one deployment many times.
   private cachedDeployment: string | undefined;
@@ -115,6 +122,26 @@ export class ClusterSnapshot {
   }
 
   /**
+   * nameRanks()[i] = the place of nodes()[i].name in name order (plain string
+   * `<`), so tie-breaks by name compare two integers. Rebuilt (O(n log n))
+   * only after a node was added or removed.
+   */
+  nameRanks(): Int32Array {
+    if (this.ranks === null) {
+      const slots = this.list.map((_, i) => i).sort((a, b) => (this.list[a].name < this.list[b].name ? -1 : 1));
+      const ranks = new Int32Array(this.list.length);
+      slots.forEach((slot, place) => (ranks[slot] = place));
+      this.ranks = ranks;
+    }
+    return this.ranks;
+  }
+
+  /** How many nodes carry `flag` (one NODE_* bit). O(1). */
+  countFlagged(flag: number): number {
+    return this.flagged[31 - Math.clz32(flag)] ?? 0;
+  }
+
+  /**
    * Adds a node, or replaces what is known about it (readiness, cordon,
    * capacity, allocation, taints) keeping its position and its unit counts.
    */
@@ -125,18 +152,23 @@ export class ClusterSnapshot {
       slot = this.list.length;
       this.slotOf.set(node.name, slot);
       this.list.push(copy);
+      this.ranks = null;
       if (slot >= this.cols.flags.length) this.grow(slot * 2);
     } else {
       this.list[slot] = copy;
+      this.countFlags(this.cols.flags[slot], -1);
     }
     this.writeColumns(slot, copy);
+    this.countFlags(this.cols.flags[slot], +1);
   }
 
   /** Drops a node (O(nodes), rare). Its unit counts stay until forget()ten. */
   removeNode(name: string): void {
     const slot = this.slotOf.get(name);
     if (slot === undefined) return;
+    this.countFlags(this.cols.flags[slot], -1);
     this.list.splice(slot, 1);
+    this.ranks = null;
     this.slotOf.delete(name);
     for (let i = slot; i < this.list.length; i++) this.slotOf.set(this.list[i].name, i);
     for (const column of Object.values(this.cols) as Array<Float64Array | Uint8Array>) {
@@ -198,6 +230,10 @@ export class ClusterSnapshot {
     return d.bySlot;
   }
 
+  private countFlags(flags: number, delta: 1 | -1): void {
+    for (let b = 0; b < this.flagged.length; b++) if (flags & (1 << b)) this.flagged[b] += delta;
+  }
+
   private allocate(slot: number, cpu: number, memory: number): void {
     const n = this.list[slot];
     n.allocated.cpu += cpu;
@@ -212,8 +248,9 @@ export class ClusterSnapshot {
     c.memCapacity[slot] = n.capacity.memory;
     c.cpuAllocated[slot] = n.allocated.cpu;
     c.memAllocated[slot] = n.allocated.memory;
-    c.flags[slot] =
-      (n.ready ? 0 : NODE_NOT_READY) | (n.unschedulable ? NODE_CORDONED : 0) | (n.taints.length > 0 ? NODE_TAINTED : 0);
+    let flags = (n.ready ? 0 : NODE_NOT_READY) | (n.unschedulable ? NODE_CORDONED : 0);
+    for (const t of n.taints) flags |= t.effect === 'PreferNoSchedule' ? NODE_PREFER_NO_SCHEDULE : NODE_TAINTED;
+    c.flags[slot] = flags;
   }
 
   private grow(slots: number): void {

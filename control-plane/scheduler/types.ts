@@ -74,16 +74,18 @@ export interface ScorePlugin {
    */
   score(req: UnitRequest, node: NodeState, snap: ClusterSnapshot): number;
   /**
-   * Optional fast path, same values as score(): out[j] = score(req,
-   * nodes[candidates[j]], snap) for j < count. `nodes` is snap.nodes().
+   * Optional fast path: totals[j] += weight * score(req, nodes[candidates[j]],
+   * snap) for j < count, with exactly score()'s integers (the scheduler does
+   * not re-check them here). `nodes` is snap.nodes().
    */
-  scoreMany?(
+  addScores?(
     req: UnitRequest,
     nodes: readonly NodeState[],
     candidates: Int32Array,
     count: number,
     snap: ClusterSnapshot,
-    out: Float64Array,
+    totals: Float64Array,
+    weight: number,
   ): void;
   /** Why `score` gave what it gave, e.g. 'cpu%=37.5% mem%=36.9% imbalance=0.6%'. */
   explain?(req: UnitRequest, node: NodeState, snap: ClusterSnapshot): string;

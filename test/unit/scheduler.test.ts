@@ -20,6 +20,10 @@ import {
   FILTER_OK,
   formatDecision,
   MAX_REJECTED_NODES_IN_DECISION,
+  MAX_SCORED_NODES_IN_DECISION,
+  NODE_NOT_READY,
+  NODE_PREFER_NO_SCHEDULE,
+  NODE_TAINTED,
   nodeReady,
   nodeUnschedulable,
   preferNoSchedule,
@@ -80,15 +84,15 @@ function runFilter(plugin: FilterPlugin, req: UnitRequest, n: NodeState) {
   return status;
 }
 
-/** Scores one node both ways and checks they agree. */
+/** Scores one node both ways (alone, and through the many-node fast path) and checks they agree. */
 function runScore(plugin: ScorePlugin, req: UnitRequest, snap: ClusterSnapshot, name: string): number {
   const n = snap.get(name)!;
   const score = plugin.score(req, n, snap);
-  if (plugin.scoreMany) {
+  if (plugin.addScores) {
     const slot = snap.nodes().indexOf(n);
-    const out = new Float64Array(1);
-    plugin.scoreMany(req, snap.nodes(), Int32Array.from([slot]), 1, snap, out);
-    assert.equal(out[0], score, `scoreMany disagrees with score for ${plugin.name}`);
+    const totals = Float64Array.from([7]);
+    plugin.addScores(req, snap.nodes(), Int32Array.from([slot]), 1, snap, totals, 3);
+    assert.equal(totals[0], 7 + 3 * score, `addScores disagrees with score for ${plugin.name}`);
   }
   return score;
 }
@@ -447,7 +451,8 @@ describe('scheduling decisions', () => {
     // The counting filter runs once per node in the pass, and once more for
     // each rejected node the decision lists with reasons.
     assert.equal(filterCalls, 500 + MAX_REJECTED_NODES_IN_DECISION);
-    assert.equal(scoreCalls, 400);
+    // ... and once more for each feasible node the decision shows.
+    assert.equal(scoreCalls, 400 + MAX_SCORED_NODES_IN_DECISION);
   });
 
   test('schedule() leaves the snapshot unchanged; assume() is what records a placement.', () => {
@@ -531,19 +536,37 @@ describe('ClusterSnapshot', () => {
     const snap = new ClusterSnapshot(lessonNodes());
     snap.assume('node-d', web);
     assert.equal(snap.countsBySlot('web')?.[3], 1);
+    assert.equal(snap.countFlagged(NODE_TAINTED), 1);
+    assert.equal(snap.countFlagged(NODE_PREFER_NO_SCHEDULE), 0);
     snap.setNode(node('node-a', { ready: false }));
     assert.equal(snap.nodes()[0].ready, false);
+    assert.equal(snap.countFlagged(NODE_NOT_READY), 1);
+    snap.setNode(node('node-a'));
+    assert.equal(snap.countFlagged(NODE_NOT_READY), 0);
+    snap.removeNode('node-c');
+    assert.equal(snap.countFlagged(NODE_TAINTED), 0);
     snap.removeNode('node-b');
     assert.deepEqual(
       snap.nodes().map((n) => n.name),
-      ['node-a', 'node-c', 'node-d'],
+      ['node-a', 'node-d'],
     );
     assert.equal(snap.get('node-d')?.allocated.cpu, 7000);
-    assert.equal(snap.columns().cpuAllocated[2], 7000);
-    assert.equal(snap.countsBySlot('web')?.[2], 1);
+    assert.equal(snap.columns().cpuAllocated[1], 7000);
+    assert.equal(snap.countsBySlot('web')?.[1], 1);
     snap.setNode(node('node-e'));
     assert.equal(snap.get('node-e')?.capacity.cpu, 4000);
-    assert.equal(snap.columns().cpuCapacity[3], 4000);
+    assert.equal(snap.columns().cpuCapacity[2], 4000);
+    // node-a (reset to empty) and node-e are twins: the decision sees both
+    // through the columns, and the name decides.
+    const d = new Scheduler().schedule(web, snap);
+    assert.deepEqual(
+      d.nodes.map((n) => [n.node, n.total ?? n.reasons.join(', ')]),
+      [
+        ['node-d', 'mem_free=336Mi < request=2048Mi'],
+        ['node-a', 300],
+        ['node-e', 300],
+      ],
+    );
   });
 });
 
@@ -573,10 +596,11 @@ function naiveChoice(req: UnitRequest, snap: ClusterSnapshot): string | null {
 }
 
 describe('fast paths', () => {
-  test('Seeded random clusters place every unit exactly where the naive scheduler would.', () => {
+  test('Seeded random clusters, with nodes changing, coming and going, place every unit where the naive scheduler would.', () => {
     for (let seed = 1; seed <= 20; seed++) {
       const random = prng(seed);
       const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
+      const taints: Taint[] = [gpuOnly, { key: 'spot', effect: 'PreferNoSchedule' }, { key: 'x', value: '1', effect: 'NoExecute' }];
       const nodes = Array.from({ length: 40 }, (_, i) => {
         const cpu = pick([2000, 4000, 8000]);
         return node(`n${String(Math.floor(random() * 1000)).padStart(3, '0')}-${i}`, {
@@ -584,7 +608,7 @@ describe('fast paths', () => {
           unschedulable: random() < 0.1,
           capacity: { cpu, memory: cpu * 2 },
           allocated: { cpu: Math.floor(random() * cpu), memory: Math.floor(random() * cpu * 2) },
-          taints: random() < 0.3 ? [pick<Taint>([gpuOnly, { key: 'spot', effect: 'PreferNoSchedule' }, { key: 'x', value: '1', effect: 'NoExecute' }])] : [],
+          taints: random() < 0.3 ? [pick(taints)] : [],
         });
       });
       const snap = new ClusterSnapshot(nodes);
@@ -599,6 +623,21 @@ describe('fast paths', () => {
         if (live.length > 0 && random() < 0.2) {
           const [gone] = live.splice(Math.floor(random() * live.length), 1);
           snap.forget(gone[0], gone[1]);
+        }
+        const someNode = snap.nodes()[Math.floor(random() * snap.nodes().length)];
+        if (random() < 0.1) {
+          // A heartbeat or a cordon changes what is known about a node.
+          snap.setNode({ ...someNode, ready: random() > 0.2, unschedulable: random() < 0.2, taints: random() < 0.3 ? [pick(taints)] : [] });
+        } else if (random() < 0.05) {
+          // A node leaves (its units are lost) and a new one joins.
+          for (const [i, unit] of [...live.entries()].reverse()) {
+            if (unit[0] === someNode.name) {
+              live.splice(i, 1);
+              snap.forget(unit[0], unit[1]);
+            }
+          }
+          snap.removeNode(someNode.name);
+          snap.setNode(node(`new-${seed}-${k}`, { capacity: { cpu: 4000, memory: 8192 } }));
         }
         const d = scheduler.schedule(req, snap);
         assert.equal(d.chosen, naiveChoice(req, snap), `seed ${seed}, unit ${k}: fast path and naive scheduler disagree`);

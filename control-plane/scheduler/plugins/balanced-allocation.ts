@@ -4,6 +4,7 @@
 // but half empty on memory strands that memory). Pure, allocation-free.
 
 import type { ScorePlugin } from '../types.ts';
+import { roundHalfUp } from './round.ts';
 
 /** Utilisation after placing the unit; a node without capacity counts as full. */
 function fraction(allocated: number, request: number, capacity: number): number {
@@ -12,7 +13,7 @@ function fraction(allocated: number, request: number, capacity: number): number 
 
 /** score = round((1 - |cpu% - mem%|) * 100), clamped to 0..100 (over-committed nodes). */
 function balanced(cpuFraction: number, memFraction: number): number {
-  const s = Math.round((1 - Math.abs(cpuFraction - memFraction)) * 100);
+  const s = roundHalfUp((1 - Math.abs(cpuFraction - memFraction)) * 100);
   return s < 0 ? 0 : s > 100 ? 100 : s;
 }
 
@@ -25,12 +26,12 @@ export const balancedAllocation: ScorePlugin = {
       fraction(node.allocated.memory, req.resources.memory, node.capacity.memory),
     );
   },
-  scoreMany(req, _nodes, candidates, count, snap, out) {
+  addScores(req, _nodes, candidates, count, snap, totals, weight) {
     const { cpuCapacity, cpuAllocated, memCapacity, memAllocated } = snap.columns();
     const { cpu, memory } = req.resources;
     for (let j = 0; j < count; j++) {
       const i = candidates[j];
-      out[j] = balanced(fraction(cpuAllocated[i], cpu, cpuCapacity[i]), fraction(memAllocated[i], memory, memCapacity[i]));
+      totals[j] += balanced(fraction(cpuAllocated[i], cpu, cpuCapacity[i]), fraction(memAllocated[i], memory, memCapacity[i])) * weight;
     }
   },
   explain(req, node) {

@@ -14,6 +14,7 @@ export const nodeReady: FilterPlugin = {
     return { ok: false, reasons: [`node not ready (${node.notReadyReason || 'no heartbeat'})`] };
   },
   filterMany(_req, _nodes, candidates, count, snap) {
+    if (snap.countFlagged(NODE_NOT_READY) === 0) return count;
     const flags = snap.columns().flags;
     let kept = 0;
     for (let j = 0; j < count; j++) {

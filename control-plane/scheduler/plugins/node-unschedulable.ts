@@ -24,6 +24,7 @@ export const nodeUnschedulable: FilterPlugin = {
     return allowed(req, node) ? FILTER_OK : { ok: false, reasons: ['node is cordoned (unschedulable)'] };
   },
   filterMany(req, nodes, candidates, count, snap) {
+    if (snap.countFlagged(NODE_CORDONED) === 0) return count;
     const flags = snap.columns().flags;
     let kept = 0;
     for (let j = 0; j < count; j++) {

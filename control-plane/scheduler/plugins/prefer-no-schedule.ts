@@ -2,8 +2,9 @@
 // PreferNoSchedule taint is a soft "please not here". Each such taint the unit
 // does not tolerate lowers the node's score: 100, 50, 33, 25, ... Pure.
 
-import { NODE_TAINTED } from '../snapshot.ts';
+import { NODE_PREFER_NO_SCHEDULE } from '../snapshot.ts';
 import type { NodeState, ScorePlugin, UnitRequest } from '../types.ts';
+import { roundHalfUp } from './round.ts';
 import { isTolerated } from './tolerates.ts';
 
 function untoleratedPreferNoSchedule(req: UnitRequest, node: NodeState): number {
@@ -18,18 +19,19 @@ function untoleratedPreferNoSchedule(req: UnitRequest, node: NodeState): number 
 /** score = round(100 / (1 + untolerated PreferNoSchedule taints)). */
 function preferScore(req: UnitRequest, node: NodeState): number {
   if (node.taints.length === 0) return 100;
-  return Math.round(100 / (1 + untoleratedPreferNoSchedule(req, node)));
+  return roundHalfUp(100 / (1 + untoleratedPreferNoSchedule(req, node)));
 }
 
 export const preferNoSchedule: ScorePlugin = {
   name: 'prefer-no-schedule',
   weight: 1,
   score: preferScore,
-  scoreMany(req, nodes, candidates, count, snap, out) {
+  addScores(req, nodes, candidates, count, snap, totals, weight) {
     const flags = snap.columns().flags;
+    const anyTainted = snap.countFlagged(NODE_PREFER_NO_SCHEDULE) > 0;
     for (let j = 0; j < count; j++) {
       const i = candidates[j];
-      out[j] = (flags[i] & NODE_TAINTED) === 0 ? 100 : preferScore(req, nodes[i]);
+      totals[j] += (!anyTainted || (flags[i] & NODE_PREFER_NO_SCHEDULE) === 0 ? 100 : preferScore(req, nodes[i])) * weight;
     }
   },
   explain(req, node) {

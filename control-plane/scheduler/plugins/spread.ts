@@ -4,6 +4,7 @@
 // it first). Pure, O(1) per node: both counts come from ClusterSnapshot.
 
 import type { ScorePlugin } from '../types.ts';
+import { roundHalfUp } from './round.ts';
 
 /**
  * score = round(100 * (max - here) / max), where `here` is the number of
@@ -25,16 +26,16 @@ export const spread: ScorePlugin = {
   score(req, node, snap) {
     const max = snap.maxOnOneNode(req.deployment);
     if (max === 0) return 100;
-    return Math.round((100 * (max - snap.countOn(req.deployment, node.name))) / max);
+    return roundHalfUp((100 * (max - snap.countOn(req.deployment, node.name))) / max);
   },
-  scoreMany(req, _nodes, candidates, count, snap, out) {
+  addScores(req, _nodes, candidates, count, snap, totals, weight) {
     const max = snap.maxOnOneNode(req.deployment);
     const here = snap.countsBySlot(req.deployment);
     if (max === 0 || here === undefined) {
-      out.fill(100, 0, count);
+      for (let j = 0; j < count; j++) totals[j] += 100 * weight;
       return;
     }
-    for (let j = 0; j < count; j++) out[j] = Math.round((100 * (max - here[candidates[j]])) / max);
+    for (let j = 0; j < count; j++) totals[j] += roundHalfUp((100 * (max - here[candidates[j]])) / max) * weight;
   },
   explain(req, node, snap) {
     const here = snap.countOn(req.deployment, node.name);

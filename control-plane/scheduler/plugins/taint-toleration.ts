@@ -26,11 +26,14 @@ export const taintToleration: FilterPlugin = {
     return { ok: false, reasons: [`untolerated ${keys.length === 1 ? 'taint' : 'taints'} ${keys.join(', ')}`] };
   },
   filterMany(req, nodes, candidates, count, snap) {
+    if (snap.countFlagged(NODE_TAINTED) === 0) return count;
     const flags = snap.columns().flags;
+    // Without tolerations every NoSchedule/NoExecute taint rejects: the flag says it all.
+    const mayTolerate = req.tolerations.length > 0;
     let kept = 0;
     for (let j = 0; j < count; j++) {
       const i = candidates[j];
-      if ((flags[i] & NODE_TAINTED) === 0 || toleratesAll(req, nodes[i])) candidates[kept++] = i;
+      if ((flags[i] & NODE_TAINTED) === 0 || (mayTolerate && toleratesAll(req, nodes[i]))) candidates[kept++] = i;
     }
     return kept;
   },
