@@ -80,8 +80,9 @@ export function formatTaint(taint: Taint): string {
   return taint.effect === 'NoSchedule' ? kv : `${kv}:${taint.effect}`;
 }
 
+/** Bundled entries (dist/*.mjs, see bundle.ts) run on plain node; sources through tsx. */
 function nodeArgs(layout: ClusterLayout, script: string): string[] {
-  return [layout.nodeExecPath, '--import', 'tsx', script];
+  return script.endsWith('.mjs') ? [layout.nodeExecPath, script] : [layout.nodeExecPath, '--import', 'tsx', script];
 }
 
 export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {

@@ -25,6 +25,7 @@ import { describePortProblem, firstBusyPort } from './ports.ts';
 import { waitForCluster } from './readiness.ts';
 import { LogStream, shouldUseColor } from './stream.ts';
 import { PDEATHSIG_WRAPPER, pdeathsigWrapperWorks, Supervisor } from './supervisor.ts';
+import { bundleProcesses } from './bundle.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 /**
@@ -158,6 +159,7 @@ async function run(): Promise<number> {
       throw new StartError((err as Error).message, 1);
     }
 
+    const bundled = process.env.MO_LAUNCHER_CP_SCRIPT || process.env.MO_LAUNCHER_AGENT_SCRIPT ? null : await bundleProcesses(REPO_ROOT);
     const specs = clusterCommands({
       nodeExecPath: process.execPath,
       dataDir,
@@ -165,8 +167,8 @@ async function run(): Promise<number> {
       replicas: options.replicas,
       token,
       nodes,
-      controlPlaneScript: process.env.MO_LAUNCHER_CP_SCRIPT || undefined,
-      nodeAgentScript: process.env.MO_LAUNCHER_AGENT_SCRIPT || undefined,
+      controlPlaneScript: process.env.MO_LAUNCHER_CP_SCRIPT || bundled?.controlPlane,
+      nodeAgentScript: process.env.MO_LAUNCHER_AGENT_SCRIPT || bundled?.nodeAgent,
     });
     // Once the reader of the stream is gone (`npm start | head`, a closed pipe), writes are dropped, not retried.
     let outputOpen = true;

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NodeInfo } from '../../shared/model.ts';
+import { bundleProcesses, ENTRIES } from '../../launcher/bundle.ts';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -77,8 +78,23 @@ export async function freeBasePort(count: number): Promise<number> {
   throw new Error('no free ports found');
 }
 
+let bundled: Promise<unknown> | null = null;
+/** Build dist/*.mjs once per test process: tests run what `npm start` runs. */
+export function ensureBundles(): Promise<unknown> {
+  bundled ??= bundleProcesses(REPO);
+  return bundled;
+}
+const BUNDLE_OF: Record<string, string> = {
+  [ENTRIES.controlPlane.entry]: ENTRIES.controlPlane.out,
+  [ENTRIES.nodeAgent.entry]: ENTRIES.nodeAgent.out,
+};
+
+/** Start an entry script as its own OS process (the bundle when one exists
+ *  for it; call ensureBundles() first). */
 export function startProcess(name: string, script: string, args: string[], env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+  const bundle = BUNDLE_OF[script];
+  const argv = bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args];
+  const child = spawn(process.execPath, argv, {
     cwd: REPO,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -110,6 +126,7 @@ export class Cluster {
 
   static async start(opts: ClusterOptions = {}): Promise<Cluster> {
     const full: Required<ClusterOptions> = { nodes: LESSON, replicas: 1, cpArgs: [], agentArgs: [], ...opts };
+    await ensureBundles();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-test-'));
     const c = new Cluster(dir, await freeBasePort(full.replicas), full);
     try {

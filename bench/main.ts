@@ -1,0 +1,64 @@
+// bench/main.ts -- `npm run bench`: every figure the README quotes, each
+// printed beside its target. Run on an otherwise idle machine; `--only NAME`
+// runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory).
+
+import { benchScheduler } from './scheduler.ts';
+import { benchStorage } from './raft-storage.ts';
+import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cluster.ts';
+
+const only = (() => {
+  const i = process.argv.indexOf('--only');
+  return i >= 0 ? process.argv[i + 1] : null;
+})();
+const want = (name: string) => only === null || only === name;
+const f = (n: number, d = 1) => n.toFixed(d);
+const verdict = (ok: boolean) => (ok ? 'meets target' : 'MISSES target');
+const summary: string[] = [];
+
+if (want('scheduler')) {
+  console.log('\n== scheduler: placements per second (one unit at a time, assume() between) ==');
+  const rows = await benchScheduler();
+  for (const r of rows) summary.push(`scheduler @ ${r.nodes} nodes: ${Math.round(r.placementsPerSec)} placements/s${r.nodes === 5000 ? ` (target >= 5000: ${verdict(r.placementsPerSec >= 5000)})` : ''}`);
+}
+
+if (want('storage')) {
+  console.log('\n== raft storage: fsynced saves ==');
+  await benchStorage();
+}
+
+if (want('apply')) {
+  console.log('\n== apply N replicas of sleep until all Running vs plain child_process.spawn ==');
+  for (const r of await benchApply([200, 1000])) {
+    const line = `apply ${r.replicas}: cluster ${f(r.clusterMs, 0)} ms, plain spawn ${f(r.plainMs, 0)} ms, ratio ${f(r.ratio, 2)} (target <= 1.5: ${verdict(r.ratio <= 1.5)}); replica RSS with ${r.replicas} units ${f(r.cpRssMiB)} MiB${r.replicas === 1000 ? ` (target < 150: ${verdict(r.cpRssMiB < 150)})` : ''}`;
+    console.log(line);
+    summary.push(line);
+  }
+}
+
+if (want('unit-kill')) {
+  console.log('\n== unit kill -9 until its replacement is Running ==');
+  const r = await benchUnitKill(30);
+  const line = `unit kill -9 -> replacement Running: median ${f(r.medianMs)} ms, p99 ${f(r.p99Ms)} ms over ${r.samples.length} rounds (target median <= 20 ms: ${verdict(r.medianMs <= 20)})`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('agent-kill')) {
+  console.log('\n== agent SIGKILL until all its units are Running elsewhere (NotReady after 1000 ms) ==');
+  const r = await benchAgentKill(5);
+  const line = `agent SIGKILL -> units Running elsewhere: median ${f(r.medianMs, 0)} ms over ${r.samples.length} rounds [${r.samples.map((s) => f(s, 0)).join(', ')}] (target <= 1500 ms: ${verdict(r.medianMs <= 1500)})`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('memory')) {
+  console.log('\n== idle memory (RSS) ==');
+  const r = await benchIdleMemory();
+  const agentTotal = r.agentMiB + r.agentHelpersMiB;
+  const line = `idle agent ${f(r.agentMiB)} MiB + helpers ${f(r.agentHelpersMiB)} MiB = ${f(agentTotal)} MiB (target < 60: ${verdict(agentTotal < 60)}); idle replica ${f(r.replicaMiB)} MiB`;
+  console.log(line);
+  summary.push(line);
+}
+
+console.log('\n== summary ==');
+for (const s of summary) console.log(s);
