@@ -32,6 +32,8 @@ const MAX_READY_ROUNDS_PER_DRAIN = 200;
 export interface SimOptions {
   /** Random steps before the final heal (default 600). */
   steps?: number;
+  /** Replicas in the group; default: 3, or 5 for a quarter of the seeds. */
+  replicas?: number;
   /** Receives one line per step when set. */
   trace?: (line: string) => void;
 }
@@ -98,12 +100,14 @@ export function runSimulation(seed: number, options: SimOptions = {}): SimResult
 
 class Simulation {
   private readonly rng: SeededRandom;
-  private readonly ids: NodeId[] = ['n1', 'n2', 'n3'];
+  private readonly ids: NodeId[];
   private readonly hosts = new Map<NodeId, SimHost>();
   private readonly checker = new SafetyChecker();
   private network: InFlight[] = [];
   private group = new Map<NodeId, number>(); // partition id per node
   private readonly acked: string[] = [];
+  /** `${voter}@${term}` -> candidate it voted for (from messages actually sent). */
+  private readonly votesGranted = new Map<string, NodeId>();
   private writeSeq = 0;
   private readSeq = 0;
   private stepNo = 0;
@@ -139,6 +143,10 @@ class Simulation {
     this.pReorder = r.next() * 0.5;
     this.pSyncDrain = 0.5 + r.next() * 0.5;
     this.compactEvery = 3 + r.int(20);
+    // Mostly the 3 replicas we deploy; some 5-replica groups, where a quorum
+    // needs two peers, so Figure 8 and read-index confirmation bite harder.
+    const size = options.replicas ?? (r.chance(0.25) ? 5 : 3);
+    this.ids = Array.from({ length: size }, (_, i) => `n${i + 1}`);
     for (const id of this.ids) {
       const h = new SimHost(id);
       this.hosts.set(id, h);
@@ -149,7 +157,7 @@ class Simulation {
 
   private configLine(): string {
     const k = this.raftKnobs;
-    return `preVote=${k.preVote} checkQuorum=${k.checkQuorum} heartbeatTicks=${k.heartbeatTicks} maxEntriesPerMsg=${k.maxEntriesPerMsg} maxInflight=${k.maxInflight} drop=${this.pDrop.toFixed(2)} dup=${this.pDup.toFixed(2)} reorder=${this.pReorder.toFixed(2)} compactEvery=${this.compactEvery}`;
+    return `replicas=${this.ids.length} preVote=${k.preVote} checkQuorum=${k.checkQuorum} heartbeatTicks=${k.heartbeatTicks} maxEntriesPerMsg=${k.maxEntriesPerMsg} maxInflight=${k.maxInflight} drop=${this.pDrop.toFixed(2)} dup=${this.pDup.toFixed(2)} reorder=${this.pReorder.toFixed(2)} compactEvery=${this.compactEvery}`;
   }
 
   run(): SimResult {
@@ -206,7 +214,7 @@ class Simulation {
     else if (roll < 95.6) this.crash(r.pick(this.ids));
     else if (roll < 97) this.restartOne();
     else if (roll < 97.6) this.partition();
-    else if (roll < 98.8) this.heal();
+    else if (roll < 98) this.heal();
     else this.deliverOne();
   }
 
@@ -385,7 +393,10 @@ class Simulation {
       return;
     }
     // phase 'persisted': the contract allows sending and applying now.
-    for (const m of rd.messages) this.send(m);
+    for (const m of rd.messages) {
+      this.checkPersistedBeforeSend(h, m);
+      this.send(m);
+    }
     if (rd.snapshot) {
       h.sm = WriteLog.fromSnapshot(rd.snapshot);
       this.checker.checkRestore(h.id, h.sm);
@@ -413,6 +424,36 @@ class Simulation {
       h.durable.entries = h.durable.entries.filter((e) => e.index > res.snapshot.meta.index);
       this.stats.compactions++;
       this.trace(`${h.id} compacted through ${st.applied}`);
+    }
+  }
+
+  /**
+   * The Ready contract seen from the disk: a vote leaves only once stored
+   * (at most one vote per term, §5.2, must survive a crash), and an append
+   * acknowledgement only covers entries that are stored.
+   */
+  private checkPersistedBeforeSend(h: SimHost, m: Message): void {
+    if (m.type === 'voteResponse' && !m.reject) {
+      const key = `${m.from}@${m.term}`;
+      const earlier = this.votesGranted.get(key);
+      if (earlier !== undefined && earlier !== m.to) {
+        throw new SafetyViolation('One vote per term', `${m.from} voted for ${earlier} and ${m.to} in term ${m.term}`);
+      }
+      this.votesGranted.set(key, m.to);
+      const hs = h.durable.hardState;
+      // A later term in the same Ready supersedes the vote (it can no longer be re-cast).
+      if (hs.term < m.term || (hs.term === m.term && hs.vote !== m.to)) {
+        throw new SafetyViolation('Ready contract', `${m.from} sent a vote for ${m.to} in term ${m.term} but stored term ${hs.term} vote ${hs.vote}`);
+      }
+    }
+    // (If a higher term reached this replica in the same Ready, its log may
+    // since have been truncated by that term's leader; the old ack is moot.)
+    if (m.type === 'appendResponse' && !m.reject && m.index > 0 && h.durable.hardState.term === m.term) {
+      const d = h.durable;
+      const stored = d.entries.length > 0 ? d.entries[d.entries.length - 1].index : (d.snapshot?.meta.index ?? 0);
+      if (stored < m.index) {
+        throw new SafetyViolation('Ready contract', `${m.from} acknowledged index ${m.index} but stored only through ${stored}`);
+      }
     }
   }
 
