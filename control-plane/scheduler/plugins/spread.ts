@@ -20,22 +20,28 @@ import { roundHalfUp } from './round.ts';
  * (balanced + spread) node-b (199 vs 190), node-d (190 vs 99), then node-b
  * again because node-d is out of cpu and memory.
  */
+function spreadScore(here: number, max: number): number {
+  return max === 0 ? 100 : roundHalfUp((max - here) * (100 / max));
+}
+
 export const spread: ScorePlugin = {
   name: 'spread',
   weight: 1,
   score(req, node, snap) {
-    const max = snap.maxOnOneNode(req.deployment);
-    if (max === 0) return 100;
-    return roundHalfUp((100 * (max - snap.countOn(req.deployment, node.name))) / max);
+    return spreadScore(snap.countOn(req.deployment, node.name), snap.maxOnOneNode(req.deployment));
   },
   addScores(req, _nodes, candidates, count, snap, totals, weight) {
     const max = snap.maxOnOneNode(req.deployment);
     const here = snap.countsBySlot(req.deployment);
+    const empty = 100 * weight; // most nodes hold none of a deployment's units
     if (max === 0 || here === undefined) {
-      for (let j = 0; j < count; j++) totals[j] += 100 * weight;
+      for (let j = 0; j < count; j++) totals[j] += empty;
       return;
     }
-    for (let j = 0; j < count; j++) totals[j] += roundHalfUp((100 * (max - here[candidates[j]])) / max) * weight;
+    for (let j = 0; j < count; j++) {
+      const h = here[candidates[j]];
+      totals[j] += h === 0 ? empty : spreadScore(h, max) * weight;
+    }
   },
   explain(req, node, snap) {
     const here = snap.countOn(req.deployment, node.name);
