@@ -15,7 +15,7 @@ import { runSimulation } from '../../control-plane/raft/sim/simulation.ts';
 
 const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 500);
 const FROM = Number(process.env.RAFT_SIM_FROM ?? 1);
-const STEPS_PER_SEED = 800;
+const STEPS_PER_SEED = 1500;
 
 test(`${SEEDS} simulated seeds keep every Raft safety property and lose no acknowledged write`, () => {
   const failures: string[] = [];
