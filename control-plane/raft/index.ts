@@ -4,3 +4,4 @@
 
 export { RaftNode, MAX_COMMITTED_ENTRIES_PER_READY } from './raft-node.ts';
 export type * from './types.ts';
+export { validateMessage, MAX_WIRE_ENTRIES_PER_MESSAGE, MAX_WIRE_STRING_LENGTH } from './validate.ts';

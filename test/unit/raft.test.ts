@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { RaftNode } from '../../control-plane/raft/raft-node.ts';
 import type { Entry, Message, NodeId, PersistedState, RaftConfig, Ready, ReadState } from '../../control-plane/raft/types.ts';
 import { SeededRandom } from '../../shared/random.ts';
+import { validateMessage } from '../../control-plane/raft/validate.ts';
+import { pack, unpack } from 'msgpackr';
 
 const T = 10; // electionTimeoutTicks
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -568,6 +570,33 @@ test('ready() refuses a second batch before advance(), so no work is handed out 
   const rd = c.n('n1').ready()!;
   assert.throws(() => c.n('n1').ready(), /before advance/);
   c.n('n1').advance(rd);
+});
+
+test('every message the core sends survives msgpack and passes validateMessage; malformed ones get a reason', () => {
+  const c = new Cluster(['n1', 'n2', 'n3'], { preVote: true });
+  c.elect('n1');
+  c.isolate('n3');
+  for (let i = 1; i <= 5; i++) c.n('n1').propose(enc(`w${i}`));
+  c.deliverAll();
+  c.n('n1').compact(c.n('n1').status().applied, enc('snap'));
+  c.heal();
+  c.n('n1').readIndex('ctx');
+  c.tickAll(6);
+  const types = new Set(c.sent.map((m) => m.type));
+  for (const t of ['preVote', 'preVoteResponse', 'vote', 'voteResponse', 'append', 'appendResponse', 'heartbeat', 'heartbeatResponse', 'snapshot']) {
+    assert.ok(types.has(t as Message['type']), `the scenario produced a ${t}`);
+  }
+  for (const m of c.sent) {
+    const back = validateMessage(unpack(pack(m)));
+    assert.notEqual(typeof back, 'string', `${m.type} failed validation: ${String(back)}`);
+  }
+  assert.equal(validateMessage(null), 'raft message is not an object');
+  assert.equal(validateMessage({ type: 'vote', from: 'a', to: 'b', term: -1 }), 'raft vote: term must be a non-negative integer');
+  assert.equal(
+    validateMessage({ type: 'append', from: 'a', to: 'b', term: 1, prevLogIndex: 1, prevLogTerm: 1, commit: 0, entries: [entry(5, 1)] }),
+    'raft append from a: entries[0] is not contiguous after prevLogIndex',
+  );
+  assert.equal(validateMessage({ type: 'launchMissiles', from: 'a', to: 'b', term: 1 }), "unknown raft message type 'launchMissiles'");
 });
 
 test('bad configuration is refused with a one-line reason', () => {
