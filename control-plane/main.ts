@@ -20,8 +20,9 @@ import { Controller, DEFAULT_CONTROLLER_OPTIONS } from './controller/controller.
 import { EventLog } from './events.ts';
 import { NodeRegistry } from './registry/node-registry.ts';
 import { Scheduler } from './scheduler/index.ts';
-import { SoloStore } from './store/solo-store.ts';
-import type { ReplicatedStore } from './store/store.ts';
+import { RaftStore } from './store/raft-store.ts';
+import { NoQuorumError, type ReplicatedStore } from './store/store.ts';
+import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -122,7 +123,9 @@ async function main(): Promise<void> {
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   const events = new EventLog(cfg.id, now);
-  const store: ReplicatedStore = await SoloStore.open(cfg.id, path.join(cfg.dataDir, 'wal'));
+  const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `ws://${cfg.host}:${cfg.port}`]]);
+  const raftStore = await RaftStore.open({ id: cfg.id, peers, dataDir: path.join(cfg.dataDir, 'raft'), token: cfg.token, log });
+  const store: ReplicatedStore = raftStore;
   const changeListeners = new Set<() => void>();
   const changed = () => {
     for (const fn of changeListeners) fn();
@@ -194,8 +197,32 @@ async function main(): Promise<void> {
     if (!obs) return;
     const rec = store.state.nodes.get(name);
     if (rec && JSON.stringify(rec.info) === JSON.stringify(obs.info)) return;
-    void store.propose({ type: 'node.register', at: now(), node: obs.info }).catch((e) => log(`register ${name} failed: ${(e as Error).message}`));
+    void store.propose({ type: 'node.register', at: now(), node: obs.info }).catch((e) => {
+      if (!(e instanceof NoQuorumError)) log(`register ${name} failed: ${(e as Error).message}`);
+    });
   };
+
+  // Leadership: only the leader acts. A new leader forgets in-flight
+  // commands (it never sent them), tells every agent its term (fencing),
+  // registers nodes it knows, gives silent nodes a grace period, and runs a
+  // pass at once.
+  let wasLeader = false;
+  store.onRoleChange(() => {
+    const s = store.status();
+    agents.broadcastLeader(s.term, s.leaderId);
+    changed();
+    if (s.role === 'leader' && !wasLeader) {
+      wasLeader = true;
+      events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${s.term}`);
+      controller.resetInFlight();
+      for (const rec of store.state.nodes.values()) registry.seed(rec.info, now() + STARTUP_GRACE_MS);
+      for (const name of registry.nodes.keys()) registerNode(name);
+      controller.trigger();
+    } else if (s.role !== 'leader' && wasLeader) {
+      wasLeader = false;
+      controller.resetInFlight();
+    }
+  });
 
   const api = new ApiServer({
     store,
@@ -203,10 +230,8 @@ async function main(): Promise<void> {
     events,
     token: cfg.token,
     now,
-    clusterStatus: async () => ({
-      leader: store.leaderId() ?? '',
-      replicas: [{ ...replicaStatus(), url: `http://${cfg.host}:${cfg.port}`, reachable: true }],
-    }),
+    clusterStatus: () => gatherClusterStatus(peers, cfg.id, cfg.token, replicaStatus),
+    forward: (req, res, body) => forwardToLeader(req, res, body, { store, peers, selfId: cfg.id, reachable: () => raftStore.transport.connectedPeers().length + 1 }),
     replicaStatus: () => replicaStatus(),
     subscribe: (fn) => {
       changeListeners.add(fn);
@@ -220,7 +245,7 @@ async function main(): Promise<void> {
 
   const server: http.Server = api.server;
   server.on('upgrade', (req, socket, head) => {
-    if (!agents.handleUpgrade(req, socket, head)) socket.destroy();
+    if (!agents.handleUpgrade(req, socket, head) && !raftStore.transport.handleUpgrade(req, socket, head)) socket.destroy();
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -229,13 +254,8 @@ async function main(): Promise<void> {
     process.stderr.write(`control-plane: cannot listen on ${cfg.host}:${cfg.port}: ${e.code === 'EADDRINUSE' ? 'address in use' : e.message}\n`);
     process.exit(1);
   });
-  log(`${cfg.id} listening on http://${cfg.host}:${cfg.port} (pid ${process.pid}, data ${cfg.dataDir}); ${store.state.deployments.size} deployments, ${store.state.units.size} units restored`);
-  log(`${cfg.id} is leader of term ${store.term()} (single replica)`);
-  events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${store.term()}`);
-
-  // Give agents of already-registered nodes time to reconnect to this fresh
-  // process before their units count as lost.
-  for (const rec of store.state.nodes.values()) registry.seed(rec.info, now() + STARTUP_GRACE_MS);
+  log(`${cfg.id} listening on http://${cfg.host}:${cfg.port} (pid ${process.pid}, data ${cfg.dataDir})`);
+  log(`${cfg.id} is a follower of term ${store.term()} among ${[...peers.keys()].join(', ')}; waiting for a leader`);
   const liveness = setInterval(() => registry.checkLiveness(now()), Math.max(10, Math.floor(cfg.notReadyAfterMs / 20)));
   controller.start();
 

@@ -98,6 +98,13 @@ export class Controller {
       do {
         this.dirty = false;
         if (!this.deps.store.isLeader()) break;
+        // Nothing is started or stopped without a quorum: confirm this
+        // replica still leads (read index, one heartbeat round) first.
+        try {
+          await this.deps.store.readBarrier();
+        } catch {
+          break;
+        }
         await this.pass();
       } while (this.dirty && !this.stopped);
     } catch (err) {

@@ -1,0 +1,100 @@
+// control-plane/api/leader-routing.ts -- how every replica answers with the
+// cluster's view: a follower proxies /v1 requests to the leader (watch
+// streams included, piped through), and /v1/cluster asks every replica for
+// its own status. A request is forwarded at most once (x-mo-forwarded), so
+// two replicas that briefly disagree on the leader cannot bounce it.
+
+import http from 'node:http';
+import { NoQuorumError, type ReplicatedStore } from '../store/store.ts';
+import { sendJson } from './http-server.ts';
+
+export const FORWARD_TIMEOUT_MS = 10000;
+export const STATUS_TIMEOUT_MS = 700;
+
+export function httpUrlOf(wsUrl: string): string {
+  return wsUrl.replace(/^ws/, 'http');
+}
+
+export interface ForwardDeps {
+  store: ReplicatedStore;
+  peers: Map<string, string>;
+  selfId: string;
+  reachable: () => number;
+}
+
+export async function forwardToLeader(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer, d: ForwardDeps): Promise<boolean> {
+  const leader = d.store.leaderId();
+  const isWrite = req.method !== 'GET';
+  if (leader === d.selfId) return false;
+  if (!leader || req.headers['x-mo-forwarded']) {
+    const why = `no leader elected (${d.selfId} reaches ${d.reachable()} of ${d.peers.size} replicas)`;
+    if (isWrite) throw new NoQuorumError(`no quorum: ${why}; the write was refused and will never apply`, 'refused');
+    sendJson(res, 503, { error: `no quorum: ${why}` });
+    return true;
+  }
+  const base = d.peers.get(leader);
+  if (!base) return false;
+  const target = new URL(req.url ?? '/', httpUrlOf(base));
+  await new Promise<void>((resolve) => {
+    const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': d.selfId };
+    if (req.headers.authorization) headers.authorization = req.headers.authorization;
+    if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
+    if (body.length) headers['content-length'] = body.length;
+    const up = http.request(target, { method: req.method, headers, timeout: FORWARD_TIMEOUT_MS }, (upRes) => {
+      const h: http.OutgoingHttpHeaders = { 'x-mo-leader': leader };
+      for (const k of ['content-type', 'content-length', 'cache-control', 'location']) if (upRes.headers[k]) h[k] = upRes.headers[k];
+      res.writeHead(upRes.statusCode ?? 502, h);
+      upRes.pipe(res);
+      upRes.on('end', resolve);
+      upRes.on('error', () => {
+        res.destroy();
+        resolve();
+      });
+    });
+    // A watch stream lives until the client leaves: stop the upstream too.
+    res.on('close', () => up.destroy());
+    up.on('timeout', () => {
+      if (!res.headersSent) up.destroy(new Error(`no answer within ${FORWARD_TIMEOUT_MS} ms`));
+    });
+    up.on('error', (err) => {
+      if (!res.headersSent) {
+        const msg = isWrite
+          ? `no quorum: the leader ${leader} could not be reached (${err.message}); the write's outcome is unknown if it was sent`
+          : `leader ${leader} could not be reached: ${err.message}`;
+        sendJson(res, 503, { error: msg });
+      } else res.destroy();
+      resolve();
+    });
+    up.end(body);
+  });
+  return true;
+}
+
+export interface ReplicaRow {
+  id: string;
+  url: string;
+  role: string;
+  term: number | null;
+  commitIndex: number | null;
+  pid: number | null;
+  reachable: boolean;
+}
+
+/** The contract's `mo cluster status` object, from every replica's own word. */
+export async function gatherClusterStatus(peers: Map<string, string>, selfId: string, token: string, self: () => Record<string, unknown>): Promise<{ leader: string; replicas: ReplicaRow[] }> {
+  const rows = await Promise.all(
+    [...peers.entries()].map(async ([id, ws]): Promise<ReplicaRow> => {
+      const url = httpUrlOf(ws);
+      try {
+        const s = id === selfId ? self() : ((await (await fetch(`${url}/v1/replica`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(STATUS_TIMEOUT_MS) })).json()) as Record<string, unknown>);
+        return { id, url, role: String(s.role), term: Number(s.term), commitIndex: Number(s.commitIndex), pid: Number(s.pid), reachable: true };
+      } catch {
+        return { id, url, role: 'unknown', term: null, commitIndex: null, pid: null, reachable: false };
+      }
+    }),
+  );
+  // The leader of the highest term any replica reports (a stale leader that
+  // has not heard of the new term yet may still call itself leader).
+  const leaders = rows.filter((r) => r.role === 'leader').sort((a, b) => (b.term ?? 0) - (a.term ?? 0));
+  return { leader: leaders[0]?.id ?? '', replicas: rows };
+}

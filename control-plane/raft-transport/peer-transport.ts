@@ -1,0 +1,134 @@
+// control-plane/raft-transport/peer-transport.ts -- the WebSocket transport
+// between control-plane replicas. Each replica dials every peer at
+// `/raft` (bearer token) and SENDS on that outbound socket; it RECEIVES on
+// the sockets peers dialled in. Frames are msgpack Raft messages, validated
+// here before the core sees them (a bad frame closes that connection; the
+// process keeps running). Raft tolerates loss, so a message for a peer that
+// is not connected is dropped, never queued without bound.
+
+import type http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { timingSafeEqual } from 'node:crypto';
+import { Packr } from 'msgpackr';
+import pRetry from 'p-retry';
+import WebSocket, { WebSocketServer } from 'ws';
+import type { Message } from '../raft/index.ts';
+import { validateMessage } from '../raft/validate.ts';
+
+/** Largest peer frame: a snapshot of the desired state travels whole. */
+export const MAX_PEER_FRAME_BYTES = 64 * 1024 * 1024;
+/** Bytes buffered on one outbound socket before messages are dropped. */
+export const MAX_PEER_BUFFERED_BYTES = 32 * 1024 * 1024;
+export const RECONNECT_MAX_MS = 500;
+
+const packr = new Packr({ useRecords: false, moreTypes: false });
+
+export interface PeerTransportOptions {
+  id: string;
+  /** Every replica, this one included: id -> ws://host:port */
+  peers: Map<string, string>;
+  token: string;
+  onMessage: (m: Message) => void;
+  log: (line: string) => void;
+}
+
+export class PeerTransport {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PEER_FRAME_BYTES });
+  private readonly out = new Map<string, WebSocket>();
+  private readonly inbound = new Set<WebSocket>();
+  private closed = false;
+
+  constructor(private readonly opts: PeerTransportOptions) {
+    for (const [peer, url] of opts.peers) if (peer !== opts.id) void this.dial(peer, url);
+  }
+
+  private async dial(peer: string, url: string): Promise<void> {
+    let everConnected = false;
+    while (!this.closed) {
+      try {
+        await pRetry(
+          () =>
+            new Promise<void>((resolve, reject) => {
+              if (this.closed) return resolve();
+              const ws = new WebSocket(`${url}/raft`, { headers: { authorization: `Bearer ${this.opts.token}`, 'x-mo-replica': this.opts.id }, handshakeTimeout: 2000 });
+              ws.on('open', () => {
+                this.out.set(peer, ws);
+                if (!everConnected) this.opts.log(`raft: connected to peer ${peer} at ${url}`);
+                everConnected = true;
+              });
+              ws.on('error', (err) => {
+                if (!this.out.has(peer) || this.out.get(peer) !== ws) reject(err);
+              });
+              ws.on('close', () => {
+                if (this.out.get(peer) === ws) this.out.delete(peer);
+                resolve(); // dial again
+              });
+              // Peers never send on our outbound socket; ignore anything that arrives.
+            }),
+          { forever: true, minTimeout: 50, maxTimeout: RECONNECT_MAX_MS, factor: 2, randomize: true, shouldRetry: () => !this.closed },
+        );
+      } catch {
+        /* closed */
+      }
+      if (!this.closed) await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** Route an HTTP upgrade on `/raft`; false for other paths. */
+  handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    if ((req.url ?? '').split('?')[0] !== '/raft') return false;
+    const auth = req.headers.authorization ?? '';
+    const given = Buffer.from(auth.startsWith('Bearer ') ? auth.slice(7).trim() : '');
+    const want = Buffer.from(this.opts.token);
+    if (given.length !== want.length || !timingSafeEqual(given, want)) {
+      this.opts.log(`raft: peer connection from ${req.socket.remoteAddress} refused: ${auth ? 'invalid' : 'missing'} token`);
+      socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n');
+      return true;
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, String(req.headers['x-mo-replica'] ?? req.socket.remoteAddress)));
+    return true;
+  }
+
+  private accept(ws: WebSocket, who: string): void {
+    this.inbound.add(ws);
+    ws.on('close', () => this.inbound.delete(ws));
+    ws.on('error', () => ws.terminate());
+    ws.on('message', (data, isBinary) => {
+      let m: unknown;
+      try {
+        if (!isBinary) throw new Error('text frame (expected binary msgpack)');
+        m = packr.unpack(Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer));
+      } catch (e) {
+        this.opts.log(`raft: frame from ${who} refused: undecodable: ${(e as Error).message}; closing`);
+        ws.close(1008, 'undecodable frame');
+        return;
+      }
+      const msg = validateMessage(m);
+      if (typeof msg === 'string') {
+        this.opts.log(`raft: frame from ${who} refused: ${msg}; closing`);
+        ws.close(1008, msg.slice(0, 120));
+        return;
+      }
+      if (msg.to !== this.opts.id || !this.opts.peers.has(msg.from)) return;
+      this.opts.onMessage(msg);
+    });
+  }
+
+  send(m: Message): void {
+    const ws = this.out.get(m.to);
+    if (!ws || ws.readyState !== WebSocket.OPEN) return; // dropped: Raft retries
+    if (ws.bufferedAmount > MAX_PEER_BUFFERED_BYTES) return;
+    ws.send(packr.pack(m));
+  }
+
+  connectedPeers(): string[] {
+    return [...this.out.keys()];
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const ws of this.out.values()) ws.terminate();
+    for (const ws of this.inbound) ws.terminate();
+    this.wss.close();
+  }
+}

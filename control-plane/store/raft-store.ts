@@ -1,0 +1,307 @@
+// control-plane/store/raft-store.ts -- the ReplicatedStore of a Raft group:
+// the shell around the pure RaftNode. It owns the clock (one tick every
+// TICK_MS), the disk (DiskStorage) and the peers (PeerTransport), and it
+// drives the core by the Ready contract: PERSIST, THEN SEND, THEN APPLY,
+// THEN advance(). A proposal resolves only once its entry is committed and
+// applied here, so the API acknowledges nothing a majority does not hold.
+//
+// Failure answers, as the contract wants them:
+//   * not leader / no leader known       -> NotLeaderError (the API forwards)
+//   * leader without a recent quorum     -> NoQuorumError 'refused' (never in the log)
+//   * proposed, not committed in time    -> NoQuorumError 'unknown' (may still apply)
+//   * overwritten by a new leader's log  -> NoQuorumError 'refused' (it never applied)
+
+import { pack, unpack } from 'msgpackr';
+import { nanoid } from 'nanoid';
+import { RaftNode, type Message, type Ready, type Role as RaftRole } from '../raft/index.ts';
+import { DiskStorage } from '../raft-storage/index.ts';
+import { PeerTransport } from '../raft-transport/peer-transport.ts';
+import { DesiredState, type ApplyResult, type StoreCommand } from './desired-state.ts';
+import { NoQuorumError, NotLeaderError, type ReplicaStatus, type ReplicatedStore, type Role } from './store.ts';
+
+export interface RaftTiming {
+  tickMs: number;
+  electionTimeoutTicks: number; // a follower campaigns after [T, 2T) ticks of silence
+  heartbeatTicks: number;
+}
+
+/** 10 ms ticks; elections after 250-500 ms of silence; heartbeats every 50 ms. */
+export const DEFAULT_RAFT_TIMING: RaftTiming = { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 };
+/** A proposal not committed within this long fails with outcome unknown. */
+export const PROPOSAL_TIMEOUT_MS = 3000;
+export const READ_TIMEOUT_MS = 2000;
+/** Take a snapshot and compact the log once this many entries were applied since the last. */
+export const SNAPSHOT_EVERY_ENTRIES = 10000;
+
+interface Waiter {
+  term: number;
+  resolve: (r: ApplyResult) => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+export interface RaftStoreOptions {
+  id: string;
+  peers: Map<string, string>; // id -> ws://host:port, this replica included
+  dataDir: string;
+  token: string;
+  log: (line: string) => void;
+  timing?: RaftTiming;
+  snapshotEvery?: number;
+}
+
+export class RaftStore implements ReplicatedStore {
+  readonly state = new DesiredState();
+  readonly id: string;
+  readonly transport: PeerTransport;
+  private readonly waiters = new Map<number, Waiter>();
+  private readonly reads = new Map<string, { resolve: () => void; reject: (e: Error) => void; timer: NodeJS.Timeout; index: number | null }>();
+  private readonly listeners: Array<() => void> = [];
+  private processing = false;
+  private ticker: NodeJS.Timeout | null = null;
+  private appliedSinceSnapshot = 0;
+  private lastRole: RaftRole = 'follower';
+  private lastTerm = 0;
+  private lastLeader: string | null = null;
+  private closed = false;
+
+  private constructor(private readonly opts: RaftStoreOptions, private readonly disk: DiskStorage, private readonly raft: RaftNode) {
+    this.id = opts.id;
+    this.transport = new PeerTransport({ id: opts.id, peers: opts.peers, token: opts.token, log: opts.log, onMessage: (m) => this.onMessage(m) });
+    this.lastTerm = raft.status().term;
+  }
+
+  static async open(opts: RaftStoreOptions): Promise<RaftStore> {
+    const timing = opts.timing ?? DEFAULT_RAFT_TIMING;
+    const disk = await DiskStorage.open(opts.dataDir, { log: opts.log });
+    const persisted = await disk.load();
+    const raft = new RaftNode({
+      id: opts.id,
+      peers: [...opts.peers.keys()],
+      electionTimeoutTicks: timing.electionTimeoutTicks,
+      heartbeatTicks: timing.heartbeatTicks,
+      random: Math.random,
+      preVote: true,
+      checkQuorum: true,
+      maxEntriesPerMsg: 512,
+      maxInflight: 256,
+      maxUncommittedEntries: 8192,
+      persisted,
+    });
+    const s = new RaftStore(opts, disk, raft);
+    // Desired state as of the snapshot; committed entries after it come
+    // back through the first Ready (RaftNode re-emits them).
+    if (persisted.snapshot && persisted.snapshot.data.length > 0) s.state.restore(unpack(persisted.snapshot.data));
+    s.ticker = setInterval(() => {
+      s.raft.tick();
+      s.kick();
+    }, timing.tickMs);
+    s.kick();
+    return s;
+  }
+
+  private onMessage(m: Message): void {
+    if (this.closed) return;
+    this.raft.step(m);
+    this.kick();
+  }
+
+  /** Work off every pending Ready, one at a time (the core allows one in flight). */
+  private kick(): void {
+    if (this.processing || this.closed) return;
+    this.processing = true;
+    void this.drain().finally(() => {
+      this.processing = false;
+      if (!this.closed && this.raft.hasReady()) this.kick();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    for (;;) {
+      const rd = this.raft.ready();
+      if (!rd) break;
+      await this.handle(rd);
+      this.raft.advance(rd);
+      this.noticeRoleChange();
+      this.serveReads();
+      const every = this.opts.snapshotEvery ?? SNAPSHOT_EVERY_ENTRIES;
+      if (this.appliedSinceSnapshot >= every && rd.committedEntries.length > 0) {
+        this.appliedSinceSnapshot = 0;
+        await this.compact(rd.committedEntries[rd.committedEntries.length - 1].index);
+      }
+    }
+  }
+
+  private async handle(rd: Ready): Promise<void> {
+    // 1. PERSIST before anything leaves this replica.
+    if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
+      await this.disk.save({ hardState: rd.hardState, entries: rd.entries, snapshot: rd.snapshot });
+    }
+    // 2. SEND.
+    for (const m of rd.messages) {
+      this.describe(m);
+      this.transport.send(m);
+    }
+    // 3. APPLY.
+    if (rd.snapshot) {
+      this.state.restore(unpack(rd.snapshot.data));
+      this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
+      this.appliedSinceSnapshot = 0;
+    }
+    for (const e of rd.committedEntries) {
+      let result: ApplyResult = { ok: true };
+      if (e.kind === 'normal' && e.data.length > 0) {
+        try {
+          result = this.state.apply(e.index, unpack(e.data) as StoreCommand);
+        } catch (err) {
+          // A command this version cannot apply is skipped the same way on
+          // every replica (apply is deterministic); say so loudly.
+          this.opts.log(`raft: entry ${e.index} could not be applied: ${(err as Error).message}`);
+          result = { ok: false, code: 400, error: `entry could not be applied: ${(err as Error).message}` };
+        }
+      } else {
+        this.state.appliedIndex = e.index;
+      }
+      this.appliedSinceSnapshot++;
+      const w = this.waiters.get(e.index);
+      if (w) {
+        this.waiters.delete(e.index);
+        clearTimeout(w.timer);
+        if (w.term === e.term) w.resolve(result);
+        else w.reject(new NoQuorumError(`no quorum: leadership changed before the write committed; it was not applied (entry ${e.index} holds term ${e.term}'s entry)`, 'refused'));
+      }
+    }
+    for (const r of rd.readStates) {
+      const read = this.reads.get(r.context);
+      if (read) read.index = r.index;
+    }
+  }
+
+  private async compact(index: number): Promise<void> {
+    const r = this.raft.compact(index, pack(this.state.snapshot()));
+    if (!r.ok) return;
+    try {
+      await this.disk.saveCompaction(r.snapshot);
+      this.opts.log(`raft: snapshot at index ${index}; log compacted`);
+    } catch (err) {
+      this.opts.log(`raft: compaction at ${index} failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** The election, told as it happens (the lesson's step 8, for real). */
+  private describe(m: Message): void {
+    const log = this.opts.log;
+    switch (m.type) {
+      case 'preVote':
+        if (m.to === [...this.opts.peers.keys()].find((p) => p !== this.id)) log(`election: ${this.id} heard no leader for an election timeout; asking peers for a pre-vote for term ${m.term}`);
+        break;
+      case 'vote':
+        if (m.to === [...this.opts.peers.keys()].find((p) => p !== this.id)) log(`election: ${this.id} is a candidate in term ${m.term} (last log ${m.lastLogIndex}/t${m.lastLogTerm}); requesting votes`);
+        break;
+      case 'voteResponse':
+        log(`election: ${this.id} ${m.reject ? 'refuses' : 'grants'} its vote to ${m.to} for term ${m.term}`);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private noticeRoleChange(): void {
+    const s = this.raft.status();
+    if (s.role === this.lastRole && s.term === this.lastTerm && s.leader === this.lastLeader) return;
+    const was = this.lastRole;
+    this.lastRole = s.role;
+    this.lastTerm = s.term;
+    this.lastLeader = s.leader;
+    if (s.role === 'leader' && was !== 'leader') this.opts.log(`election: ${this.id} won the election: leader of term ${s.term}`);
+    else if (was === 'leader' && s.role !== 'leader') this.opts.log(`election: ${this.id} steps down in term ${s.term}${s.leader ? ` (leader is now ${s.leader})` : ' (no quorum heard)'}`);
+    else if (s.role === 'follower' && s.leader) this.opts.log(`election: ${this.id} follows ${s.leader} in term ${s.term}`);
+    if (s.role !== 'leader') this.failPending();
+    for (const fn of this.listeners) fn();
+  }
+
+  /** Proposals and reads waiting on a leader that is no longer us. */
+  private failPending(): void {
+    for (const [ctx, r] of this.reads) {
+      clearTimeout(r.timer);
+      this.reads.delete(ctx);
+      r.reject(new NotLeaderError(this.raft.status().leader));
+    }
+    // Proposals stay: their entries may still commit under the new leader;
+    // they resolve, fail on overwrite, or time out with outcome unknown.
+  }
+
+  private serveReads(): void {
+    const applied = this.state.appliedIndex;
+    for (const [ctx, r] of this.reads) {
+      if (r.index !== null && applied >= r.index) {
+        clearTimeout(r.timer);
+        this.reads.delete(ctx);
+        r.resolve();
+      }
+    }
+  }
+
+  propose(cmd: StoreCommand): Promise<ApplyResult> {
+    const res = this.raft.propose(pack(cmd));
+    if (!res.ok) {
+      if (res.reason === 'not leader') return Promise.reject(new NotLeaderError(res.leader));
+      const reachable = this.transport.connectedPeers().length + 1;
+      return Promise.reject(new NoQuorumError(`no quorum: ${res.reason} (${reachable} of ${this.opts.peers.size} replicas reachable from ${this.id}); the write was refused and will never apply`, 'refused'));
+    }
+    const done = new Promise<ApplyResult>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(res.index);
+        reject(new NoQuorumError(`no quorum: the write was proposed at index ${res.index} (term ${res.term}) but not committed within ${PROPOSAL_TIMEOUT_MS} ms; its outcome is unknown: it may still apply once a quorum returns`, 'unknown'));
+      }, PROPOSAL_TIMEOUT_MS);
+      this.waiters.set(res.index, { term: res.term, resolve, reject, timer });
+    });
+    this.kick(); // after the waiter is registered: a Ready may be handled synchronously
+    return done;
+  }
+
+  readBarrier(): Promise<void> {
+    const ctx = nanoid(12);
+    const res = this.raft.readIndex(ctx);
+    if (!res.ok) {
+      if (res.reason === 'not leader') return Promise.reject(new NotLeaderError(res.leader));
+      return Promise.reject(new NoQuorumError(`no quorum: read refused: ${res.reason}`, 'refused'));
+    }
+    const done = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.reads.delete(ctx);
+        reject(new NoQuorumError(`no quorum: the leader could not confirm its leadership with a majority within ${READ_TIMEOUT_MS} ms`, 'refused'));
+      }, READ_TIMEOUT_MS);
+      this.reads.set(ctx, { resolve, reject, timer, index: null });
+    });
+    this.kick(); // after the read is registered: its ReadState may come at once
+    return done;
+  }
+
+  isLeader(): boolean {
+    return this.raft.status().role === 'leader';
+  }
+  term(): number {
+    return this.raft.status().term;
+  }
+  leaderId(): string | null {
+    return this.raft.status().leader;
+  }
+  status(): ReplicaStatus {
+    const s = this.raft.status();
+    const role: Role = s.role === 'leader' ? 'leader' : s.role === 'follower' ? 'follower' : 'candidate';
+    return { id: this.id, role, term: s.term, commitIndex: s.commit, appliedIndex: this.state.appliedIndex, leaderId: s.leader };
+  }
+  onRoleChange(fn: () => void): void {
+    this.listeners.push(fn);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.ticker) clearInterval(this.ticker);
+    this.transport.close();
+    for (const w of this.waiters.values()) clearTimeout(w.timer);
+    for (const r of this.reads.values()) clearTimeout(r.timer);
+    await this.disk.close();
+  }
+}
