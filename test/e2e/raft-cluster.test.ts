@@ -1,0 +1,159 @@
+// test/e2e/raft-cluster.test.ts -- three control-plane replicas as real
+// processes forming one Raft group, with real agents and units: failover
+// of the leader, catch-up of a restarted replica, writes refused without a
+// quorum, a whole-cluster restart, and a paused old leader that must not
+// act after it wakes up (fencing). Pids are checked in /proc.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Cluster, pidAlive, sleep, waitFor, webManifest } from '../helpers/cluster.ts';
+
+const TWO_NODES = [
+  { name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} },
+  { name: 'node-b', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} },
+];
+const small = (name: string, replicas: number) => webManifest(name, replicas, { cpu: '100m', memory: '64Mi' });
+
+async function clusterStatus(c: Cluster): Promise<any> {
+  const r = await c.api('GET', '/v1/cluster');
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+async function leaderOf(c: Cluster, notId?: string): Promise<{ id: string; term: number; index: number }> {
+  return waitFor('a leader', async () => {
+    const s = await clusterStatus(c);
+    const l = s.replicas.find((r: any) => r.id === s.leader);
+    if (!l || l.id === notId) return null;
+    return { id: l.id as string, term: l.term as number, index: Number(l.id.split('-')[1]) };
+  }, 10000);
+}
+
+test('SIGKILL of the leader: a new leader with a higher term, writes intact, new writes accepted, units untouched; the old one catches up', { timeout: 120000 }, async (t) => {
+  const c = await Cluster.start({ replicas: 3, nodes: TWO_NODES });
+  t.after(() => c.stop());
+  for (let i = 1; i <= 5; i++) assert.equal((await c.api('PUT', `/v1/deployments/d${i}`, small(`d${i}`, 1))).status, 201);
+  const before = await waitFor('5 units running', async () => {
+    const all = (await c.units()).filter((u) => u.status.phase === 'Running' && pidAlive(u.status.pid));
+    return all.length === 5 ? all : null;
+  });
+  const old = await leaderOf(c);
+  const victim = c.cps[old.index - 1];
+  victim.child.kill('SIGKILL');
+  await victim.exited;
+  const next = await leaderOf(c, old.id);
+  assert.ok(next.term > old.term, `new term ${next.term} > old term ${old.term}`);
+  // earlier writes intact, new ones accepted
+  const deps = (await c.api('GET', '/v1/deployments')).json.items.map((d: any) => d.metadata.name).sort();
+  assert.deepEqual(deps, ['d1', 'd2', 'd3', 'd4', 'd5']);
+  assert.equal((await c.api('PUT', '/v1/deployments/d6', small('d6', 1))).status, 201);
+  await waitFor('d6 running', async () => (await c.running('d6')).length === 1);
+  // units untouched: same pids, never restarted
+  const after = (await c.units()).filter((u) => u.spec.deployment !== 'd6');
+  assert.deepEqual(after.map((u) => `${u.metadata.name}:${u.status.pid}`).sort(), before.map((u) => `${u.metadata.name}:${u.status.pid}`).sort());
+  // restart the killed replica: it catches up as a follower
+  c.startReplica(old.index);
+  await waitFor('the restarted replica caught up as follower', async () => {
+    const s = await clusterStatus(c);
+    const me = s.replicas.find((r: any) => r.id === old.id);
+    const lead = s.replicas.find((r: any) => r.id === s.leader);
+    return me?.reachable && me.role === 'follower' && me.commitIndex === lead.commitIndex;
+  }, 15000);
+});
+
+test('without a quorum writes fail fast with "no quorum" and nothing is started; service resumes when replicas return', { timeout: 120000 }, async (t) => {
+  const c = await Cluster.start({ replicas: 3, nodes: TWO_NODES });
+  t.after(() => c.stop());
+  assert.equal((await c.api('PUT', '/v1/deployments/web', small('web', 2))).status, 201);
+  const units = await waitFor('2 running', async () => {
+    const u = await c.running('web');
+    return u.length === 2 ? u : null;
+  });
+  const lead = await leaderOf(c);
+  const others = [1, 2, 3].filter((i) => i !== lead.index);
+  for (const i of others) {
+    c.cps[i - 1].child.kill('SIGKILL');
+    await c.cps[i - 1].exited;
+  }
+  // the survivor (the old leader) refuses writes within a few seconds
+  const t0 = Date.now();
+  const r = await c.api('PATCH', '/v1/deployments/web/scale', { replicas: 3 });
+  assert.equal(r.status, 503, r.text);
+  assert.match(r.json.error, /^no quorum: /);
+  assert.match(r.json.error, /(refused and will never apply|outcome is unknown)/);
+  assert.ok(Date.now() - t0 < 5000, `failed fast (${Date.now() - t0} ms)`);
+  // a crashed unit is NOT replaced while there is no quorum
+  process.kill(units[0].status.pid, 'SIGKILL');
+  await sleep(2500);
+  const lines = [...c.agents.values()].flatMap((a) => a.output).filter((l) => /started web-/.test(l));
+  assert.equal(lines.length, 2, `no new unit was started without a quorum:\n${lines.join('\n')}`);
+  // bring the two back: a leader again, the gap is closed
+  for (const i of others) c.startReplica(i);
+  await leaderOf(c);
+  // A refused write never applies; one that timed out after it was proposed
+  // may apply once the quorum is back (2 or 3 replicas then).
+  const refused = /will never apply/.test(r.json.error);
+  await waitFor('web back to its desired count with a replacement', async () => {
+    const d = (await c.api('GET', '/v1/deployments/web')).json;
+    if (refused && d.spec.replicas !== 2) throw new Error(`a refused write applied: replicas=${d.spec.replicas}`);
+    const u = await c.running('web');
+    return u.length === d.spec.replicas && !u.some((x) => x.metadata.name === units[0].metadata.name);
+  }, 20000);
+});
+
+test('a full stop and restart with the same data dirs brings back every deployment and binding', { timeout: 120000 }, async (t) => {
+  const c = await Cluster.start({ replicas: 3, nodes: TWO_NODES });
+  t.after(() => c.stop());
+  assert.equal((await c.api('PUT', '/v1/deployments/web', small('web', 3))).status, 201);
+  assert.equal((await c.api('PATCH', '/v1/nodes/node-b', { unschedulable: true })).status, 200);
+  const units = await waitFor('3 running', async () => {
+    const u = await c.running('web');
+    return u.length === 3 ? u : null;
+  });
+  const bindings = units.map((u) => `${u.metadata.name}@${u.spec.nodeName}`).sort();
+  for (const p of c.cps) p.child.kill('SIGKILL');
+  await Promise.all(c.cps.map((p) => p.exited));
+  for (let i = 1; i <= 3; i++) c.startReplica(i);
+  await leaderOf(c);
+  const back = await waitFor('the same units reported again', async () => {
+    const u = await c.running('web');
+    return u.length === 3 ? u : null;
+  }, 20000);
+  assert.deepEqual(back.map((u) => `${u.metadata.name}@${u.spec.nodeName}`).sort(), bindings);
+  assert.deepEqual(back.map((u) => u.status.pid).sort(), units.map((u) => u.status.pid).sort());
+  const node = (await c.api('GET', '/v1/nodes/node-b')).json;
+  assert.equal(node.spec.unschedulable, true, 'the cordon came back too');
+});
+
+test('a leader paused with SIGSTOP is replaced; after SIGCONT it steps down and no agent runs a command from its old term', { timeout: 120000 }, async (t) => {
+  const c = await Cluster.start({ replicas: 3, nodes: TWO_NODES });
+  t.after(async () => {
+    for (const p of c.cps) if (p && pidAlive(p.pid)) p.child.kill('SIGCONT');
+    await c.stop();
+  });
+  assert.equal((await c.api('PUT', '/v1/deployments/web', small('web', 2))).status, 201);
+  await waitFor('2 running', async () => (await c.running('web')).length === 2);
+  const old = await leaderOf(c);
+  const paused = c.cps[old.index - 1];
+  paused.child.kill('SIGSTOP');
+  const next = await leaderOf(c, old.id);
+  assert.ok(next.term > old.term);
+  // work for the new leader while the old one sleeps
+  assert.equal((await c.api('PATCH', '/v1/deployments/web/scale', { replicas: 4 })).status, 200);
+  await waitFor('4 running', async () => (await c.running('web')).length === 4);
+  paused.child.kill('SIGCONT');
+  await waitFor('the old leader stepped down', async () => {
+    const s = await clusterStatus(c);
+    const me = s.replicas.find((r: any) => r.id === old.id);
+    return me?.reachable && me.role === 'follower' && me.term >= next.term;
+  }, 10000);
+  await sleep(500);
+  // every unit running was started by a command of the new term or later
+  for (const u of await c.running('web')) {
+    if (u.metadata.name === 'web-1' || u.metadata.name === 'web-2') continue; // started before the pause
+    assert.ok(u.status.term >= next.term, `${u.metadata.name} started in term ${u.status.term} < ${next.term}`);
+  }
+  const agentLines = [...c.agents.values()].flatMap((a) => a.output);
+  const executedOld = agentLines.filter((l) => /started /.test(l)).length;
+  assert.equal(executedOld, 4, 'exactly the 4 units were started, nothing more');
+});
