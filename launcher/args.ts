@@ -12,6 +12,8 @@ export interface LauncherOptions {
   nodesFile?: string;
   /** Restart a dead process this long after it dies; absent = never. */
   restartAfterMs?: number;
+  /** Each process in its own network namespace (root only; see netns/plan.ts); absent = loopback. */
+  netns?: true;
   help: boolean;
 }
 
@@ -41,6 +43,9 @@ Options:
                        default: the four lesson nodes (see examples/nodes.yaml)
   --restart-after S    restart a process of the cluster S seconds after it dies
                        (default: off; the stream prints the command to restart it)
+  --netns              root only: every process in its own network namespace,
+                       joined by a bridge, so links between any two can be cut,
+                       delayed or made lossy with \`npm run net -- ...\`
   -h, --help           this text
 `;
 
@@ -70,6 +75,11 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherOptions {
       options.help = true;
       continue;
     }
+    if (arg === '--netns') {
+      options.netns = true;
+      continue;
+    }
+    if (arg.startsWith('--netns=')) throw new UsageError('--netns takes no value');
     const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
     const flag = eq > 0 ? arg.slice(0, eq) : arg;
     if (!isValueFlag(flag)) {

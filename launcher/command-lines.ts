@@ -8,6 +8,10 @@
 //   control-plane: --id --listen --peers --data-dir --token
 //   node-agent:    --name --cpu --memory [--taint T]... [--label k=v]...
 //                  --control-plane --token --state-dir
+// With `network` (npm start -- --netns), each argv starts with the command
+// that enters the process's namespace (`nsenter --net=... --`), replicas
+// listen on their namespace address instead of 127.0.0.1, and peers and
+// agents use those addresses; the printed hand command includes the prefix.
 // A taint is written like kubectl writes one: `key[=value][:Effect]`, with
 // the effect left out when it is NoSchedule (so the lesson's node-c reads
 // `--taint gpu-only`).
@@ -39,6 +43,15 @@ export interface ClusterLayout {
   /** Entry scripts, relative to the repo root; tests swap in a fake child. */
   controlPlaneScript?: string;
   nodeAgentScript?: string;
+  /** --netns: addresses and namespace entry per process name; absent = everything on 127.0.0.1. */
+  network?: ClusterNetwork;
+}
+
+export interface ClusterNetwork {
+  /** The address a process listens on and is reached at, by process name. */
+  addresses: Readonly<Record<string, string>>;
+  /** The argv prefix that runs a process inside its namespace, by process name. */
+  enter: Readonly<Record<string, readonly string[]>>;
 }
 
 export const CONTROL_PLANE_SCRIPT = 'control-plane/main.ts';
@@ -60,12 +73,16 @@ export function replicaPorts(basePort: number, replicas: number): number[] {
 }
 
 /** What `<data-dir>/config.json` lists and what the CLI talks to. */
-export function serverUrls(basePort: number, replicas: number): string[] {
-  return replicaPorts(basePort, replicas).map((p) => `http://${LOOPBACK_HOST}:${p}`);
+export function serverUrls(basePort: number, replicas: number, network?: ClusterNetwork): string[] {
+  return replicaIds(replicas).map((id, i) => `http://${hostOf(network, id)}:${replicaPort(basePort, i + 1)}`);
 }
 
-function wsUrl(port: number): string {
-  return `ws://${LOOPBACK_HOST}:${port}`;
+function hostOf(network: ClusterNetwork | undefined, name: string): string {
+  return network?.addresses[name] ?? LOOPBACK_HOST;
+}
+
+function wsUrl(host: string, port: number): string {
+  return `ws://${host}:${port}`;
 }
 
 /** Joins without node:path so this file stays pure; dataDir has no trailing slash issues. */
@@ -81,13 +98,14 @@ export function formatTaint(taint: Taint): string {
 }
 
 /** Bundled entries (dist/*.mjs, see bundle.ts) run on plain node; sources through tsx. */
-function nodeArgs(layout: ClusterLayout, script: string): string[] {
-  return script.endsWith('.mjs') ? [layout.nodeExecPath, script] : [layout.nodeExecPath, '--import', 'tsx', script];
+function nodeArgs(layout: ClusterLayout, name: string, script: string): string[] {
+  const enter = layout.network?.enter[name] ?? [];
+  return script.endsWith('.mjs') ? [...enter, layout.nodeExecPath, script] : [...enter, layout.nodeExecPath, '--import', 'tsx', script];
 }
 
 export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
   const ids = replicaIds(layout.replicas);
-  const peers = ids.map((id, i) => `${id}=${wsUrl(replicaPort(layout.basePort, i + 1))}`).join(',');
+  const peers = ids.map((id, i) => `${id}=${wsUrl(hostOf(layout.network, id), replicaPort(layout.basePort, i + 1))}`).join(',');
   return ids.map((id, i) => {
     const port = replicaPort(layout.basePort, i + 1);
     return {
@@ -95,9 +113,9 @@ export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
       kind: 'control-plane' as const,
       port,
       argv: [
-        ...nodeArgs(layout, layout.controlPlaneScript ?? CONTROL_PLANE_SCRIPT),
+        ...nodeArgs(layout, id, layout.controlPlaneScript ?? CONTROL_PLANE_SCRIPT),
         '--id', id,
-        '--listen', `${LOOPBACK_HOST}:${port}`,
+        '--listen', `${hostOf(layout.network, id)}:${port}`,
         '--peers', peers,
         '--data-dir', subdir(layout.dataDir, id),
         '--token', layout.token,
@@ -107,10 +125,12 @@ export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
 }
 
 export function nodeAgentCommands(layout: ClusterLayout): ChildSpec[] {
-  const controlPlanes = replicaPorts(layout.basePort, layout.replicas).map(wsUrl).join(',');
+  const controlPlanes = replicaIds(layout.replicas)
+    .map((id, i) => wsUrl(hostOf(layout.network, id), replicaPort(layout.basePort, i + 1)))
+    .join(',');
   return layout.nodes.map((node) => {
     const argv = [
-      ...nodeArgs(layout, layout.nodeAgentScript ?? NODE_AGENT_SCRIPT),
+      ...nodeArgs(layout, node.name, layout.nodeAgentScript ?? NODE_AGENT_SCRIPT),
       '--name', node.name,
       '--cpu', String(node.capacity.cpu),
       '--memory', String(node.capacity.memory),

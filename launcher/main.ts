@@ -8,6 +8,14 @@
 // Exit status: 0 after a clean stop (or --help); 1 the cluster could not be
 // started (port taken, data dir in use or unwritable); 2 bad usage.
 //
+// --netns (root only): every process runs in its own network namespace on a
+// private bridge (netns/plan.ts has the picture and the address plan), so
+// `npm run net -- cut cp-1 node-a` can partition any two of them. The
+// launcher builds the namespaces before the processes start, writes
+// `<data-dir>/netns.json` for `npm run net` and the chaos scripts, and
+// removes everything on the way out; a cleanup guard does it if the
+// launcher is SIGKILLed (netns/topology.ts).
+//
 // Test hook (not part of the contract): MO_LAUNCHER_CP_SCRIPT and
 // MO_LAUNCHER_AGENT_SCRIPT replace control-plane/main.ts and
 // node-agent/main.ts (paths relative to the repo root) with the same flags;
@@ -20,12 +28,24 @@ import type { NodeInfo } from '../shared/model.ts';
 import { LESSON_NODES, parseNodesFile } from '../shared/nodes-file.ts';
 import { LAUNCHER_USAGE, parseLauncherArgs, UsageError, type LauncherOptions } from './args.ts';
 import { DataDirError, ensureToken, lockDataDir, writeClientConfig } from './cluster-files.ts';
-import { clusterCommands, replicaIds, replicaPorts, serverUrls, type ChildSpec } from './command-lines.ts';
+import { clusterCommands, replicaIds, replicaPorts, serverUrls, type ChildSpec, type ClusterNetwork } from './command-lines.ts';
 import { describePortProblem, firstBusyPort } from './ports.ts';
 import { waitForCluster } from './readiness.ts';
 import { LogStream, shouldUseColor } from './stream.ts';
 import { PDEATHSIG_WRAPPER, pdeathsigWrapperWorks, Supervisor } from './supervisor.ts';
 import { bundleProcesses } from './bundle.ts';
+import { NetnsError, planTopology, type NetnsLayout } from '../netns/plan.ts';
+import {
+  createTopology,
+  destroyTopology,
+  enterPrefix,
+  netnsUnsupported,
+  NEEDS_ROOT_MESSAGE,
+  removeLayout,
+  startCleanupGuard,
+  writeLayout,
+  type CleanupGuard,
+} from '../netns/topology.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 /**
@@ -88,8 +108,33 @@ function loadNodes(options: LauncherOptions): NodeInfo[] {
   return nodes;
 }
 
+/** --netns: the namespaces and addresses of every process; NetnsError becomes a usage error (a name that cannot be a namespace). */
+function planNetwork(options: LauncherOptions, nodes: readonly NodeInfo[]): { layout: NetnsLayout; network: ClusterNetwork } {
+  let layout: NetnsLayout;
+  try {
+    layout = planTopology({
+      basePort: options.basePort,
+      processes: [
+        ...replicaIds(options.replicas).map((name, i) => ({ name, kind: 'control-plane' as const, port: replicaPorts(options.basePort, options.replicas)[i] })),
+        ...nodes.map((n) => ({ name: n.name, kind: 'node-agent' as const })),
+      ],
+    });
+  } catch (err) {
+    if (err instanceof NetnsError) throw new StartError(`--netns: ${err.message}`, 2);
+    throw err;
+  }
+  const addresses: Record<string, string> = {};
+  const enter: Record<string, string[]> = {};
+  for (const p of layout.processes) {
+    addresses[p.name] = p.address;
+    enter[p.name] = enterPrefix(p.netns);
+  }
+  return { layout, network: { addresses, enter } };
+}
+
 function printBanner(log: LogStream, info: {
   leader?: string; replicas: number; nodes: number; servers: string[]; dataDir: string; pids: Map<string, number>; specs: ChildSpec[];
+  netns?: { dataDirFlag: string; a: string; b: string };
 }): void {
   const configPath = join(info.dataDir, 'config.json');
   const defaultConfig = resolve(userCwd(), '.mo', 'config.json');
@@ -118,6 +163,12 @@ function printBanner(log: LogStream, info: {
   if (info.replicas > 1 && leaderPid !== undefined) {
     log.launcher(`  kill -9 ${leaderPid}    # the leader ${info.leader} dies: the others elect a new one`);
   }
+  if (info.netns !== undefined) {
+    const net = `npm run net --${info.netns.dataDirFlag}`;
+    log.launcher(`  ${net} cut ${info.netns.a} ${info.netns.b}    # partition: ${info.netns.a} and ${info.netns.b} no longer reach each other`);
+    log.launcher(`  ${net} isolate ${info.netns.a}    # cut ${info.netns.a} off from everyone (heal ${info.netns.a} / heal-all undo it)`);
+    log.launcher(`  ${net} status    # namespaces, addresses, faults in force`);
+  }
   log.launcher('Ctrl-C stops everything.');
 }
 
@@ -133,7 +184,12 @@ async function run(): Promise<number> {
     process.stdout.write(LAUNCHER_USAGE);
     return 0;
   }
+  if (options.netns) {
+    const why = await netnsUnsupported();
+    if (why !== undefined) throw new StartError(why, why === NEEDS_ROOT_MESSAGE ? 2 : 1);
+  }
   const nodes = loadNodes(options);
+  const planned = options.netns ? planNetwork(options, nodes) : undefined;
   const dataDirAbs = resolve(userCwd(), options.dataDir);
   const dataDir = dataDirForChildren(dataDirAbs);
 
@@ -144,12 +200,24 @@ async function run(): Promise<number> {
     if (err instanceof DataDirError) throw new StartError(err.message, 1);
     throw new StartError(`cannot use data dir ${dataDir}: ${(err as Error).message}`, 1);
   }
+  // --netns: set once the namespaces exist; the finally below removes them on every way out.
+  let guard: CleanupGuard | undefined;
+  let built = false;
+  const removeNetwork = async (): Promise<string[]> => {
+    if (planned === undefined) return [];
+    const problems = built ? await destroyTopology(planned.layout) : [];
+    built = false;
+    removeLayout(dataDirAbs);
+    await guard?.close();
+    return problems;
+  };
   try {
-    const busy = await firstBusyPort(replicaPorts(options.basePort, options.replicas));
+    // In --netns mode the replicas listen in namespaces of their own, where every port is free.
+    const busy = planned === undefined ? await firstBusyPort(replicaPorts(options.basePort, options.replicas)) : undefined;
     if (busy !== undefined) throw new StartError(describePortProblem(busy, options.basePort), 1);
 
     let token: string;
-    const servers = serverUrls(options.basePort, options.replicas);
+    const servers = serverUrls(options.basePort, options.replicas, planned?.network);
     try {
       token = ensureToken(dataDirAbs).token;
       writeClientConfig(dataDirAbs, servers, token);
@@ -169,6 +237,7 @@ async function run(): Promise<number> {
       nodes,
       controlPlaneScript: process.env.MO_LAUNCHER_CP_SCRIPT || bundled?.controlPlane,
       nodeAgentScript: process.env.MO_LAUNCHER_AGENT_SCRIPT || bundled?.nodeAgent,
+      network: planned?.network,
     });
     // Once the reader of the stream is gone (`npm start | head`, a closed pipe), writes are dropped, not retried.
     let outputOpen = true;
@@ -207,9 +276,29 @@ async function run(): Promise<number> {
       requestStop('output closed');
     });
 
+    if (planned !== undefined) {
+      const { layout } = planned;
+      try {
+        await createTopology(layout, {
+          onClaimed: () => {
+            guard = startCleanupGuard(layout, (reason) => log.launcher(`netns: ${reason}; started a new one`));
+          },
+        });
+      } catch (err) {
+        if (err instanceof NetnsError) throw new StartError(`--netns: ${err.message}`, 1);
+        throw err;
+      }
+      built = true;
+      writeLayout(dataDirAbs, layout);
+      log.launcher(
+        `netns: ${layout.processes.length} namespaces ${layout.prefix}<name> on a bridge in ${layout.hub}, subnet ${layout.subnet} ` +
+          `(host ${layout.host.address} on ${layout.host.veth}); layout in ${shortPath(join(dataDirAbs, 'netns.json'))}; ` +
+          `cleanup guard pid ${guard?.pid ?? '?'}`,
+      );
+    }
     log.launcher(
-      `data dir ${shortPath(dataDirAbs)}; ${options.replicas} replica(s) on ports ` +
-        `${replicaPorts(options.basePort, options.replicas).join(', ')}; ${nodes.length} node(s)` +
+      `data dir ${shortPath(dataDirAbs)}; ${options.replicas} replica(s) on ` +
+        `${planned !== undefined ? servers.map((u) => u.replace(/^http:\/\//, '')).join(', ') : `ports ${replicaPorts(options.basePort, options.replicas).join(', ')}`}; ${nodes.length} node(s)` +
         (options.restartAfterMs !== undefined ? `; --restart-after ${options.restartAfterMs / 1000} s` : '') +
         (pdeathsig ? '' : '; setpriv not found: children outlive a SIGKILLed launcher'),
     );
@@ -230,14 +319,27 @@ async function run(): Promise<number> {
         dataDir: shortPath(dataDirAbs),
         pids: supervisor.pids(),
         specs,
+        netns: planned !== undefined && planned.layout.processes.length > options.replicas
+          ? {
+            dataDirFlag: resolve(dataDirAbs) === resolve(userCwd(), '.mo') ? '' : ` --data-dir ${shortPath(dataDirAbs)}`,
+            a: 'cp-1',
+            b: planned.layout.processes[options.replicas].name,
+          }
+          : undefined,
       });
     });
 
     await stopRequested;
     await supervisor.stop();
     log.launcher('stopped: every process of the cluster has exited');
+    if (planned !== undefined) {
+      const problems = await removeNetwork();
+      for (const problem of problems) log.launcher(`netns: could not remove: ${problem}`);
+      log.launcher(problems.length === 0 ? `netns: removed the namespaces ${planned.layout.prefix}* and ${planned.layout.host.veth}` : 'netns: some parts are left (above)');
+    }
     return 0;
   } finally {
+    await removeNetwork();
     releaseLock();
   }
 }
