@@ -1,0 +1,127 @@
+// chaos/args.ts -- the command line of `npm run chaos -- <scenario> [...]`.
+// Pure: parses argv into options or throws ChaosUsageError (exit 2).
+
+import { SCENARIOS, type ScenarioName } from './scenarios.ts';
+
+export const CHAOS_USAGE = `Usage: npm run chaos -- <scenario> [options]
+
+Scenarios:
+  kill-agents   SIGKILL random node agents, restart them 2-4 s later
+  kill-leader   SIGKILL (then restart) or SIGSTOP/SIGCONT the current leader
+  crash-units   kill -9 random unit pids, --iterations times (the reconcile lesson's exercise)
+  partition     isolate the leader, or split agents from the majority, then heal
+  soak          all of the above at random while a workload applies, scales and deletes
+
+Options:
+  --duration S      seconds of faults (default 30); then heal, converge, check
+  --seed N          seed of the fault schedule (default: random, printed)
+  --replicas N      control-plane replicas of the cluster this run starts (default 3)
+  --iterations N    crash-units rounds (default 100)
+  --cluster C       attach to a running cluster instead: a config.json path or
+                    comma-separated URLs (token from MO_TOKEN). Restarts are
+                    impossible then (skipped) unless --compose is given
+  --compose         with --cluster: faults through docker compose kill/pause/start
+  --compose-file F  the docker-compose.yml to use
+  --netns           (root) start the cluster with \`npm start -- --netns\` so the
+                    partition scenario cuts real network links
+  --converge-bound S  seconds allowed to converge after the last fault (default 10)
+  --json FILE       also write the verdict as JSON
+  -q, --quiet       do not print the workload's writes
+  -h, --help        this text
+
+Exit status: 0 every invariant held; 1 a violation (the report says which);
+2 bad usage; 3 the run could not be made (cluster did not start).`;
+
+export class ChaosUsageError extends Error {
+  override readonly name = 'ChaosUsageError';
+}
+
+export interface ChaosOptions {
+  scenario: ScenarioName;
+  durationS: number;
+  seed: number | null;
+  replicas: number;
+  iterations: number;
+  cluster: string | null;
+  compose: boolean;
+  composeFile: string | null;
+  netns: boolean;
+  convergeBoundS: number;
+  json: string | null;
+  quiet: boolean;
+  help: boolean;
+}
+
+const VALUE_FLAGS = new Set(['--duration', '--seed', '--replicas', '--iterations', '--cluster', '--compose-file', '--converge-bound', '--json']);
+
+function num(flag: string, text: string, o: { min: number; max: number; integer: boolean }): number {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || (o.integer && !Number.isInteger(n)) || n < o.min || n > o.max) {
+    throw new ChaosUsageError(`${flag}: expected ${o.integer ? 'an integer' : 'a number'} ${o.min}..${o.max}, got "${text}"`);
+  }
+  return n;
+}
+
+export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
+  const o: ChaosOptions = { scenario: 'soak', durationS: 30, seed: null, replicas: 3, iterations: 100, cluster: null, compose: false, composeFile: null, netns: false, convergeBoundS: 10, json: null, quiet: false, help: false };
+  const positional: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    let arg = argv[i];
+    if (arg === '-h' || arg === '--help') return { ...o, help: true };
+    if (arg === '-q' || arg === '--quiet') {
+      o.quiet = true;
+      continue;
+    }
+    if (arg === '--compose' || arg === '--netns') {
+      o[arg === '--compose' ? 'compose' : 'netns'] = true;
+      continue;
+    }
+    let value: string | undefined;
+    const eq = arg.indexOf('=');
+    if (arg.startsWith('--') && eq > 0) {
+      value = arg.slice(eq + 1);
+      arg = arg.slice(0, eq);
+    }
+    if (VALUE_FLAGS.has(arg)) {
+      value ??= argv[++i];
+      if (value === undefined) throw new ChaosUsageError(`${arg} needs a value`);
+      switch (arg) {
+        case '--duration':
+          o.durationS = num(arg, value, { min: 1, max: 86400, integer: false });
+          break;
+        case '--seed':
+          o.seed = num(arg, value, { min: 0, max: 2 ** 32 - 1, integer: true });
+          break;
+        case '--replicas':
+          o.replicas = num(arg, value, { min: 1, max: 5, integer: true });
+          if (![1, 3, 5].includes(o.replicas)) throw new ChaosUsageError(`--replicas: expected 1, 3 or 5, got ${o.replicas}`);
+          break;
+        case '--iterations':
+          o.iterations = num(arg, value, { min: 1, max: 100000, integer: true });
+          break;
+        case '--cluster':
+          o.cluster = value;
+          break;
+        case '--compose-file':
+          o.composeFile = value;
+          break;
+        case '--converge-bound':
+          o.convergeBoundS = num(arg, value, { min: 1, max: 3600, integer: false });
+          break;
+        case '--json':
+          o.json = value;
+          break;
+      }
+      continue;
+    }
+    if (arg.startsWith('-')) throw new ChaosUsageError(`unknown option ${arg} (see --help)`);
+    positional.push(arg);
+  }
+  if (positional.length === 0) throw new ChaosUsageError(`a scenario is missing: ${SCENARIOS.join(', ')}`);
+  if (positional.length > 1) throw new ChaosUsageError(`one scenario at a time, got ${positional.join(' ')}`);
+  if (!(SCENARIOS as readonly string[]).includes(positional[0])) throw new ChaosUsageError(`unknown scenario "${positional[0]}" (${SCENARIOS.join(', ')})`);
+  o.scenario = positional[0] as ScenarioName;
+  if (o.compose && !o.cluster) throw new ChaosUsageError('--compose needs --cluster (the URLs of the compose cluster, e.g. http://127.0.0.1:7001,...)');
+  if (o.netns && o.cluster) throw new ChaosUsageError('--netns starts its own cluster; it cannot be combined with --cluster');
+  return o;
+}

@@ -1,0 +1,146 @@
+// chaos/poller.ts -- the shell of the live invariant checker: it reads the
+// cluster's API (every replica's /v1/replica often, for election safety; the
+// nodes, units and deployments lists for everything else) AND the operating
+// system (/proc: is each pid alive, is it still the same process), joins the
+// two into observations and feeds them to the pure InvariantChecker.
+//
+// Two loops, never overlapping themselves: replicas every `replicaEveryMs`
+// (one request in flight per replica at most), snapshots every
+// `snapshotEveryMs`.
+
+import type { InvariantChecker, NodeObservation, SnapshotObservation, UnitObservation } from './checker.ts';
+import { ApiClient } from './api-client.ts';
+import { childrenOf, ProcTable } from './proc.ts';
+
+export interface PollerOptions {
+  urls: string[];
+  token: string;
+  core: InvariantChecker;
+  /** ms since the run began. */
+  now: () => number;
+  /** Pids are local: check them in /proc. Off for a remote/containerised cluster. */
+  procChecks: boolean;
+  replicaEveryMs?: number;
+  snapshotEveryMs?: number;
+}
+
+export class Poller {
+  readonly procs = new ProcTable();
+  readonly api: ApiClient;
+  private timers: NodeJS.Timeout[] = [];
+  private readonly inFlight = new Set<string>();
+  private snapshotBusy = false;
+  private stopped = false;
+  lastSnapshot: SnapshotObservation | null = null;
+
+  constructor(private readonly o: PollerOptions) {
+    this.api = new ApiClient(o.urls, o.token);
+  }
+
+  start(): void {
+    this.timers.push(setInterval(() => this.pollReplicas(), this.o.replicaEveryMs ?? 100));
+    this.timers.push(setInterval(() => void this.snapshot(), this.o.snapshotEveryMs ?? 250));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+  }
+
+  private pollReplicas(): void {
+    for (const url of this.o.urls) {
+      if (this.inFlight.has(url) || this.stopped) continue;
+      this.inFlight.add(url);
+      void this.pollReplica(url).finally(() => this.inFlight.delete(url));
+    }
+  }
+
+  async pollReplica(url: string): Promise<void> {
+    try {
+      const a = await this.api.callOne(url, 'GET', '/v1/replica', undefined, 1000);
+      const j = a.json;
+      if (a.status !== 200 || !j || typeof j.id !== 'string' || typeof j.term !== 'number') return;
+      // Record the replica's identity (pid + start time) while it is surely alive.
+      if (this.o.procChecks && typeof j.pid === 'number') this.procs.alive(j.pid);
+      this.o.core.observe({ type: 'replica', t: this.o.now(), id: j.id, role: String(j.role), term: j.term, pid: typeof j.pid === 'number' ? j.pid : null });
+    } catch {
+      /* down, stopped or partitioned: nothing observed */
+    }
+  }
+
+  /** Poll every replica once, now (e.g. a final look at the terms). */
+  async pollAllReplicas(): Promise<void> {
+    await Promise.all(this.o.urls.map((u) => this.pollReplica(u)));
+  }
+
+  /** One joined snapshot of the API and /proc; false if the API did not answer. */
+  async snapshot(): Promise<boolean> {
+    if (this.snapshotBusy || this.stopped) return false;
+    this.snapshotBusy = true;
+    try {
+      const [deps, units, nodes] = await Promise.all([this.api.read('/v1/deployments'), this.api.read('/v1/units'), this.api.read('/v1/nodes')]);
+      if (!deps || !units || !nodes) return false;
+      const t = this.o.now();
+      const pc = this.o.procChecks;
+      const nodeObs: NodeObservation[] = (nodes.json.items as any[]).map((n) => ({
+        name: n.metadata.name,
+        ready: n.status?.ready === true,
+        capacity: n.status?.capacity ?? { cpu: 0, memory: 0 },
+        allocated: n.status?.allocated ?? null,
+        taints: n.spec?.taints ?? [],
+        agentPid: n.status?.agent?.pid ?? null,
+        agentAlive: pc && n.status?.agent?.pid ? this.procs.alive(n.status.agent.pid) : null,
+      }));
+      const unitObs: UnitObservation[] = (units.json.items as any[]).map((u) => {
+        const pid: number | null = typeof u.status?.pid === 'number' ? u.status.pid : null;
+        const started = u.status?.startTime ? Date.parse(u.status.startTime) : NaN;
+        return {
+          name: u.metadata.name,
+          deployment: u.spec?.deployment ?? '',
+          node: u.spec?.nodeName ?? null,
+          phase: u.status?.phase ?? 'Unknown',
+          pid,
+          // Without /proc access, trust the API's phase for liveness.
+          pidAlive: pc ? this.procs.alive(pid) : pid !== null && (u.status?.phase === 'Running' || u.status?.phase === 'Terminating'),
+          term: typeof u.status?.term === 'number' ? u.status.term : null,
+          startedAtMs: Number.isFinite(started) ? started : null,
+          cpu: u.spec?.resources?.cpu ?? 0,
+          memory: u.spec?.resources?.memory ?? 0,
+          tolerations: u.spec?.tolerations ?? [],
+          bound: u.metadata?.uid != null,
+        };
+      });
+      const helpers: Array<{ pid: number; owner: string }> = [];
+      if (pc) for (const n of nodeObs) if (n.agentPid && n.agentAlive) for (const c of childrenOf(n.agentPid)) if (this.procs.alive(c)) helpers.push({ pid: c, owner: `agent of ${n.name}` });
+      const obs: SnapshotObservation = {
+        type: 'snapshot',
+        t,
+        deployments: (deps.json.items as any[]).map((d) => ({ name: d.metadata.name, replicas: d.spec?.replicas ?? 0, marker: markerOf(d) })),
+        units: unitObs,
+        nodes: nodeObs,
+        helpers,
+      };
+      this.o.core.observe(obs);
+      this.lastSnapshot = obs;
+      if (pc) this.checkTracked();
+      return true;
+    } finally {
+      this.snapshotBusy = false;
+    }
+  }
+
+  /** Report which tracked pids have died (by identity). */
+  checkTracked(final = false): number[] {
+    const dead = this.o.core.trackedPids().filter((p) => !this.procs.alive(p));
+    this.o.core.observe({ type: 'procs', t: this.o.now(), dead, final });
+    return this.o.core.trackedPids();
+  }
+}
+
+/** The workload's write marker: env CHAOS_WRITE of the template's container. */
+export function markerOf(d: any): string | null {
+  const env = d?.spec?.template?.spec?.containers?.[0]?.env;
+  if (!Array.isArray(env)) return null;
+  return env.find((e: any) => e?.name === 'CHAOS_WRITE')?.value ?? null;
+}
