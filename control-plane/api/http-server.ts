@@ -19,6 +19,7 @@ import {
   allDeploymentViews,
   allNodeViews,
   allUnitViews,
+  deploymentView,
   eventView,
   type ApiObject,
   type ViewSource,
@@ -194,7 +195,8 @@ export class ApiServer {
   }
 
   private one(resource: Resource, name: string): ApiObject {
-    const o = this.list(resource).find((x) => x.metadata.name === name);
+    const d = resource === 'deployments' ? this.deps.store.state.deployments.get(name) : undefined;
+    const o = d ? deploymentView(d, this.src()) : this.list(resource).find((x) => x.metadata.name === name);
     if (!o) throw new HttpError(404, `${resource} "${name}" not found`);
     return o;
   }

@@ -63,12 +63,18 @@ export class RaftStore implements ReplicatedStore {
   private lastRole: RaftRole = 'follower';
   private lastTerm = 0;
   private lastLeader: string | null = null;
+  private lastPreVoteTerm = -1;
+  private savedTerm = 0;
+  private savedVote: string | null = null;
   private closed = false;
 
   private constructor(private readonly opts: RaftStoreOptions, private readonly disk: DiskStorage, private readonly raft: RaftNode) {
     this.id = opts.id;
     this.transport = new PeerTransport({ id: opts.id, peers: opts.peers, token: opts.token, log: opts.log, onMessage: (m) => this.onMessage(m) });
     this.lastTerm = raft.status().term;
+    const hs = raft.hardState();
+    this.savedTerm = hs.term;
+    this.savedVote = hs.vote;
   }
 
   static async open(opts: RaftStoreOptions): Promise<RaftStore> {
@@ -133,9 +139,19 @@ export class RaftStore implements ReplicatedStore {
   }
 
   private async handle(rd: Ready): Promise<void> {
-    // 1. PERSIST before anything leaves this replica.
-    if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
-      await this.disk.save({ hardState: rd.hardState, entries: rd.entries, snapshot: rd.snapshot });
+    // 1. PERSIST before anything leaves this replica. A Ready whose only
+    // news is a higher commit index needs no write at all: commit is a hint
+    // (a restarted replica relearns it from the leader), while term, vote
+    // and entries must be on disk before any message that depends on them
+    // (etcd's MustSync rule). This saves one fsync per write.
+    const hs = rd.hardState;
+    const termOrVote = hs !== null && (hs.term !== this.savedTerm || hs.vote !== this.savedVote);
+    if (termOrVote || rd.entries.length > 0 || rd.snapshot) {
+      await this.disk.save({ hardState: hs, entries: rd.entries, snapshot: rd.snapshot });
+      if (hs) {
+        this.savedTerm = hs.term;
+        this.savedVote = hs.vote;
+      }
     }
     // 2. SEND.
     for (const m of rd.messages) {
@@ -193,7 +209,11 @@ export class RaftStore implements ReplicatedStore {
     const log = this.opts.log;
     switch (m.type) {
       case 'preVote':
-        if (m.to === [...this.opts.peers.keys()].find((p) => p !== this.id)) log(`election: ${this.id} heard no leader for an election timeout; asking peers for a pre-vote for term ${m.term}`);
+        // Once per term: a replica cut off from its peers retries every timeout.
+        if (m.term !== this.lastPreVoteTerm) {
+          this.lastPreVoteTerm = m.term;
+          log(`election: ${this.id} heard no leader for an election timeout; asking peers for a pre-vote for term ${m.term}`);
+        }
         break;
       case 'vote':
         if (m.to === [...this.opts.peers.keys()].find((p) => p !== this.id)) log(`election: ${this.id} is a candidate in term ${m.term} (last log ${m.lastLogIndex}/t${m.lastLogTerm}); requesting votes`);
