@@ -157,18 +157,24 @@ async function main(): Promise<void> {
   });
 
   // Observed changes: the stream a user watches, and triggers for the loop.
+  // Every replica records events (a new leader keeps the history it saw);
+  // only the leader narrates them in the log, so the stream tells each
+  // thing once.
+  const narrate = (line: string) => {
+    if (store.isLeader()) log(line);
+  };
   registry.onChange((c) => {
     switch (c.type) {
       case 'node-registered':
-        log(`node ${c.node} registered: cpu=${c.info.capacity.cpu}m memory=${c.info.capacity.memory}Mi${c.info.taints.length ? ' taints=' + c.info.taints.map((t) => t.key).join(',') : ''}`);
+        narrate(`node ${c.node} registered: cpu=${c.info.capacity.cpu}m memory=${c.info.capacity.memory}Mi${c.info.taints.length ? ' taints=' + c.info.taints.map((t) => t.key).join(',') : ''}`);
         if (store.isLeader()) registerNode(c.node);
         break;
       case 'node-ready':
-        log(`node ${c.node} Ready`);
+        narrate(`node ${c.node} Ready`);
         events.record('Normal', 'NodeReady', 'Node', c.node, `node ${c.node} is Ready (heartbeats arriving)`);
         break;
       case 'node-not-ready':
-        log(`node ${c.node} NotReady: no heartbeat for ${(c.silentForMs / 1000).toFixed(1)}s`);
+        narrate(`node ${c.node} NotReady: no heartbeat for ${(c.silentForMs / 1000).toFixed(1)}s`);
         events.record('Warning', 'NodeNotReady', 'Node', c.node, `node ${c.node} is NotReady: no heartbeat for ${(c.silentForMs / 1000).toFixed(1)}s`);
         break;
       case 'unit': {
@@ -176,7 +182,7 @@ async function main(): Promise<void> {
         if (c.previous?.phase === u.phase) break;
         const what =
           u.phase === 'Running' ? `Running pid=${u.pid}` : u.phase === 'Failed' || u.phase === 'Succeeded' ? `${u.phase} (${u.signal ? 'signal ' + u.signal : 'exit code ' + u.exitCode}${u.reason ? ', ' + u.reason : ''})` : u.phase;
-        log(`unit ${u.name} on ${c.node}: ${what}`);
+        if (u.phase !== 'Pending') narrate(`unit ${u.name} on ${c.node}: ${what}`);
         if (u.phase === 'Running') events.record('Normal', 'Started', 'Unit', u.name, `started on ${c.node} with pid ${u.pid}`);
         if (u.phase === 'Failed') events.record('Warning', 'Crashed', 'Unit', u.name, `exited on ${c.node}: ${u.signal ? 'signal ' + u.signal : 'exit code ' + u.exitCode}`);
         break;

@@ -73,17 +73,20 @@ export function unitView(u: UnitRecord, seen: { node: ObservedNodeState; report:
 /** A unit an agent still reports although no binding wants it any more
  *  (scaled down, deleted, replaced while its node was away): shown until
  *  the agent has stopped and forgotten it. */
-export function orphanUnitView(report: UnitReport, node: string): ApiObject {
+export function orphanUnitView(report: UnitReport, node: string, nodeReady = true): ApiObject {
+  const live = report.phase === 'Running' || report.phase === 'Pending' || report.phase === 'Terminating';
   return {
     kind: 'Unit',
     metadata: { name: report.name, uid: null, creationTimestamp: iso(report.startedAt), resourceVersion: '0', labels: { deployment: report.deployment } },
     spec: { deployment: report.deployment, nodeName: node, resources: report.resources },
     status: {
-      phase: report.phase === 'Running' || report.phase === 'Pending' ? 'Terminating' : report.phase,
+      // On a NotReady node nobody knows (a dead machine runs nothing; a
+      // partitioned one is told to stop it when it returns).
+      phase: live && !nodeReady ? 'Lost' : live ? 'Terminating' : report.phase,
       pid: report.pid ?? null,
       exitCode: report.exitCode ?? null,
       signal: report.signal ?? null,
-      reason: report.reason ?? 'not bound: being stopped',
+      reason: live && !nodeReady ? `node ${node} is not ready; replaced` : report.reason ?? 'not bound: being stopped',
       startTime: iso(report.startedAt),
       finishTime: iso(report.finishedAt),
       term: report.term,
@@ -98,7 +101,7 @@ export function allUnitViews(src: ViewSource): ApiObject[] {
   for (const u of src.state.units.values()) out.push(unitView(u, idx.get(u.name), src.observed));
   for (const [name, seen] of idx) {
     if (src.state.units.get(name)?.nodeName === seen.node.name) continue;
-    out.push(orphanUnitView(seen.report, seen.node.name));
+    out.push(orphanUnitView(seen.report, seen.node.name, seen.node.ready));
   }
   return out.sort(byUnitName);
 }

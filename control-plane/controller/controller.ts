@@ -56,6 +56,7 @@ export class Controller {
   /** Last FailedScheduling message per unit: one event per new reason. */
   private readonly lastFailure = new Map<string, string>();
   private stopped = false;
+  private readonly lastDiff = new Map<string, string>();
 
   constructor(private readonly deps: ControllerDeps) {}
 
@@ -154,9 +155,11 @@ export class Controller {
       pass: this.passCount++,
     });
     if (plan.actions.length === 0) return;
+    // The lesson's printed diff; a no-op pass is told once, not every pass.
     for (const d of plan.diffs) {
       const line = formatDiff(d);
-      if (line) this.deps.log(`reconcile ${line}`);
+      if (line && this.lastDiff.get(d.deployment) !== line) this.deps.log(`reconcile ${line}`);
+      this.lastDiff.set(d.deployment, line);
     }
 
     const snap = this.snapshot();
