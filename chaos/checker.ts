@@ -229,7 +229,8 @@ export interface FaultRecord {
   calmAfterMs?: number;
   healT: number | null;
   healKind: string | null;
-  /** ms from the fault to the first converged snapshot after its heal. */
+  /** ms from the fault to the first converged snapshot after it (after its
+   *  heal, for faults that last until healed). */
   recoveryMs: number | null;
   /** Another fault came before it recovered. */
   overlapped: boolean;
@@ -586,7 +587,13 @@ export class InvariantChecker {
     if (this.convergedNow(s)) {
       this.convergedAt.push(t);
       for (const f of this.faults) {
-        if (f.recoveryMs === null && f.t <= t && (f.healT === null ? !f.disruptive : f.healT <= t)) f.recoveryMs = t - f.t;
+        // A snapshot implies a working leader (reads pass its read barrier),
+        // so for a fault the cluster must absorb on its own (a unit crash, a
+        // killed agent, a killed leader with failover) recovery is the first
+        // converged snapshot after it; for one that lasts until healed (a
+        // stopped leader, a partition), the first after the heal.
+        const ownRecovery = !f.disruptive || f.calmAfterMs !== undefined;
+        if (f.recoveryMs === null && f.t < t && (ownRecovery || (f.healT !== null && f.healT <= t))) f.recoveryMs = t - f.t;
       }
     }
   }

@@ -69,6 +69,8 @@ export class FaultInjector {
   private nextId = 1;
   private readonly pending: PendingHeal[] = [];
   private readonly notes = new Set<string>();
+  /** Processes killed for good (no restart possible): they count as down to the end. */
+  private readonly gone = new Set<string>();
 
   constructor(readonly ctx: ScenarioContext) {}
 
@@ -107,11 +109,11 @@ export class FaultInjector {
   }
 
   replicaDown(): boolean {
-    return this.pending.some((p) => p.what.startsWith('replica:'));
+    return this.pending.some((p) => p.what.startsWith('replica:')) || [...this.gone].some((g) => g.startsWith('replica:'));
   }
 
   isDown(what: string): boolean {
-    return this.pending.some((p) => p.what === what);
+    return this.gone.has(what) || this.pending.some((p) => p.what === what);
   }
 
   /** Run the heals that are due. */
@@ -181,6 +183,7 @@ export class FaultInjector {
     const { target } = this.ctx;
     if (!target.canRestart) {
       this.noteOnce(`restarts are impossible on an attached cluster without --compose: ${kind}s killed stay down (restart them by hand)`);
+      this.gone.add(`${kind}:${name}`);
       return;
     }
     this.schedule(this.ctx.now() + afterMs, `${kind}:${name}`, async () => {
