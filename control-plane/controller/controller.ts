@@ -99,13 +99,6 @@ export class Controller {
       do {
         this.dirty = false;
         if (!this.deps.store.isLeader()) break;
-        // Nothing is started or stopped without a quorum: confirm this
-        // replica still leads (read index, one heartbeat round) first.
-        try {
-          await this.deps.store.readBarrier();
-        } catch {
-          break;
-        }
         await this.pass();
       } while (this.dirty && !this.stopped);
     } catch (err) {
@@ -121,7 +114,8 @@ export class Controller {
     return out;
   }
 
-  private async pass(): Promise<void> {
+  /** Desired + observed -> plan (pure reconcile), as of now. */
+  private plan(): Plan {
     const { store, registry } = this.deps;
     const state = store.state;
     const now = this.deps.now();
@@ -143,7 +137,7 @@ export class Controller {
     for (const u of state.units.values()) {
       bindings.set(u.name, { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt: u.creationTimestamp });
     }
-    const plan: Plan = reconcile({
+    return reconcile({
       deployments,
       bindings,
       nodes: this.observedNodes(),
@@ -154,6 +148,22 @@ export class Controller {
       terminateGracePeriodMs: this.deps.options.terminateGracePeriodMs,
       pass: this.passCount++,
     });
+  }
+
+  private async pass(): Promise<void> {
+    const { store } = this.deps;
+    const state = store.state;
+    if (this.plan().actions.length === 0) return;
+    // Nothing is started or stopped without a quorum: confirm this replica
+    // still leads (read index: one heartbeat round), then plan again from
+    // what is true after the wait.
+    try {
+      await store.readBarrier();
+    } catch {
+      return;
+    }
+    const now = this.deps.now();
+    const plan = this.plan();
     if (plan.actions.length === 0) return;
     // The lesson's printed diff; a no-op pass is told once, not every pass.
     for (const d of plan.diffs) {

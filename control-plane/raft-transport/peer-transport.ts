@@ -20,6 +20,8 @@ export const MAX_PEER_FRAME_BYTES = 64 * 1024 * 1024;
 /** Bytes buffered on one outbound socket before messages are dropped. */
 export const MAX_PEER_BUFFERED_BYTES = 32 * 1024 * 1024;
 export const RECONNECT_MAX_MS = 500;
+/** Raft messages in one frame, at most (one Ready's worth for one peer). */
+export const MAX_MESSAGES_PER_FRAME = 1024;
 
 const packr = new Packr({ useRecords: false, moreTypes: false });
 
@@ -103,22 +105,45 @@ export class PeerTransport {
         ws.close(1008, 'undecodable frame');
         return;
       }
-      const msg = validateMessage(m);
-      if (typeof msg === 'string') {
-        this.opts.log(`raft: frame from ${who} refused: ${msg}; closing`);
-        ws.close(1008, msg.slice(0, 120));
+      if (!Array.isArray(m) || m.length === 0 || m.length > MAX_MESSAGES_PER_FRAME) {
+        this.opts.log(`raft: frame from ${who} refused: expected a list of 1..${MAX_MESSAGES_PER_FRAME} messages; closing`);
+        ws.close(1008, 'expected a list of messages');
         return;
       }
-      if (msg.to !== this.opts.id || !this.opts.peers.has(msg.from)) return;
-      this.opts.onMessage(msg);
+      const msgs: Message[] = [];
+      for (const one of m) {
+        const msg = validateMessage(one);
+        if (typeof msg === 'string') {
+          this.opts.log(`raft: frame from ${who} refused: ${msg}; closing`);
+          ws.close(1008, msg.slice(0, 120));
+          return;
+        }
+        if (msg.to === this.opts.id && this.opts.peers.has(msg.from)) msgs.push(msg);
+      }
+      for (const msg of msgs) this.opts.onMessage(msg);
     });
   }
 
-  send(m: Message): void {
-    const ws = this.out.get(m.to);
+  /** Send one Ready's messages: one frame per peer (an array of messages),
+   *  so a burst of proposals costs one socket write per peer, not one per
+   *  message. */
+  sendBatch(messages: Message[]): void {
+    const byPeer = new Map<string, Message[]>();
+    for (const m of messages) {
+      const list = byPeer.get(m.to);
+      if (list) list.push(m);
+      else byPeer.set(m.to, [m]);
+    }
+    for (const [peer, list] of byPeer) {
+      for (let i = 0; i < list.length; i += MAX_MESSAGES_PER_FRAME) this.sendFrame(peer, list.slice(i, i + MAX_MESSAGES_PER_FRAME));
+    }
+  }
+
+  private sendFrame(peer: string, msgs: Message[]): void {
+    const ws = this.out.get(peer);
     if (!ws || ws.readyState !== WebSocket.OPEN) return; // dropped: Raft retries
     if (ws.bufferedAmount > MAX_PEER_BUFFERED_BYTES) return;
-    ws.send(packr.pack(m));
+    ws.send(packr.pack(msgs));
   }
 
   connectedPeers(): string[] {

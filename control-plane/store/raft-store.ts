@@ -116,9 +116,15 @@ export class RaftStore implements ReplicatedStore {
   private kick(): void {
     if (this.processing || this.closed) return;
     this.processing = true;
-    void this.drain().finally(() => {
-      this.processing = false;
-      if (!this.closed && this.raft.hasReady()) this.kick();
+    // Start after the current task, not inside it: proposals made in one
+    // go (a reconcile pass binding many units) share one Ready (one fsync,
+    // one frame per peer); while an fsync is in flight, everything that
+    // arrives meanwhile piles up for the next Ready.
+    queueMicrotask(() => {
+      void this.drain().finally(() => {
+        this.processing = false;
+        if (!this.closed && this.raft.hasReady()) this.kick();
+      });
     });
   }
 
@@ -146,6 +152,12 @@ export class RaftStore implements ReplicatedStore {
     // (etcd's MustSync rule). This saves one fsync per write.
     const hs = rd.hardState;
     const termOrVote = hs !== null && (hs.term !== this.savedTerm || hs.vote !== this.savedVote);
+    // A leader may send its appends BEFORE its own fsync (thesis §10.2.1):
+    // it counts itself toward a commit only once its entries are stable
+    // (RaftNode.advance), and its term and vote were persisted when it was a
+    // candidate. Followers and candidates keep the strict order.
+    const sendFirst = !termOrVote && rd.snapshot === null && this.raft.status().role === 'leader';
+    if (sendFirst) this.sendAll(rd);
     if (termOrVote || rd.entries.length > 0 || rd.snapshot) {
       await this.disk.save({ hardState: hs, entries: rd.entries, snapshot: rd.snapshot });
       if (hs) {
@@ -154,10 +166,7 @@ export class RaftStore implements ReplicatedStore {
       }
     }
     // 2. SEND.
-    for (const m of rd.messages) {
-      this.describe(m);
-      this.transport.send(m);
-    }
+    if (!sendFirst) this.sendAll(rd);
     // 3. APPLY.
     if (rd.snapshot) {
       this.state.restore(unpack(rd.snapshot.data));
@@ -191,6 +200,11 @@ export class RaftStore implements ReplicatedStore {
       const read = this.reads.get(r.context);
       if (read) read.index = r.index;
     }
+  }
+
+  private sendAll(rd: Ready): void {
+    for (const m of rd.messages) this.describe(m);
+    this.transport.sendBatch(rd.messages);
   }
 
   private async compact(index: number): Promise<void> {
@@ -276,7 +290,7 @@ export class RaftStore implements ReplicatedStore {
       }, PROPOSAL_TIMEOUT_MS);
       this.waiters.set(res.index, { term: res.term, resolve, reject, timer });
     });
-    this.kick(); // after the waiter is registered: a Ready may be handled synchronously
+    this.kick();
     return done;
   }
 
@@ -294,7 +308,7 @@ export class RaftStore implements ReplicatedStore {
       }, READ_TIMEOUT_MS);
       this.reads.set(ctx, { resolve, reject, timer, index: null });
     });
-    this.kick(); // after the read is registered: its ReadState may come at once
+    this.kick();
     return done;
   }
 
