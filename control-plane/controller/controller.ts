@@ -110,7 +110,7 @@ export class Controller {
 
   private observedNodes(): Map<string, ObservedNode> {
     const out = new Map<string, ObservedNode>();
-    for (const n of this.deps.registry.nodes.values()) out.set(n.name, { name: n.name, ready: n.ready, units: n.units });
+    for (const n of this.deps.registry.nodes.values()) out.set(n.name, { name: n.name, ready: n.ready, units: n.units, reportsSince: n.reportsSince });
     return out;
   }
 

@@ -238,6 +238,16 @@ export function reconcile(input: ReconcileInput): Plan {
       continue;
     }
     if (terminateFresh(b.name)) continue;
+    // Bound before the node's current agent started, and that agent does not
+    // run it: it died with the earlier agent (a dead machine runs nothing).
+    // Lost like a dead node's unit, and replaced under a new name; a resend
+    // would bring back an old name for a new process.
+    if (node.reportsSince !== undefined && b.boundAt < node.reportsSince && !spawnFresh(b.name)) {
+      w.diff.lost.push(b.name);
+      w.diff.detail[b.name] = `on ${b.nodeName}, whose agent restarted without it`;
+      w.bookkeeping.push({ type: 'unbind', unit: b.name, node: b.nodeName, deployment: b.deployment, reason: 'lost' });
+      continue;
+    }
     w.diff.live++;
     pushCandidate(candidates, { binding: b, rank: 1, observed: false });
   }

@@ -38,6 +38,13 @@ export interface ObservedNode {
   name: string;
   ready: boolean;
   units: ReadonlyMap<string, UnitReport>;
+  /**
+   * Since when (leader clock) this replica hears the node's current agent
+   * process, whose reports list everything it runs. Undefined while no agent
+   * has said hello yet (a freshly started replica's grace period). A unit
+   * bound before this moment and not reported died with an earlier agent.
+   */
+  reportsSince?: number;
 }
 
 /**

@@ -21,6 +21,8 @@ export interface ObservedNodeState {
   notReadySinceMs: number | null;
   units: Map<string, UnitReport>;
   highestTerm: number;
+  /** When this replica first heard the current agent process (its pid). */
+  reportsSince?: number;
 }
 
 export type RegistryChange =
@@ -56,11 +58,13 @@ export class NodeRegistry {
       n = { name: info.name, info, agentPid, connected: true, ready: false, lastHeartbeatMs: now, notReadySinceMs: null, units: new Map(), highestTerm };
       this.nodes.set(info.name, n);
     }
+    if (fresh || n.agentPid !== agentPid) n.reportsSince = now; // a new agent process
+    const infoChanged = fresh || JSON.stringify(n.info) !== JSON.stringify(info);
     n.info = info;
     n.agentPid = agentPid;
     n.connected = true;
     n.highestTerm = Math.max(n.highestTerm, highestTerm);
-    if (fresh || JSON.stringify(n.info) !== JSON.stringify(info)) this.emit({ type: 'node-registered', node: info.name, info });
+    if (infoChanged) this.emit({ type: 'node-registered', node: info.name, info });
     // The hello carries everything the agent holds: units we knew of that it
     // no longer reports are gone (e.g. the agent restarted).
     const reported = new Set(units.map((u) => u.name));

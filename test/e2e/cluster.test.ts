@@ -188,3 +188,23 @@ test('desired state survives a restart of the control plane with the same data d
   });
   assert.deepEqual(after.map((u) => u.status.pid).sort(), units.map((u) => u.status.pid).sort());
 });
+
+test('an agent restarted before its node turns NotReady runs nothing of its past: its units are replaced under new names', { timeout: 60000 }, async (t) => {
+  const c = await Cluster.start({ nodes: [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }] });
+  t.after(() => c.stop());
+  assert.equal((await c.api('PUT', '/v1/deployments/web', webManifest('web', 2, { cpu: '100m', memory: '64Mi' }))).status, 201);
+  const before = await waitFor('2 running', async () => {
+    const u = await c.running('web');
+    return u.length === 2 ? u : null;
+  });
+  const agent = c.agents.get('node-a')!;
+  agent.child.kill('SIGKILL');
+  await agent.exited;
+  c.startAgent('node-a'); // back well within the 1 s NotReady timeout
+  const after = await waitFor('2 new units running', async () => {
+    const u = await c.running('web');
+    return u.length === 2 && u.every((x) => !before.some((b) => b.metadata.name === x.metadata.name)) ? u : null;
+  }, 10000);
+  assert.deepEqual(after.map((u) => u.metadata.name).sort(), ['web-3', 'web-4']);
+  for (const b of before) assert.equal(pidAlive(b.status.pid), false);
+});

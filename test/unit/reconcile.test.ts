@@ -658,6 +658,25 @@ test('A unit the previous leader bound but never spawned is spawned by the new l
   assert.deepEqual(plan.actions, [{ type: 'spawn', unit: 'web-2', node: 'node-a', deployment: 'web' }]);
 });
 
+test('A unit bound before its node\'s agent restarted, and not reported by the new agent, is lost and replaced under a new name', () => {
+  const w = lessonWorld();
+  w.setDesired('web', 2);
+  w.bindings.set('web-1', { name: 'web-1', deployment: 'web', index: 1, nodeName: 'node-a', specHash: 'h1', boundAt: w.now - 5000 });
+  w.bindings.set('web-2', { name: 'web-2', deployment: 'web', index: 2, nodeName: 'node-a', specHash: 'h1', boundAt: w.now - 5000 });
+  const input = w.input();
+  // node-a's agent came back (a new process, heard from 1 s ago) running nothing.
+  input.nodes = new Map([...input.nodes].map(([k, n]) => [k, k === 'node-a' ? { ...n, units: new Map(), reportsSince: w.now - 1000 } : n]));
+  const plan = reconcile(input);
+  assert.deepEqual(unitsOf(ofType(plan, 'unbind')).sort(), ['web-1', 'web-2']);
+  assert.ok(ofType(plan, 'unbind').every((a) => a.reason === 'lost'));
+  assert.equal(ofType(plan, 'create').length, 2, 'two replacements, with new names');
+  assert.equal(ofType(plan, 'spawn').length, 0, 'no old name is spawned again');
+  // A unit bound AFTER the new agent said hello is only waiting for its spawn.
+  input.nodes.get('node-a')!.reportsSince = w.now - 10_000;
+  const later = reconcile(input);
+  assert.deepEqual(unitsOf(ofType(later, 'spawn')).sort(), ['web-1', 'web-2']);
+});
+
 test('A bound unit that is Terminating or has our terminate in flight is not counted live and not acted on again', () => {
   const w = lessonWorld();
   w.setDesired('web', 2);
