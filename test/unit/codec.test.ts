@@ -10,21 +10,16 @@ import { decodeAgentMessage, decodeControlPlaneMessage, encodeMessage } from '..
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../../shared/protocol/messages.ts';
 import { MAX_UNITS_PER_HELLO, MAX_NAME_CHARS, fieldPath } from '../../shared/protocol/validate.ts';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
+import { SeededRandom } from '../../shared/random.ts';
 
 /** Encodes anything, bypassing the typed encoder, to forge bad frames. */
 const raw = new Packr({ useRecords: false });
 const forge = (value: unknown): Buffer => raw.pack(value);
 
-/** mulberry32: a small seeded PRNG so every fuzz failure can be replayed. */
+/** A seeded PRNG (shared/random.ts) so every fuzz failure can be replayed. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new SeededRandom(seed);
+  return () => r.next();
 }
 
 const report: UnitReport = {

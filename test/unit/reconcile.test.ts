@@ -15,6 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
+import { SeededRandom } from '../../shared/random.ts';
 import {
   reconcile,
   formatDiff,
@@ -248,16 +249,10 @@ function report(name: string, deployment: string, phase: UnitReport['phase'], ex
   return { name, deployment, phase, resources: SPEC.resources, term: 1, ...extra };
 }
 
-/** Mulberry32: a tiny seeded PRNG, so a failing random run replays from its seed. */
+/** A seeded PRNG (shared/random.ts), so a failing random run replays from its seed. */
 function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new SeededRandom(seed);
+  return () => r.next();
 }
 
 // ---- the lesson's printed run -------------------------------------------------
