@@ -12,6 +12,7 @@
 import type { SeededRandom } from '../shared/random.ts';
 import type { ApiClient } from './api-client.ts';
 import type { InvariantChecker, WriteObservation } from './checker.ts';
+import { webManifest } from '../test/helpers/cluster.ts';
 
 export type WorkloadLevel = 'none' | 'light' | 'heavy';
 
@@ -35,20 +36,12 @@ export const DEPLOYMENTS: DeploymentPlan[] = [
 ];
 
 export function chaosManifest(name: string, replicas: number, marker: string, gpu: boolean): unknown {
-  return {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name },
-    spec: {
-      replicas,
-      template: {
-        spec: {
-          containers: [{ name, command: ['sleep', '3600'], env: [{ name: 'CHAOS_WRITE', value: marker }], resources: { requests: { cpu: WORKLOAD_CPU, memory: WORKLOAD_MEMORY } } }],
-          ...(gpu ? { tolerations: [{ key: 'gpu-only', operator: 'Exists' }] } : {}),
-        },
-      },
-    },
-  };
+  return webManifest(name, replicas, {
+    cpu: WORKLOAD_CPU,
+    memory: WORKLOAD_MEMORY,
+    env: [{ name: 'CHAOS_WRITE', value: marker }],
+    tolerations: gpu ? [{ key: 'gpu-only', operator: 'Exists' }] : undefined,
+  });
 }
 
 export class Workload {

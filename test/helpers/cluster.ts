@@ -238,7 +238,7 @@ export class Cluster {
   }
 }
 
-export function webManifest(name = 'web', replicas = 3, extra: { command?: string[]; cpu?: string; memory?: string; tolerations?: unknown[] } = {}): unknown {
+export function webManifest(name = 'web', replicas = 3, extra: { command?: string[]; cpu?: string; memory?: string; env?: Array<{ name: string; value: string }>; tolerations?: unknown[] } = {}): unknown {
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -247,7 +247,7 @@ export function webManifest(name = 'web', replicas = 3, extra: { command?: strin
       replicas,
       template: {
         spec: {
-          containers: [{ name, command: extra.command ?? ['sleep', '3600'], resources: { requests: { cpu: extra.cpu ?? '1000m', memory: extra.memory ?? '2048Mi' } } }],
+          containers: [{ name, command: extra.command ?? ['sleep', '3600'], ...(extra.env ? { env: extra.env } : {}), resources: { requests: { cpu: extra.cpu ?? '1000m', memory: extra.memory ?? '2048Mi' } } }],
           ...(extra.tolerations ? { tolerations: extra.tolerations } : {}),
         },
       },
