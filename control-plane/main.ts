@@ -20,7 +20,7 @@ import { Controller, DEFAULT_CONTROLLER_OPTIONS } from './controller/controller.
 import { EventLog } from './events.ts';
 import { NodeRegistry } from './registry/node-registry.ts';
 import { Scheduler } from './scheduler/index.ts';
-import { RaftStore } from './store/raft-store.ts';
+import { RaftStore, SNAPSHOT_EVERY_ENTRIES } from './store/raft-store.ts';
 import { NoQuorumError, type ReplicatedStore } from './store/store.ts';
 import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 
@@ -30,7 +30,7 @@ const log = makeLogger();
 const STARTUP_GRACE_MS = 2000;
 
 function usage(msg: string): never {
-  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n`);
+  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n`);
   process.exit(2);
 }
 
@@ -53,6 +53,7 @@ interface Config {
   maxActionsPerPass: number;
   resyncIntervalMs: number;
   gracePeriodMs: number;
+  snapshotEvery: number;
 }
 
 function config(): Config {
@@ -70,6 +71,7 @@ function config(): Config {
         'max-actions-per-pass': { type: 'string' },
         'resync-interval-ms': { type: 'string' },
         'grace-period-ms': { type: 'string' },
+        'snapshot-every': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -115,6 +117,7 @@ function config(): Config {
     maxActionsPerPass: intFlag('max-actions-per-pass', values['max-actions-per-pass'] ?? env.MO_MAX_ACTIONS_PER_PASS, DEFAULT_CONTROLLER_OPTIONS.maxActionsPerPass),
     resyncIntervalMs: intFlag('resync-interval-ms', values['resync-interval-ms'] ?? env.MO_RESYNC_INTERVAL_MS, DEFAULT_CONTROLLER_OPTIONS.resyncIntervalMs),
     gracePeriodMs: intFlag('grace-period-ms', values['grace-period-ms'] ?? env.MO_GRACE_PERIOD_MS, DEFAULT_CONTROLLER_OPTIONS.terminateGracePeriodMs, 0),
+    snapshotEvery: intFlag('snapshot-every', values['snapshot-every'] ?? env.MO_SNAPSHOT_EVERY, SNAPSHOT_EVERY_ENTRIES),
   };
 }
 
@@ -124,7 +127,7 @@ async function main(): Promise<void> {
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   const events = new EventLog(cfg.id, now);
   const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `ws://${cfg.host}:${cfg.port}`]]);
-  const raftStore = await RaftStore.open({ id: cfg.id, peers, dataDir: path.join(cfg.dataDir, 'raft'), token: cfg.token, log });
+  const raftStore = await RaftStore.open({ id: cfg.id, peers, dataDir: path.join(cfg.dataDir, 'raft'), token: cfg.token, log, snapshotEvery: cfg.snapshotEvery });
   const store: ReplicatedStore = raftStore;
   const changeListeners = new Set<() => void>();
   const changed = () => {
