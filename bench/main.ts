@@ -1,10 +1,12 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
 // printed beside its target. Run on an otherwise idle machine; `--only NAME`
-// runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory).
+// runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
+// failover, writes, catch-up).
 
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cluster.ts';
+import { benchCatchUp, benchFailover, benchWrites } from './raft.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
@@ -56,6 +58,32 @@ if (want('memory')) {
   const r = await benchIdleMemory();
   const agentTotal = r.agentMiB + r.agentHelpersMiB;
   const line = `idle agent ${f(r.agentMiB)} MiB + helpers ${f(r.agentHelpersMiB)} MiB = ${f(agentTotal)} MiB (target < 60: ${verdict(agentTotal < 60)}); idle replica ${f(r.replicaMiB)} MiB`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('failover')) {
+  console.log('\n== leader failover: SIGKILL of the leader until the first acknowledged write (3 replicas) ==');
+  const r = await benchFailover(12);
+  const line = `leader failover: median ${f(r.medianMs, 0)} ms, p99 ${f(r.p99Ms, 0)} ms over ${r.samples.length} rounds, election timeout ${r.electionTimeoutMs} ms (target median <= 500 ms: ${verdict(r.medianMs <= 500)})`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('writes')) {
+  console.log('\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) ==');
+  const etcd: Record<number, number> = { 1: 790, 16: 3200 };
+  for (const r of await benchWrites(5000)) {
+    const line = `writes at concurrency ${r.concurrency}: ${Math.round(r.writesPerSec)}/s (etcd 3.4 on this machine: ~${etcd[r.concurrency]}/s: ${verdict(r.writesPerSec >= etcd[r.concurrency])})`;
+    console.log(line);
+    summary.push(line);
+  }
+}
+
+if (want('catch-up')) {
+  console.log('\n== a restarted replica 10,000 entries behind catching up ==');
+  const r = await benchCatchUp(10000);
+  const line = `catch-up of ${r.entries} entries: ${f(r.catchUpMs, 0)} ms from restart to applied`;
   console.log(line);
   summary.push(line);
 }
