@@ -11,16 +11,21 @@
 // placement changes the next one's scores (real bin-packing).
 //
 // Hot path contract (the target: 5,000 placements/s at 5,000 nodes, see
-// bench/scheduler.ts): the loops run plugin by plugin over an array of
-// candidate node indexes, through each plugin's
-// filterMany/addScores when it has one (a generic per-node plugin call costs
-// more than the check itself). Feasible nodes allocate nothing. Reasons are
-// built afterwards, only for the rejected nodes a decision lists (their
-// filters run once more, per node, to say why); per-plugin scores and
-// explanations only for the few best nodes (their score() runs once more).
+// bench/scheduler.ts). With the default plugins (the very objects in
+// defaults.ts, in that order) one fused loop (fused.ts) filters, scores and
+// ranks every node in a single pass over the snapshot's columns. With any
+// other plugin list the loops run plugin by plugin over an array of
+// candidate node indexes, through each plugin's filterMany/addScores when it
+// has one (a generic per-node plugin call costs more than the check itself).
+// Both paths give the same decision for the default plugins (tested).
+// Feasible nodes allocate nothing. Reasons are built afterwards, only for the
+// rejected nodes a decision lists (their filters run once more, per node, to
+// say why); per-plugin scores and explanations only for the few best nodes
+// (their score() runs once more).
 
 import { defaultFilters, defaultScores } from './defaults.ts';
 import { placedMessage, unschedulableMessage } from './format.ts';
+import { FusedDefaultPass } from './fused.ts';
 import { roundHalfUp } from './plugins/round.ts';
 import type { ClusterSnapshot } from './snapshot.ts';
 import type { FilterPlugin, NodeDecision, NodeState, ScorePlugin, SchedulingDecision, UnitRequest } from './types.ts';
@@ -46,6 +51,11 @@ function identity(candidates: Int32Array, count: number): void {
   for (let i = 0; i < count; i++) candidates[i] = i;
 }
 
+/** Same plugin objects in the same order (identity: a copy with another weight is another plugin). */
+function samePlugins<T>(a: readonly T[], b: readonly T[]): boolean {
+  return a.length === b.length && a.every((p, i) => p === b[i]);
+}
+
 export class Scheduler {
   readonly filters: readonly FilterPlugin[];
   readonly scores: readonly ScorePlugin[];
@@ -53,6 +63,8 @@ export class Scheduler {
   // placement allocates O(1) objects, not O(nodes).
   private candidates = new Int32Array(0);
   private totals = new Float64Array(0);
+  /** The one-pass loop, when the plugin lists are exactly the defaults; else null. */
+  private readonly fused: FusedDefaultPass | null;
 
   /** Without options: defaultFilters and defaultScores. */
   constructor(opts: SchedulerOptions = {}) {
@@ -68,10 +80,39 @@ export class Scheduler {
         throw new Error(`scheduler: score plugin ${s.name} has weight ${s.weight}; weights are finite and >= 0`);
       }
     }
+    this.fused =
+      samePlugins(this.filters, defaultFilters) && samePlugins(this.scores, defaultScores)
+        ? new FusedDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION)
+        : null;
+  }
+
+  /** True when schedule() takes the fused one-pass path (the default plugins, unchanged). */
+  get usesFusedPath(): boolean {
+    return this.fused !== null;
   }
 
   /** Picks a node for one unit. Does not change `snap`: assume() the result yourself. */
   schedule(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
+    return this.fused !== null ? this.scheduleFused(this.fused, req, snap) : this.schedulePluginByPlugin(req, snap);
+  }
+
+  /** The default plugins in one pass (fused.ts); the decision is built as below. */
+  private scheduleFused(pass: FusedDefaultPass, req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
+    const scores = this.scores; // balanced, spread, prefer-no-schedule: checked in the constructor
+    pass.run(req, snap, scores[0].weight, scores[1].weight, scores[2].weight);
+    const nodes = snap.nodes();
+    const rejected: NodeDecision[] = [];
+    for (let k = 0; k < pass.rejectedListed; k++) {
+      const node = nodes[pass.rejected[k]];
+      rejected.push({ node: node.name, feasible: false, reasons: this.reasonsFor(req, node, snap) });
+    }
+    const scored: NodeDecision[] = [];
+    for (let k = 0; k < pass.topCount; k++) scored.push(this.describe(req, nodes[pass.topSlot[k]], snap, pass.topTotal[k]));
+    return this.decision(req, nodes.length, pass.feasibleCount, pass.rejectedCount, rejected, scored);
+  }
+
+  /** Any plugin lists: each filter and score plugin in turn over the candidates. */
+  private schedulePluginByPlugin(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
     const nodes = snap.nodes();
     const nodeCount = nodes.length;
     this.reserve(nodeCount);
@@ -139,18 +180,32 @@ export class Scheduler {
     }
 
     // ---- describe: only the nodes shown get score tables and explanations.
-    const scored: NodeDecision[] = top.map((j) => {
-      const node = nodes[candidates[j]];
-      const byPlugin: Record<string, number> = {};
-      const detail: string[] = [];
-      for (let p = 0; p < scores.length; p++) {
-        const plugin = scores[p];
-        byPlugin[plugin.name] = clampScore(plugin.score(req, node, snap));
-        detail.push(plugin.explain ? plugin.explain(req, node, snap) : '');
-      }
-      return { node: node.name, feasible: true, reasons: [], scores: byPlugin, total: totals[j], detail };
-    });
+    const scored: NodeDecision[] = top.map((j) => this.describe(req, nodes[candidates[j]], snap, totals[j]));
+    return this.decision(req, nodeCount, feasibleCount, rejectedCount, rejected, scored);
+  }
 
+  /** A shown feasible node: each score plugin's score and explanation (score() runs once more). */
+  private describe(req: UnitRequest, node: NodeState, snap: ClusterSnapshot, total: number): NodeDecision {
+    const scores = this.scores;
+    const byPlugin: Record<string, number> = {};
+    const detail: string[] = [];
+    for (let p = 0; p < scores.length; p++) {
+      const plugin = scores[p];
+      byPlugin[plugin.name] = clampScore(plugin.score(req, node, snap));
+      detail.push(plugin.explain ? plugin.explain(req, node, snap) : '');
+    }
+    return { node: node.name, feasible: true, reasons: [], scores: byPlugin, total, detail };
+  }
+
+  /** The decision and its message; `scored` is best first. */
+  private decision(
+    req: UnitRequest,
+    nodeCount: number,
+    feasibleCount: number,
+    rejectedCount: number,
+    rejected: NodeDecision[],
+    scored: NodeDecision[],
+  ): SchedulingDecision {
     const decision: SchedulingDecision = {
       deployment: req.deployment,
       chosen: scored.length > 0 ? scored[0].node : null,
@@ -158,7 +213,7 @@ export class Scheduler {
       nodeCount,
       feasibleCount,
       rejectedCount,
-      weights: Object.fromEntries(scores.map((s) => [s.name, s.weight])),
+      weights: Object.fromEntries(this.scores.map((s) => [s.name, s.weight])),
       message: '',
     };
     decision.message = decision.chosen === null ? unschedulableMessage(decision) : placedMessage(decision);

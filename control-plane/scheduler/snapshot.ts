@@ -51,6 +51,12 @@ export interface NodeColumns {
   memAllocated: Float64Array;
   /** NODE_NOT_READY | NODE_CORDONED | NODE_TAINTED | NODE_PREFER_NO_SCHEDULE. */
   flags: Uint8Array;
+  /**
+   * How many PreferNoSchedule taints the node carries: a unit without
+   * tolerations tolerates none of them, so its prefer-no-schedule score is a
+   * table lookup (fused.ts).
+   */
+  preferNoScheduleTaints: Int32Array;
 }
 
 /** Column slots allocated before the first growth. */
@@ -77,6 +83,7 @@ function emptyColumns(slots: number): NodeColumns {
     cpuAllocated: new Float64Array(slots),
     memAllocated: new Float64Array(slots),
     flags: new Uint8Array(slots),
+    preferNoScheduleTaints: new Int32Array(slots),
   };
 }
 
@@ -171,7 +178,7 @@ export class ClusterSnapshot {
     this.ranks = null;
     this.slotOf.delete(name);
     for (let i = slot; i < this.list.length; i++) this.slotOf.set(this.list[i].name, i);
-    for (const column of Object.values(this.cols) as Array<Float64Array | Uint8Array>) {
+    for (const column of Object.values(this.cols) as Array<Float64Array | Uint8Array | Int32Array>) {
       column.copyWithin(slot, slot + 1, this.list.length + 1);
     }
     for (const d of this.deployments.values()) d.bySlot = null;
@@ -249,8 +256,13 @@ export class ClusterSnapshot {
     c.cpuAllocated[slot] = n.allocated.cpu;
     c.memAllocated[slot] = n.allocated.memory;
     let flags = (n.ready ? 0 : NODE_NOT_READY) | (n.unschedulable ? NODE_CORDONED : 0);
-    for (const t of n.taints) flags |= t.effect === 'PreferNoSchedule' ? NODE_PREFER_NO_SCHEDULE : NODE_TAINTED;
+    let prefer = 0;
+    for (const t of n.taints) {
+      if (t.effect === 'PreferNoSchedule') prefer++;
+      flags |= t.effect === 'PreferNoSchedule' ? NODE_PREFER_NO_SCHEDULE : NODE_TAINTED;
+    }
     c.flags[slot] = flags;
+    c.preferNoScheduleTaints[slot] = prefer;
   }
 
   private grow(slots: number): void {
@@ -260,6 +272,7 @@ export class ClusterSnapshot {
     next.cpuAllocated.set(this.cols.cpuAllocated);
     next.memAllocated.set(this.cols.memAllocated);
     next.flags.set(this.cols.flags);
+    next.preferNoScheduleTaints.set(this.cols.preferNoScheduleTaints);
     this.cols = next;
   }
 

@@ -2,8 +2,9 @@
 // filter and score plugin (tables), the lesson's step-3 run reproduced line
 // for line with balanced scoring alone, the spreading fix with the default
 // plugins, Kubernetes-style unschedulable messages, determinism, the O(nodes)
-// visit contract, ClusterSnapshot bookkeeping, and a seeded comparison of the
-// fast paths against a naive reference scheduler.
+// visit contract, ClusterSnapshot bookkeeping, a seeded comparison of the
+// fast paths against a naive reference scheduler, and of the fused default
+// pass against the plugin-by-plugin path.
 
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -647,6 +648,112 @@ describe('fast paths', () => {
         }
       }
     }
+  });
+});
+
+/** A scheduler with plugins that behave exactly like the defaults but are other objects: the plugin-by-plugin path. */
+function pluginByPluginScheduler(): Scheduler {
+  return new Scheduler({ filters: defaultFilters.map((p) => ({ ...p })), scores: defaultScores.map((p) => ({ ...p })) });
+}
+
+describe('the fused default pass', () => {
+  test('The default plugins take the fused one-pass path; copies of them or other plugin lists do not.', () => {
+    assert.equal(new Scheduler().usesFusedPath, true);
+    assert.equal(new Scheduler({ filters: defaultFilters, scores: defaultScores }).usesFusedPath, true);
+    assert.equal(pluginByPluginScheduler().usesFusedPath, false);
+    assert.equal(new Scheduler({ scores: [balancedAllocation] }).usesFusedPath, false);
+    assert.equal(new Scheduler({ scores: [spread, balancedAllocation, preferNoSchedule] }).usesFusedPath, false);
+  });
+
+  test('Seeded random clusters get decisions identical to the plugin-by-plugin path: chosen node, totals, reasons, scores, message.', () => {
+    const spotTaints = (k: number): Taint[] => Array.from({ length: k }, (_, i) => ({ key: `spot-${i}`, effect: 'PreferNoSchedule' as const }));
+    const taintChoices: Taint[][] = [
+      [gpuOnly],
+      [{ key: 'spot', effect: 'PreferNoSchedule' }],
+      [{ key: 'x', value: '1', effect: 'NoExecute' }],
+      spotTaints(2),
+      spotTaints(17), // more than the fused pass's PreferNoSchedule table holds
+      [gpuOnly, { key: 'spot', effect: 'PreferNoSchedule' }],
+    ];
+    const tolerationChoices: Toleration[][] = [
+      [],
+      [],
+      [{ key: 'gpu-only', operator: 'Exists' }],
+      [{ operator: 'Exists' }],
+      [{ key: 'x', operator: 'Equal', value: '1' }],
+      [{ key: 'spot', operator: 'Exists', effect: 'PreferNoSchedule' }],
+      [{ key: 'spot-1', operator: 'Exists' }],
+      [{ key: 'node.kubernetes.io/unschedulable', operator: 'Exists', effect: 'NoSchedule' }],
+    ];
+    let placed = 0;
+    let unschedulable = 0;
+    for (let seed = 1; seed <= 12; seed++) {
+      const random = prng(1000 + seed);
+      const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
+      // Small clusters (fewer feasible nodes than a decision shows, or none)
+      // and big ones (more rejected nodes than a decision lists).
+      const size = seed % 3 === 0 ? 3 : seed % 3 === 1 ? 30 : 120;
+      const nodes = Array.from({ length: size }, (_, i) => {
+        const cpu = pick([2000, 4000, 8000]);
+        return node(`n${String(Math.floor(random() * 1000)).padStart(3, '0')}-${i}`, {
+          ready: random() > 0.1,
+          unschedulable: random() < 0.1,
+          // Twins: equal shapes and allocations give equal totals, decided by name.
+          capacity: { cpu, memory: cpu * 2 },
+          allocated: random() < 0.3 ? { cpu: 0, memory: 0 } : { cpu: 100 * Math.floor(random() * (cpu / 100)), memory: 256 * Math.floor(random() * (cpu / 128)) },
+          taints: random() < 0.4 ? pick(taintChoices) : [],
+        });
+      });
+      // One node holds more units of `web` than the fused pass's spread table covers.
+      const seeded = Array.from({ length: 1100 + seed }, () => ({ deployment: 'web', node: nodes[0].name }));
+      const fusedSnap = new ClusterSnapshot(nodes, seeded);
+      const slowSnap = new ClusterSnapshot(nodes, seeded);
+      const fused = new Scheduler();
+      const slow = pluginByPluginScheduler();
+      for (let k = 0; k < 80; k++) {
+        const req = request({
+          deployment: pick(['web', 'web', 'db', 'cache']),
+          resources: { cpu: pick([0, 100, 500, 1000]), memory: pick([0, 128, 512, 2048]) },
+          tolerations: pick(tolerationChoices),
+        });
+        if (random() < 0.1) {
+          const someNode = fusedSnap.nodes()[Math.floor(random() * fusedSnap.nodes().length)];
+          const changed = { ...someNode, ready: random() > 0.2, unschedulable: random() < 0.2, taints: random() < 0.4 ? pick(taintChoices) : [] };
+          fusedSnap.setNode(changed);
+          slowSnap.setNode(changed);
+        }
+        const a = fused.schedule(req, fusedSnap);
+        const b = slow.schedule(req, slowSnap);
+        assert.deepEqual(a, b, `seed ${seed}, unit ${k}: the fused pass and the plugin-by-plugin path disagree`);
+        if (a.chosen === null) {
+          unschedulable++;
+          continue;
+        }
+        placed++;
+        fusedSnap.assume(a.chosen, req);
+        slowSnap.assume(a.chosen, req);
+      }
+    }
+    // The runs exercised both outcomes.
+    assert.ok(placed > 100 && unschedulable > 10, `placed ${placed}, unschedulable ${unschedulable}`);
+  });
+
+  test('The PreferNoSchedule taint count column follows setNode() and removeNode().', () => {
+    const snap = new ClusterSnapshot([
+      node('a', { taints: [{ key: 's1', effect: 'PreferNoSchedule' }, gpuOnly, { key: 's2', effect: 'PreferNoSchedule' }] }),
+      node('b'),
+      node('c', { taints: [{ key: 's1', effect: 'PreferNoSchedule' }] }),
+    ]);
+    assert.deepEqual(Array.from(snap.columns().preferNoScheduleTaints.subarray(0, 3)), [2, 0, 1]);
+    snap.setNode(node('b', { taints: [{ key: 's3', effect: 'PreferNoSchedule' }] }));
+    snap.removeNode('a');
+    assert.deepEqual(Array.from(snap.columns().preferNoScheduleTaints.subarray(0, 2)), [1, 1]);
+    // A unit without tolerations now scores both nodes 50 for prefer-no-schedule.
+    const d = new Scheduler().schedule(request({ resources: { cpu: 100, memory: 128 } }), snap);
+    assert.deepEqual(
+      d.nodes.map((n) => n.scores?.['prefer-no-schedule']),
+      [50, 50],
+    );
   });
 });
 

@@ -7,12 +7,15 @@ import type { ScorePlugin } from '../types.ts';
 import { roundHalfUp } from './round.ts';
 
 /** Utilisation after placing the unit; a node without capacity counts as full. */
-function fraction(allocated: number, request: number, capacity: number): number {
+export function fraction(allocated: number, request: number, capacity: number): number {
   return capacity > 0 ? (allocated + request) / capacity : 1;
 }
 
-/** score = round((1 - |cpu% - mem%|) * 100), clamped to 0..100 (over-committed nodes). */
-function balanced(cpuFraction: number, memFraction: number): number {
+/**
+ * score = round((1 - |cpu% - mem%|) * 100), clamped to 0..100 (over-committed
+ * nodes). Shared with the fused default pass (fused.ts).
+ */
+export function balanced(cpuFraction: number, memFraction: number): number {
   const s = roundHalfUp((1 - Math.abs(cpuFraction - memFraction)) * 100);
   return s < 0 ? 0 : s > 100 ? 100 : s;
 }

@@ -14,8 +14,13 @@ export const UNSCHEDULABLE_TAINT: Taint = Object.freeze({
   effect: 'NoSchedule',
 });
 
+/** The unit may go to cordoned nodes (it tolerates UNSCHEDULABLE_TAINT). Shared with fused.ts. */
+export function toleratesCordon(req: UnitRequest): boolean {
+  return isTolerated(req.tolerations, UNSCHEDULABLE_TAINT);
+}
+
 function allowed(req: UnitRequest, node: NodeState): boolean {
-  return !node.unschedulable || isTolerated(req.tolerations, UNSCHEDULABLE_TAINT);
+  return !node.unschedulable || toleratesCordon(req);
 }
 
 export const nodeUnschedulable: FilterPlugin = {

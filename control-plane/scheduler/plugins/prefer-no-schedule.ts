@@ -16,10 +16,15 @@ function untoleratedPreferNoSchedule(req: UnitRequest, node: NodeState): number 
   return n;
 }
 
-/** score = round(100 / (1 + untolerated PreferNoSchedule taints)). */
-function preferScore(req: UnitRequest, node: NodeState): number {
+/** score = round(100 / (1 + untolerated PreferNoSchedule taints)). Shared with fused.ts. */
+export function scoreForUntolerated(untolerated: number): number {
+  return roundHalfUp(100 / (1 + untolerated));
+}
+
+/** The score of one node for one unit. Shared with fused.ts. */
+export function preferScore(req: UnitRequest, node: NodeState): number {
   if (node.taints.length === 0) return 100;
-  return roundHalfUp(100 / (1 + untoleratedPreferNoSchedule(req, node)));
+  return scoreForUntolerated(untoleratedPreferNoSchedule(req, node));
 }
 
 export const preferNoSchedule: ScorePlugin = {

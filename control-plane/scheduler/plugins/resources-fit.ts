@@ -4,8 +4,8 @@
 
 import { FILTER_OK, type FilterPlugin } from '../types.ts';
 
-/** The one rule, used by both paths (a NaN anywhere never fits). */
-function fits(cpuCapacity: number, cpuAllocated: number, memCapacity: number, memAllocated: number, cpu: number, memory: number): boolean {
+/** The one rule, used by every path (also the fused default pass); a NaN anywhere never fits. */
+export function fits(cpuCapacity: number, cpuAllocated: number, memCapacity: number, memAllocated: number, cpu: number, memory: number): boolean {
   return cpuCapacity - cpuAllocated >= cpu && memCapacity - memAllocated >= memory;
 }
 

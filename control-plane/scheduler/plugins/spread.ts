@@ -19,8 +19,10 @@ import { roundHalfUp } from './round.ts';
  * fullest node from an empty one. On the lesson's cluster `web` then goes
  * (balanced + spread) node-b (199 vs 190), node-d (190 vs 99), then node-b
  * again because node-d is out of cpu and memory.
+ *
+ * Shared with the fused default pass (fused.ts).
  */
-function spreadScore(here: number, max: number): number {
+export function spreadScore(here: number, max: number): number {
   return max === 0 ? 100 : roundHalfUp((max - here) * (100 / max));
 }
 

@@ -12,7 +12,8 @@ function blocks(tolerations: readonly Toleration[], taint: Taint): boolean {
   return taint.effect !== 'PreferNoSchedule' && !isTolerated(tolerations, taint);
 }
 
-function toleratesAll(req: UnitRequest, node: NodeState): boolean {
+/** Every NoSchedule/NoExecute taint of the node is tolerated. Shared with fused.ts. */
+export function toleratesAll(req: UnitRequest, node: NodeState): boolean {
   const taints = node.taints;
   for (let i = 0; i < taints.length; i++) if (blocks(req.tolerations, taints[i])) return false;
   return true;
