@@ -10,8 +10,14 @@
 //
 // The durability contract (Figure 2: "respond to RPCs only after updating
 // stable storage"): save() resolves only after its batch is written AND
-// fdatasync'ed, so a host that awaits save() before sending Ready.messages
-// never sends a vote or an append acknowledgement that a crash could take back.
+// durable, so a host that awaits save() before sending Ready.messages never
+// sends a vote or an append acknowledgement that a crash could take back.
+// Segments are opened O_DSYNC: each write() returns only once its data (and
+// the metadata needed to read it back, such as the file size) is on stable
+// storage, exactly what write() + fdatasync() gives (POSIX synchronized I/O
+// data integrity), but in one system call and one trip through libuv's
+// thread pool instead of two. On this 2-core VM every trip costs a thread
+// wake-up and a wake-up of the event loop, ~0.1 ms each on the write path.
 //
 // Checkpoints instead of in-place compaction. A snapshot (local compaction or
 // one installed from the leader) is committed by starting a NEW segment whose
@@ -27,6 +33,7 @@
 // Conflict truncation (§5.3) is append-only too: an entry record at index i
 // replaces every earlier-written entry >= i when replayed, as in etcd's WAL.
 
+import { constants as fsConstants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Entry, HardState, PersistedState, RaftStorage, Ready, Snapshot, SnapshotMeta } from '../raft/types.ts';
@@ -82,6 +89,11 @@ interface Segment {
 const WAL_NAME = /^wal-(\d{16})\.log$/;
 const SNAP_NAME = /^snap-(\d{16})-(\d{16})\.snap$/;
 
+/** A live segment: read-write, every write durable on return (see the header). */
+const SEGMENT_OPEN_FLAGS = fsConstants.O_RDWR | fsConstants.O_DSYNC;
+/** A new segment: as above, and it must not exist yet. */
+const SEGMENT_CREATE_FLAGS = SEGMENT_OPEN_FLAGS | fsConstants.O_CREAT | fsConstants.O_EXCL;
+
 function walName(seq: number): string {
   return `wal-${String(seq).padStart(16, '0')}.log`;
 }
@@ -111,12 +123,11 @@ async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Pr
   }
 }
 
-/** Write a whole new file durably: create (must not exist), write, fdatasync, fsync the directory. */
-async function writeNewFile(dir: string, name: string, bytes: Uint8Array): Promise<FileHandle> {
-  const fh = await open(join(dir, name), 'wx+');
+/** Write a whole new segment durably: create (must not exist) O_DSYNC, write, fsync the directory. */
+async function writeNewSegment(dir: string, name: string, bytes: Uint8Array): Promise<FileHandle> {
+  const fh = await open(join(dir, name), SEGMENT_CREATE_FLAGS);
   try {
-    await writeAll(fh, bytes, 0);
-    await fh.datasync();
+    await writeAll(fh, bytes, 0); // durable on return: O_DSYNC
     await fsyncDir(dir);
     return fh;
   } catch (e) {
@@ -265,7 +276,7 @@ export class DiskStorage implements RaftStorage {
       for (const name of snapFiles) await unlink(join(dir, name));
       const hardState: HardState = { term: 0, vote: null, commit: 0 };
       const batch = encodeBatch([{ kind: 'checkpoint', snapshot: { index: 0, term: 0 }, hardState }]);
-      const fh = await writeNewFile(dir, walName(1), batch);
+      const fh = await writeNewSegment(dir, walName(1), batch);
       return new DiskStorage(dir, segmentMaxBytes, release, hardState, null, new LogTail(0, 0, []), [{ seq: 1, bytes: batch.length }], fh);
     }
 
@@ -346,7 +357,7 @@ export class DiskStorage implements RaftStorage {
     for (let i = 0; i < baseAt; i++) toDelete.push(walName(seqs[i]));
 
     const activeSeq = seqs[seqs.length - 1];
-    const active = await open(join(dir, walName(activeSeq)), 'r+');
+    const active = await open(join(dir, walName(activeSeq)), SEGMENT_OPEN_FLAGS);
     try {
       if (truncate !== null) {
         await active.truncate(truncate.at);
@@ -377,7 +388,7 @@ export class DiskStorage implements RaftStorage {
    * Persist one Ready: update.snapshot (installed from the leader: DISCARDS
    * every stored entry), then update.entries (an entry at index i replaces
    * stored entries >= i, §5.3), then update.hardState. Resolves after ONE
-   * fdatasync covering all of it; concurrent calls are queued and merged
+   * synchronized (O_DSYNC) write covering all of it; concurrent calls are queued and merged
    * into shared writes (group commit), in call order. Entries and snapshots
    * handed in must not be mutated afterwards (they are kept, not copied).
    */
@@ -508,10 +519,12 @@ export class DiskStorage implements RaftStorage {
     if (records.length > 0) {
       try {
         const batch = encodeBatch(records);
-        await this.rotateIfFull();
+        // Only await when a rotation is due: otherwise the write below is
+        // handed to the thread pool in this same task, before the caller
+        // (a leader sending its appends meanwhile) moves on.
+        if (this.segments[this.segments.length - 1].bytes >= this.segmentMaxBytes) await this.rotateIfFull();
         const seg = this.segments[this.segments.length - 1];
-        await writeAll(this.active, batch, seg.bytes);
-        await this.active.datasync();
+        await writeAll(this.active, batch, seg.bytes); // durable on return: O_DSYNC
         seg.bytes += batch.length;
       } catch (e) {
         this.fail(e);
@@ -526,7 +539,7 @@ export class DiskStorage implements RaftStorage {
     const seg = this.segments[this.segments.length - 1];
     if (seg.bytes < this.segmentMaxBytes) return;
     const seq = seg.seq + 1;
-    const fh = await open(join(this.dir, walName(seq)), 'wx+');
+    const fh = await open(join(this.dir, walName(seq)), SEGMENT_CREATE_FLAGS);
     try {
       await fsyncDir(this.dir);
     } catch (e) {
@@ -608,7 +621,7 @@ export class DiskStorage implements RaftStorage {
       await rename(tmp, join(this.dir, name));
       await fsyncDir(this.dir);
 
-      const active = await writeNewFile(this.dir, walName(seq), batch); // the commit point
+      const active = await writeNewSegment(this.dir, walName(seq), batch); // the commit point
       await this.active.close();
       this.active = active;
     } catch (e) {

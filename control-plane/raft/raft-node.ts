@@ -100,6 +100,7 @@ export class RaftNode {
       maxInflight: config.maxInflight,
       maxUncommittedEntries: config.maxUncommittedEntries ?? DEFAULT_MAX_UNCOMMITTED_ENTRIES,
       maxPendingReads: config.maxPendingReads ?? DEFAULT_MAX_PENDING_READS,
+      piggybackCommit: config.piggybackCommit ?? false,
     };
 
     const p = config.persisted;
@@ -303,7 +304,7 @@ export class RaftNode {
     }
     if (this.role === 'leader') {
       // The leader counts itself only for entries on its own disk.
-      if (this.maybeCommit()) this.bcastAppend();
+      if (this.maybeCommit()) this.announceCommit();
     }
   }
 
@@ -556,7 +557,7 @@ export class RaftNode {
             pr.becomeProbe();
             pr.becomeReplicate();
           } else if (pr.state === 'replicate') pr.freeTo(m.index);
-          if (this.maybeCommit()) this.bcastAppend();
+          if (this.maybeCommit()) this.announceCommit();
           else if (wasPaused) this.sendAppend(m.from, true);
           // Fill the pipeline window with whatever is still unsent.
           while (this.sendAppend(m.from, false)) {
@@ -660,6 +661,26 @@ export class RaftNode {
 
   private bcastAppend(): void {
     for (const p of this.others) this.sendAppend(p, true);
+  }
+
+  /**
+   * The commit index moved. Eagerly (etcd's way) every follower gets an
+   * AppendEntries now, empty if it has every entry, just to carry the new
+   * index. With config.piggybackCommit the index instead rides on the next
+   * AppendEntries or heartbeat, as §5.3 puts it ("it includes that index in
+   * future AppendEntries RPCs (including heartbeats) so that the other
+   * servers eventually find out"): one frame and one ack fewer per follower
+   * per commit, and followers learn it at most a heartbeat later. Safety is
+   * the same either way: what a follower commits is still bounded by what it
+   * holds of the leader's log (handleAppend, handleHeartbeat's min(match)).
+   */
+  private announceCommit(): void {
+    if (!this.cfg.piggybackCommit) {
+      this.bcastAppend();
+      return;
+    }
+    // Entries proposals appended were sent then; send only what is still unsent.
+    for (const p of this.others) this.sendAppend(p, false);
   }
 
   private bcastHeartbeat(context: string | null): void {

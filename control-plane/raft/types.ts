@@ -244,6 +244,13 @@ export interface RaftConfig {
   maxUncommittedEntries?: number;
   /** Maximum read-index requests waiting for confirmation. Default 1024. */
   maxPendingReads?: number;
+  /**
+   * Default false: when the commit index moves, the leader sends every
+   * follower an AppendEntries at once (empty if needed) to carry it. True:
+   * the index rides on the next AppendEntries or heartbeat instead (§5.3),
+   * saving a frame and an acknowledgement per follower per commit.
+   */
+  piggybackCommit?: boolean;
   /** State loaded from storage on restart; absent for a fresh replica. */
   persisted?: PersistedState;
 }

@@ -13,7 +13,7 @@
 
 import { pack, unpack } from 'msgpackr';
 import { nanoid } from 'nanoid';
-import { RaftNode, type Message, type Ready, type Role as RaftRole } from '../raft/index.ts';
+import { RaftNode, type Entry, type Message, type Ready, type Role as RaftRole } from '../raft/index.ts';
 import { DiskStorage } from '../raft-storage/index.ts';
 import { PeerTransport } from '../raft-transport/peer-transport.ts';
 import { DesiredState, type ApplyResult, type StoreCommand } from './desired-state.ts';
@@ -92,6 +92,9 @@ export class RaftStore implements ReplicatedStore {
       maxEntriesPerMsg: 512,
       maxInflight: 256,
       maxUncommittedEntries: 8192,
+      // Followers learn the commit index from the next append or heartbeat
+      // (§5.3) instead of an extra frame + ack per write (RaftNode.announceCommit).
+      piggybackCommit: true,
       persisted,
     });
     const s = new RaftStore(opts, disk, raft);
@@ -157,23 +160,50 @@ export class RaftStore implements ReplicatedStore {
     // (RaftNode.advance), and its term and vote were persisted when it was a
     // candidate. Followers and candidates keep the strict order.
     const sendFirst = !termOrVote && rd.snapshot === null && this.raft.status().role === 'leader';
-    if (sendFirst) this.sendAll(rd);
-    if (termOrVote || rd.entries.length > 0 || rd.snapshot) {
-      await this.disk.save({ hardState: hs, entries: rd.entries, snapshot: rd.snapshot });
-      if (hs) {
-        this.savedTerm = hs.term;
-        this.savedVote = hs.vote;
+    const mustPersist = termOrVote || rd.entries.length > 0 || rd.snapshot !== null;
+    if (sendFirst) {
+      // Our own write goes to the disk first (it only starts here; nothing
+      // waits for it yet), then the appends go out, so both run at once.
+      const persisted = mustPersist ? this.persist(rd) : null;
+      try {
+        this.sendAll(rd);
+        // Committed entries are stored on a majority already (the leader
+        // counts itself only for entries on its own disk, RaftNode.advance),
+        // so applying them, and answering their clients, need not wait for
+        // this Ready's write, which is about newer entries.
+        this.applyCommitted(rd.committedEntries);
+      } finally {
+        if (persisted) await persisted;
       }
+    } else {
+      if (mustPersist) await this.persist(rd);
+      // 2. SEND.
+      this.sendAll(rd);
+      // 3. APPLY.
+      if (rd.snapshot) {
+        this.state.restore(unpack(rd.snapshot.data));
+        this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
+        this.appliedSinceSnapshot = 0;
+      }
+      this.applyCommitted(rd.committedEntries);
     }
-    // 2. SEND.
-    if (!sendFirst) this.sendAll(rd);
-    // 3. APPLY.
-    if (rd.snapshot) {
-      this.state.restore(unpack(rd.snapshot.data));
-      this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
-      this.appliedSinceSnapshot = 0;
+    for (const r of rd.readStates) {
+      const read = this.reads.get(r.context);
+      if (read) read.index = r.index;
     }
-    for (const e of rd.committedEntries) {
+  }
+
+  private async persist(rd: Ready): Promise<void> {
+    const hs = rd.hardState;
+    await this.disk.save({ hardState: hs, entries: rd.entries, snapshot: rd.snapshot });
+    if (hs) {
+      this.savedTerm = hs.term;
+      this.savedVote = hs.vote;
+    }
+  }
+
+  private applyCommitted(entries: Entry[]): void {
+    for (const e of entries) {
       let result: ApplyResult = { ok: true };
       if (e.kind === 'normal' && e.data.length > 0) {
         try {
@@ -195,10 +225,6 @@ export class RaftStore implements ReplicatedStore {
         if (w.term === e.term) w.resolve(result);
         else w.reject(new NoQuorumError(`no quorum: leadership changed before the write committed; it was not applied (entry ${e.index} holds term ${e.term}'s entry)`, 'refused'));
       }
-    }
-    for (const r of rd.readStates) {
-      const read = this.reads.get(r.context);
-      if (read) read.index = r.index;
     }
   }
 

@@ -357,6 +357,35 @@ test('a proposal on a follower is refused and names the leader (§8)', () => {
   for (const id of c.ids) assert.deepEqual(c.applied.get(id), ['x']);
 });
 
+test('with piggybackCommit a commit sends no extra AppendEntries; followers learn it from the next append or heartbeat (§5.3)', () => {
+  for (const piggybackCommit of [false, true]) {
+    const c = new Cluster(['n1', 'n2', 'n3'], { piggybackCommit });
+    c.elect('n1');
+    c.sent.length = 0;
+    c.n('n1').propose(enc('x'));
+    c.deliverAll();
+    const appends = c.sent.filter((m) => m.type === 'append');
+    // One append per follower carries the entry; eagerly, one more each carries the new commit index.
+    assert.equal(appends.length, piggybackCommit ? 2 : 4, `piggybackCommit=${piggybackCommit}: ${appends.length} appends`);
+    assert.equal(c.n('n1').status().commit, 2, 'the leader committed the entry after its no-op');
+    assert.deepEqual(c.applied.get('n1'), ['x']);
+    if (piggybackCommit) {
+      assert.deepEqual(c.applied.get('n2'), [], 'n2 holds the entry but has not heard it committed yet');
+      c.tick('n1', 2); // one heartbeat interval: the heartbeat carries the commit index
+      c.deliverAll();
+    }
+    for (const id of c.ids) assert.deepEqual(c.applied.get(id), ['x'], `${id} applied the write (piggybackCommit=${piggybackCommit})`);
+    // The next write's append carries the previous commit too.
+    c.n('n1').propose(enc('y'));
+    c.deliverAll();
+    if (piggybackCommit) {
+      assert.equal(c.n('n2').status().commit, 2, 'n2 learned commit 2 from the append that brought entry 3, not 3 itself');
+    } else {
+      assert.equal(c.n('n2').status().commit, 3);
+    }
+  }
+});
+
 test('proposals beyond maxUncommittedEntries are refused until the backlog commits', () => {
   const c = new Cluster(['n1', 'n2', 'n3'], { maxUncommittedEntries: 3 });
   c.elect('n1');
