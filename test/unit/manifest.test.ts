@@ -11,10 +11,12 @@ import {
   parseManifest,
   parseManifestObject,
   unitSpecHash,
+  canonicalSpecJson,
   validateManifest,
 } from '../../shared/manifest.ts';
 import type { UnitSpec } from '../../shared/model.ts';
 import { decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
+import { SeededRandom } from '../../shared/random.ts';
 
 /** The example manifest of the contract, verbatim. */
 const CONTRACT_EXAMPLE = `apiVersion: apps/v1
@@ -219,4 +221,18 @@ test('the spec hash is stable, ignores key order and changes with the spec', () 
   assert.notEqual(unitSpecHash({ ...spec, resources: { cpu: 1001, memory: 2048 } }), unitSpecHash(spec));
   // A known value pins the algorithm: changing it would restart every unit on upgrade.
   assert.equal(unitSpecHash(spec), '789f7d500a5ddcd9');
+});
+
+test('unitSpecHash is 64-bit FNV-1a of the canonical JSON: the limb arithmetic matches BigInt on random specs', () => {
+  const reference = (text: string): string => {
+    let h = 0xcbf29ce484222325n;
+    for (const b of new TextEncoder().encode(text)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+    return h.toString(16).padStart(16, '0');
+  };
+  const rand = new SeededRandom(7);
+  for (let i = 0; i < 300; i++) {
+    const word = () => Array.from({ length: 1 + rand.int(20) }, () => String.fromCharCode(32 + rand.int(400))).join('');
+    const spec = { containerName: word(), command: [word(), word()], env: [{ name: 'K', value: word() }], resources: { cpu: rand.int(100000), memory: rand.int(100000) }, tolerations: [] };
+    assert.equal(unitSpecHash(spec), reference(canonicalSpecJson(spec)), `seed 7 case ${i}`);
+  }
 });
