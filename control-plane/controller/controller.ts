@@ -27,6 +27,9 @@ export interface ControllerOptions {
   terminateGracePeriodMs: number;
 }
 
+/** Under a stream of changes, passes start at most this often. */
+export const MIN_PASS_SPACING_MS = 10;
+
 export const DEFAULT_CONTROLLER_OPTIONS: ControllerOptions = {
   maxActionsPerPass: 500,
   resyncIntervalMs: 1000,
@@ -52,6 +55,7 @@ export class Controller {
   private dirty = false;
   private scheduled = false;
   private passCount = 0;
+  private lastPassAt = Number.NEGATIVE_INFINITY;
   private resync: NodeJS.Timeout | null = null;
   /** Last FailedScheduling message per unit: one event per new reason. */
   private readonly lastFailure = new Map<string, string>();
@@ -86,25 +90,31 @@ export class Controller {
     }
     if (this.scheduled) return;
     this.scheduled = true;
-    setImmediate(() => {
+    // At once when the loop has been quiet (a crash is answered in one
+    // hop); under a stream of changes, at most one pass per
+    // MIN_PASS_SPACING_MS, each reading everything that changed meanwhile
+    // (level-based, so nothing is lost by waiting).
+    const wait = this.lastPassAt + MIN_PASS_SPACING_MS - this.deps.now();
+    const go = () => {
       this.scheduled = false;
       void this.runPass();
-    });
+    };
+    if (wait <= 0) setImmediate(go);
+    else setTimeout(go, wait);
   }
 
   private async runPass(): Promise<void> {
     if (this.running || this.stopped) return;
     this.running = true;
+    this.dirty = false;
+    this.lastPassAt = this.deps.now();
     try {
-      do {
-        this.dirty = false;
-        if (!this.deps.store.isLeader()) break;
-        await this.pass();
-      } while (this.dirty && !this.stopped);
+      if (this.deps.store.isLeader()) await this.pass();
     } catch (err) {
       this.deps.log(`reconcile: pass failed: ${(err as Error).message}`);
     } finally {
       this.running = false;
+      if (this.dirty) this.trigger();
     }
   }
 
