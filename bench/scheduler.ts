@@ -17,6 +17,7 @@
 // Standalone: npx tsx bench/scheduler.ts
 
 import { ClusterSnapshot, Scheduler, type NodeState, type UnitRequest } from '../control-plane/scheduler/index.ts';
+import { SeededRandom } from '../shared/random.ts';
 
 /** Wall-clock budget per cluster size, split over the timed windows (warm-up not included). */
 export const BENCH_BUDGET_MS = 2000;
@@ -33,16 +34,10 @@ const MAX_LIVE_PLACEMENTS_PER_NODE = 4;
 /** Distinct deployments the placements rotate through. */
 const DEPLOYMENTS = 40;
 
-/** Small deterministic PRNG (mulberry32) so every run builds the same cluster. */
+/** A seeded PRNG (shared/random.ts), so every run (and every failing case) replays exactly. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new SeededRandom(seed);
+  return () => r.next();
 }
 
 function buildCluster(nodeCount: number, random: () => number): NodeState[] {

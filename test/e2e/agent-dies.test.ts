@@ -18,20 +18,14 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { decodeAgentMessage, encodeMessage } from '../../shared/protocol/codec.ts';
 import type { AgentMessage, ControlPlaneMessage, SpawnCommand } from '../../shared/protocol/messages.ts';
 import type { UnitReport } from '../../shared/model.ts';
+import { pidAlive } from '../helpers/cluster.ts';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOKEN = 'test-token-123';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function isAlive(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
+const isAlive = pidAlive; // in /proc and not a zombie
 
 function childrenOf(pid: number): number[] {
   try {

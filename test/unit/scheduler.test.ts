@@ -37,6 +37,7 @@ import {
   type ScorePlugin,
   type UnitRequest,
 } from '../../control-plane/scheduler/index.ts';
+import { SeededRandom } from '../../shared/random.ts';
 
 // ---- fixtures ---------------------------------------------------------------
 
@@ -573,16 +574,10 @@ describe('ClusterSnapshot', () => {
 
 // ---- fast paths against a naive reference -------------------------------------
 
-/** mulberry32: a seeded PRNG, so a failing case replays exactly. */
+/** A seeded PRNG (shared/random.ts), so every run (and every failing case) replays exactly. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new SeededRandom(seed);
+  return () => r.next();
 }
 
 /** The lesson's algorithm, written the slow obvious way, with the same plugins' per-node answers. */

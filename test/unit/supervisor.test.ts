@@ -12,16 +12,9 @@ import { spawn } from 'node:child_process';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor, findExecutable } from '../../node-agent/runtime/supervisor.ts';
 import { OrphanGuard } from '../../node-agent/runtime/orphan-guard.ts';
+import { pidAlive } from '../helpers/cluster.ts';
 
-/** Alive means: in /proc and not a zombie. */
-function isAlive(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
+const isAlive = pidAlive; // in /proc and not a zombie
 
 function pgidOf(pid: number): number {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
