@@ -1,0 +1,76 @@
+// test/e2e/cli-real.test.ts -- `mo` against a real 3-replica cluster, as a
+// user types it: apply a file, get, describe (with the scheduling
+// decision), scale, cluster status, and the one-line error with exit 1
+// when a write cannot reach a quorum.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Cluster, REPO, waitFor } from '../helpers/cluster.ts';
+
+function mo(c: Cluster, args: string[], input?: string): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, ['--import', 'tsx', 'cli/mo.ts', ...args], {
+      cwd: REPO,
+      env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token, NO_COLOR: '1' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (err += b));
+    p.on('exit', (code) => resolve({ code, out, err }));
+    p.stdin.end(input ?? '');
+  });
+}
+
+test('mo drives a real cluster: apply, get, describe with the decision, scale, cluster status, and "no quorum" with exit 1', { timeout: 120000 }, async (t) => {
+  const c = await Cluster.start({ replicas: 3 });
+  t.after(() => c.stop());
+
+  let r = await mo(c, ['apply', '-f', path.join(REPO, 'examples/web.yaml')]);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /deployment\.apps\/web created/);
+
+  await waitFor('3 units Running in mo get units', async () => {
+    const g = await mo(c, ['get', 'units', '-o', 'json']);
+    return g.code === 0 && JSON.parse(g.out).items.filter((u: any) => u.status.phase === 'Running').length === 3;
+  }, 15000, 200);
+  r = await mo(c, ['get', 'units']);
+  assert.match(r.out.split('\n')[0], /NAME\s+DEPLOYMENT\s+STATUS\s+NODE\s+PID/);
+  assert.equal(r.out.trim().split('\n').length, 4);
+
+  r = await mo(c, ['describe', 'unit', 'web-1']);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /untolerated taint gpu-only/, 'the decision says why node-c was rejected');
+  assert.match(r.out, /balanced=\d+/, 'and shows the scores');
+
+  r = await mo(c, ['scale', 'deployment', 'web', '--replicas', '4']);
+  assert.equal(r.code, 0, r.err);
+  await waitFor('4 Running', async () => (await c.running('web')).length === 4, 15000);
+
+  r = await mo(c, ['cluster', 'status', '-o', 'json']);
+  const status = JSON.parse(r.out);
+  assert.equal(status.replicas.length, 3);
+  const leader = status.replicas.find((x: any) => x.id === status.leader);
+  assert.equal(leader.role, 'leader');
+  assert.ok(fs.existsSync(`/proc/${leader.pid}`), 'the leader pid is a real process');
+
+  // bad usage: exit 2, one line
+  r = await mo(c, ['scale', 'deployment', 'web']);
+  assert.equal(r.code, 2);
+
+  // two replicas gone: a write fails within seconds, one line, exit 1
+  for (const p of c.cps.filter((x) => x.pid !== leader.pid)) {
+    p.child.kill('SIGKILL');
+    await p.exited;
+  }
+  const t0 = Date.now();
+  r = await mo(c, ['scale', 'deployment', 'web', '--replicas', '5']);
+  assert.equal(r.code, 1, r.out + r.err);
+  assert.match(r.err.trim(), /^error: no quorum: /);
+  assert.equal(r.err.trim().split('\n').length, 1);
+  assert.ok(Date.now() - t0 < 8000, `failed within seconds (${Date.now() - t0} ms)`);
+});
