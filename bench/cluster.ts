@@ -10,42 +10,9 @@
 // Running report reached the leader), pids are checked in /proc.
 
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
+import { childrenOf, cmdlineOf, rssMiB } from '../shared/proc.ts';
 import { Cluster, pidAlive, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import type { NodeInfo } from '../shared/model.ts';
-
-export function rssMiB(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** RSS of a process and all its descendants that are not units (helpers). */
-export function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
-
-function commOf(pid: number): string {
-  try {
-    return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-  } catch {
-    return '';
-  }
-}
 
 export const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -216,7 +183,7 @@ export async function benchIdleMemory(): Promise<{ agentMiB: number; agentHelper
     const agentHelpersMiB = helpers.reduce((s, p) => s + rssMiB(p), 0);
     const replica = c.cps[0];
     const replicaMiB = rssMiB(replica.pid) + childrenOf(replica.pid).reduce((s, p) => s + rssMiB(p), 0);
-    if (process.env.MO_BENCH_VERBOSE) console.log('agent helpers:', helpers.map((p) => `${p}:${commOf(p)}`).join(' '));
+    if (process.env.MO_BENCH_VERBOSE) console.log('agent helpers:', helpers.map((p) => `${p}:${cmdlineOf(p)}`).join(' '));
     return { agentMiB, agentHelpersMiB, replicaMiB };
   } finally {
     await c.stop();

@@ -50,6 +50,7 @@ import {
   type NetnsLayout,
   type Owner,
 } from './plan.ts';
+import { readStat } from '../shared/proc.ts';
 
 export const LAYOUT_FILE = 'netns.json';
 /** How long a clean stop waits for the guard to exit after closing its pipe. */
@@ -79,13 +80,7 @@ export function selfOwner(): Owner {
 }
 
 function startTimeOf(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command (which may hold spaces) start after the last ')'; starttime is field 22.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  } catch {
-    return undefined;
-  }
+  return readStat(pid)?.startTicks;
 }
 
 function ownerAlive(owner: Owner): boolean {

@@ -5,14 +5,11 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
+import { readStat } from '../../shared/proc.ts';
 import WebSocket from 'ws';
 import { Cluster, pidAlive, sleep, waitFor, webManifest } from '../helpers/cluster.ts';
 
-function ppidOf(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-}
+const ppidOf = (pid: number): number => readStat(pid)?.ppid ?? 0;
 
 test('the lesson story: apply, scale, unit crash, node loss, scale down, delete, stop', { timeout: 120000 }, async (t) => {
   const c = await Cluster.start();

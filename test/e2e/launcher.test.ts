@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { pidAlive } from '../../shared/proc.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
@@ -25,14 +26,7 @@ function randomBasePort(): number {
 }
 
 /** Alive = in /proc and not a zombie (a reparented zombie is dead, just not yet reaped by pid 1). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
+const alive = pidAlive;
 
 function cmdline(pid: number): string[] {
   try {

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { destroyTopology, healProcess, isolate, linkStatus, readLayout } from '../../netns/index.ts';
+import { pidAlive } from '../../shared/proc.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
@@ -32,14 +33,7 @@ function randomBasePort(): number {
   return 20000 + Math.floor(Math.random() * 20000);
 }
 
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
+const alive = pidAlive;
 
 async function eventually(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

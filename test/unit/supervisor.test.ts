@@ -12,27 +12,12 @@ import { spawn } from 'node:child_process';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor, findExecutable } from '../../node-agent/runtime/supervisor.ts';
 import { OrphanGuard } from '../../node-agent/runtime/orphan-guard.ts';
-import { pidAlive } from '../helpers/cluster.ts';
+import { childrenOf, pidAlive, readStat } from '../../shared/proc.ts';
 
 const isAlive = pidAlive; // in /proc and not a zombie
 
-function pgidOf(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
-}
+const pgidOf = (pid: number): number => readStat(pid)?.pgid ?? 0;
 
-function childrenOf(pid: number): number[] {
-  try {
-    return fs
-      .readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
-      .trim()
-      .split(/\s+/)
-      .filter(Boolean)
-      .map(Number);
-  } catch {
-    return [];
-  }
-}
 
 function killQuietly(pid: number | undefined): void {
   if (pid === undefined) return;

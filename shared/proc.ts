@@ -1,0 +1,59 @@
+// shared/proc.ts -- what Linux says about a process, read from /proc: the
+// one place that parses /proc/<pid>/stat. Used where the project checks the
+// operating system rather than its own bookkeeping (tests, benchmarks, the
+// chaos checker, the netns lock). Every reader returns null/false/[] for a
+// process that is gone; none throws.
+
+import fs from 'node:fs';
+
+export interface ProcStat {
+  state: string; // R, S, D, Z (zombie), X (dead), ...
+  ppid: number;
+  pgid: number;
+  startTicks: string; // start time, clock ticks since boot: with the pid, a process identity
+}
+
+export function readStat(pid: number): ProcStat | null {
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+    const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), startTicks: rest[19] };
+  } catch {
+    return null;
+  }
+}
+
+/** In /proc and neither a zombie nor dead (a zombie has exited, just not been reaped). */
+export function pidAlive(pid: number): boolean {
+  const st = readStat(pid);
+  return st !== null && st.state !== 'Z' && st.state !== 'X';
+}
+
+/** The pids whose parent is `pid` (children of its main thread, which is where Node spawns). */
+export function childrenOf(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+export function cmdlineOf(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+/** Resident memory in MiB (0 when gone). */
+export function rssMiB(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
