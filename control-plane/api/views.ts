@@ -58,7 +58,7 @@ export function unitView(u: UnitRecord, seen: { node: ObservedNodeState; report:
     },
     status: {
       phase,
-      pid: phase === 'Running' || phase === 'Terminating' ? report?.pid ?? null : report?.pid ?? null,
+      pid: report?.pid ?? null,
       exitCode: report?.exitCode ?? null,
       signal: report?.signal ?? null,
       reason: phase === 'Lost' ? `node ${u.nodeName} is not ready` : report?.reason ?? (u.nodeName ? null : 'Unschedulable'),

@@ -175,6 +175,9 @@ export class Controller {
     const now = this.deps.now();
     const plan = this.plan();
     if (plan.actions.length === 0) return;
+    // Memory of what was last said, only for what still exists.
+    for (const name of this.lastDiff.keys()) if (!state.deployments.has(name) && !plan.diffs.some((d) => d.deployment === name)) this.lastDiff.delete(name);
+    for (const name of this.lastFailure.keys()) if (!state.units.has(name)) this.lastFailure.delete(name);
     // The lesson's printed diff; a no-op pass is told once, not every pass.
     for (const d of plan.diffs) {
       const line = formatDiff(d);
