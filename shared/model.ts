@@ -27,13 +27,53 @@ export interface EnvVar {
   value: string;
 }
 
-/** What one unit runs: derived from a Deployment's pod template. */
+/** A port the unit's program listens on (containers[].ports). */
+export interface ContainerPort {
+  name?: string;
+  containerPort: number;
+  protocol: 'TCP' | 'UDP';
+}
+
+/**
+ * A probe as in the Pod spec, with exactly one handler. Ports are resolved
+ * to numbers when the manifest is read (a named port becomes its
+ * containerPort). Times in whole seconds, as in Kubernetes.
+ */
+export interface Probe {
+  exec?: { command: string[] };
+  httpGet?: { path: string; port: number };
+  tcpSocket?: { port: number };
+  initialDelaySeconds: number;
+  periodSeconds: number;
+  timeoutSeconds: number;
+  failureThreshold: number;
+  successThreshold: number;
+}
+
+export interface UnitProbes {
+  startup?: Probe;
+  readiness?: Probe;
+  liveness?: Probe;
+}
+
+/**
+ * What one unit runs: derived from a Deployment's pod template. Fields
+ * added after the first release are optional and absent when the template
+ * does not use them, so a spec's hash (its identity) is unchanged for
+ * manifests that do not use them.
+ */
 export interface UnitSpec {
   containerName: string;
   command: string[]; // argv: command[0] is the program
   env: EnvVar[];
   resources: Resources; // requests
   tolerations: Toleration[];
+  /** template.metadata.labels */
+  labels?: Record<string, string>;
+  ports?: ContainerPort[];
+  probes?: UnitProbes;
+  /** terminationGracePeriodSeconds * 1000; absent: the cluster default (2 s). */
+  gracePeriodMs?: number;
 }
 
 /** A node as its agent registers it. */
@@ -55,12 +95,25 @@ export interface UnitReport {
   pid?: number;
   exitCode?: number;
   signal?: string; // e.g. 'SIGKILL' when killed by a signal
-  reason?: string; // 'Completed', 'Error', 'Killed', 'SpawnFailed: ENOENT ...'
+  /**
+   * Why it ended (or why it is not ready): 'Completed', 'Error',
+   * 'StartError', 'LivenessProbeFailed', 'OOMKilled', 'Terminated'.
+   */
+  reason?: string;
+  /** The detail: 'exit code 1 after 0.02s', 'signal SIGKILL after 12.0s', 'spawn sleeeep ENOENT'. */
+  message?: string;
   startedAt?: number; // ms since epoch
   finishedAt?: number;
   resources: Resources;
   /** The term of the command that started it (fencing audit). */
   term: number;
+  /** Readiness (probes, or Running when it has no readiness probe). */
+  ready?: boolean;
+  /** Agent clock (ms) of the last change of `ready` to true. */
+  readySince?: number;
+  /** The spec's identity and the deployment revision it was started for. */
+  specHash?: string;
+  revision?: number;
 }
 
 /** The Deployment manifest subset we accept (validated form). */

@@ -324,7 +324,7 @@ export class Controller {
   private sendSpawn(u: UnitRecord, node: string): void {
     const { store } = this.deps;
     if (!store.isLeader()) return;
-    const ok = this.send(node, { v: 1, type: 'spawn', commandId: nanoid(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec } });
+    const ok = this.send(node, { v: 1, type: 'spawn', commandId: nanoid(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec, revision: 1, specHash: u.specHash } });
     if (ok) this.spawns.set(u.name, this.deps.now());
   }
 

@@ -12,6 +12,8 @@ import type { NodeInfo, UnitReport, UnitSpec } from '../model.ts';
 export const PROTOCOL_VERSION = 1;
 /** Largest frame either side accepts; bigger frames close the connection. */
 export const MAX_FRAME_BYTES = 1024 * 1024;
+/** Largest `data` of one log-data frame (a quarter of a frame: UTF-8 may take 4 bytes a char). */
+export const MAX_LOG_CHUNK_CHARS = 64 * 1024;
 
 // ---- agent -> control plane ---------------------------------------------
 
@@ -55,12 +57,32 @@ export interface CommandRefusedMessage {
   reason: string; // e.g. 'stale term 3 < highest seen 4'
 }
 
+/** A piece of a unit's log, answering a `log-open` of this connection. */
+export interface LogDataMessage {
+  v: 1;
+  type: 'log-data';
+  requestId: string;
+  /** UTF-8 text, whole lines (each ending in '\n'), at most MAX_LOG_CHUNK_CHARS. */
+  data: string;
+}
+
+/** The end of a log stream: all sent (error absent), or why not. */
+export interface LogEndMessage {
+  v: 1;
+  type: 'log-end';
+  requestId: string;
+  /** 'no log for unit web-3 on node-a', ... */
+  error?: string;
+}
+
 export type AgentMessage =
   | HelloMessage
   | HeartbeatMessage
   | UnitStatusMessage
   | UnitGoneMessage
-  | CommandRefusedMessage;
+  | CommandRefusedMessage
+  | LogDataMessage
+  | LogEndMessage;
 
 // ---- control plane -> agent ---------------------------------------------
 
@@ -80,7 +102,14 @@ export interface SpawnCommand {
   commandId: string;
   term: number;
   leaderId: string;
-  unit: { name: string; deployment: string; spec: UnitSpec };
+  unit: {
+    name: string;
+    deployment: string;
+    spec: UnitSpec;
+    /** The deployment revision this unit runs (MO_REVISION) and its spec hash. */
+    revision: number;
+    specHash: string;
+  };
 }
 
 export interface TerminateCommand {
@@ -112,11 +141,39 @@ export interface LeaderMessage {
   leaderId: string | null;
 }
 
+/**
+ * Ask for a unit's log (any replica may; not a command: reading changes
+ * nothing, so it is not fenced by term). The agent answers with log-data
+ * frames and one log-end; with `follow` it keeps sending until the unit
+ * has ended and its output is drained, or a `log-close` arrives.
+ */
+export interface LogOpenMessage {
+  v: 1;
+  type: 'log-open';
+  requestId: string;
+  name: string;
+  follow: boolean;
+  /** Only the last N lines. */
+  tailLines?: number;
+  /** Only lines written at or after this time (ms since epoch, agent clock). */
+  sinceMs?: number;
+  /** Prefix each line with its RFC 3339 time. */
+  timestamps: boolean;
+}
+
+export interface LogCloseMessage {
+  v: 1;
+  type: 'log-close';
+  requestId: string;
+}
+
 export type ControlPlaneMessage =
   | WelcomeMessage
   | SpawnCommand
   | TerminateCommand
   | ForgetCommand
-  | LeaderMessage;
+  | LeaderMessage
+  | LogOpenMessage
+  | LogCloseMessage;
 
 export type Command = SpawnCommand | TerminateCommand | ForgetCommand;

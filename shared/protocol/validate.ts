@@ -20,7 +20,7 @@
 //   model.ts without a validator is a compile error here.
 // Pure: no I/O, no clock, no node:* imports.
 
-import type { NodeInfo, Resources, Taint, Toleration, UnitReport, UnitSpec, EnvVar } from '../model.ts';
+import type { ContainerPort, NodeInfo, Probe, Resources, Taint, Toleration, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
 import {
   PROTOCOL_VERSION,
   type AgentMessage,
@@ -30,6 +30,11 @@ import {
   type HeartbeatMessage,
   type HelloMessage,
   type LeaderMessage,
+  type LogCloseMessage,
+  type LogDataMessage,
+  type LogEndMessage,
+  type LogOpenMessage,
+  MAX_LOG_CHUNK_CHARS,
   type SpawnCommand,
   type TerminateCommand,
   type UnitGoneMessage,
@@ -67,6 +72,18 @@ export const MAX_ENV_NAME_CHARS = 256;
 export const MAX_ENV_VALUE_CHARS = 4096;
 /** Largest cpu (millicores) or memory (MiB) figure anyone may claim: 2^40. */
 export const MAX_RESOURCE_AMOUNT = 2 ** 40;
+/** containers[].ports entries. */
+export const MAX_PORTS_PER_UNIT = 64;
+/** A probe's seconds fields (a day). */
+export const MAX_PROBE_SECONDS = 86400;
+/** A probe's thresholds. */
+export const MAX_PROBE_THRESHOLD = 1000;
+/** terminationGracePeriodSeconds, in ms: an hour. */
+export const MAX_GRACE_PERIOD_MS = 3600 * 1000;
+/** httpGet.path of a probe. */
+export const MAX_PROBE_PATH_CHARS = 2048;
+/** A spec hash: 16 hex digits. */
+export const MAX_SPEC_HASH_CHARS = 64;
 
 // ---- the schema helper ----------------------------------------------------
 
@@ -198,6 +215,8 @@ export function integer(rule: IntegerRule): Validator<number> {
       : expected(what, value, path);
 }
 
+export const boolean: Validator<boolean> = (value, path) => (typeof value === 'boolean' ? null : expected('true or false', value, path));
+
 export function nullable<T>(check: Validator<T>): Validator<T | null> {
   return (value, path) => (value === null ? null : check(value, path));
 }
@@ -301,12 +320,48 @@ const argv: Validator<string[]> = (value, path) => {
   return null;
 };
 
+const port = integer({ min: 1, max: 65535 });
+const seconds = integer({ min: 0, max: MAX_PROBE_SECONDS });
+const threshold = integer({ min: 1, max: MAX_PROBE_THRESHOLD });
+
+export const containerPort: Validator<ContainerPort> = object<ContainerPort>({
+  name: optional(string({ maxChars: 15, nonEmpty: true, printable: true })),
+  containerPort: port,
+  protocol: oneOf(['TCP', 'UDP'] as const),
+});
+
+const probeShape = object<Probe>({
+  exec: optional(object<{ command: string[] }>({ command: argv })),
+  httpGet: optional(object<{ path: string; port: number }>({ path: string({ maxChars: MAX_PROBE_PATH_CHARS, nonEmpty: true, printable: true }), port })),
+  tcpSocket: optional(object<{ port: number }>({ port })),
+  initialDelaySeconds: seconds,
+  periodSeconds: integer({ min: 1, max: MAX_PROBE_SECONDS }),
+  timeoutSeconds: integer({ min: 1, max: MAX_PROBE_SECONDS }),
+  failureThreshold: threshold,
+  successThreshold: threshold,
+});
+
+/** A probe with exactly one handler. */
+export const probe: Validator<Probe> = (value, path) => {
+  const problem = probeShape(value, path);
+  if (problem !== null) return problem;
+  const p = value as Probe;
+  const handlers = [p.exec, p.httpGet, p.tcpSocket].filter((h) => h !== undefined).length;
+  return handlers === 1 ? null : `${path}: expected exactly one of exec, httpGet, tcpSocket, got ${handlers}`;
+};
+
+const unitProbes = object<UnitProbes>({ startup: optional(probe), readiness: optional(probe), liveness: optional(probe) });
+
 export const unitSpec: Validator<UnitSpec> = object<UnitSpec>({
   containerName: name,
   command: argv,
   env: array(envVar, MAX_ENV_VARS_PER_UNIT),
   resources,
   tolerations: array(toleration, MAX_TOLERATIONS_PER_UNIT),
+  labels: optional(labels),
+  ports: optional(array(containerPort, MAX_PORTS_PER_UNIT)),
+  probes: optional(unitProbes),
+  gracePeriodMs: optional(integer({ min: 0, max: MAX_GRACE_PERIOD_MS })),
 });
 
 export const nodeInfo: Validator<NodeInfo> = object<NodeInfo>({
@@ -325,10 +380,15 @@ export const unitReport: Validator<UnitReport> = object<UnitReport>({
   exitCode: optional(integer({ min: -(2 ** 31), max: 2 ** 32 - 1 })),
   signal: optional(string({ maxChars: MAX_SIGNAL_CHARS, nonEmpty: true, printable: true })),
   reason: optional(reason),
+  message: optional(reason),
   startedAt: optional(timestampMs),
   finishedAt: optional(timestampMs),
   resources,
   term,
+  ready: optional(boolean),
+  readySince: optional(timestampMs),
+  specHash: optional(string({ maxChars: MAX_SPEC_HASH_CHARS, nonEmpty: true, printable: true })),
+  revision: optional(integer({ min: 0 })),
 });
 
 // ---- the messages ---------------------------------------------------------
@@ -353,6 +413,13 @@ const agentSchemas: { [K in AgentMessage['type']]: Validator<Extract<AgentMessag
     commandId: id,
     reason,
   }),
+  'log-data': object<LogDataMessage>({
+    v,
+    type: literal('log-data'),
+    requestId: id,
+    data: string({ maxChars: MAX_LOG_CHUNK_CHARS }),
+  }),
+  'log-end': object<LogEndMessage>({ v, type: literal('log-end'), requestId: id, error: optional(reason) }),
 };
 
 const controlPlaneSchemas: {
@@ -372,7 +439,13 @@ const controlPlaneSchemas: {
     commandId: id,
     term,
     leaderId: id,
-    unit: object<SpawnCommand['unit']>({ name, deployment: name, spec: unitSpec }),
+    unit: object<SpawnCommand['unit']>({
+      name,
+      deployment: name,
+      spec: unitSpec,
+      revision: integer({ min: 0 }),
+      specHash: string({ maxChars: MAX_SPEC_HASH_CHARS, nonEmpty: true, printable: true }),
+    }),
   }),
   terminate: object<TerminateCommand>({
     v,
@@ -386,6 +459,17 @@ const controlPlaneSchemas: {
   }),
   forget: object<ForgetCommand>({ v, type: literal('forget'), commandId: id, term, leaderId: id, name }),
   leader: object<LeaderMessage>({ v, type: literal('leader'), term, leaderId: nullable(id) }),
+  'log-open': object<LogOpenMessage>({
+    v,
+    type: literal('log-open'),
+    requestId: id,
+    name,
+    follow: boolean,
+    tailLines: optional(integer({ min: 0 })),
+    sinceMs: optional(timestampMs),
+    timestamps: boolean,
+  }),
+  'log-close': object<LogCloseMessage>({ v, type: literal('log-close'), requestId: id }),
 };
 
 export type Validated<M> = { ok: true; msg: M } | { ok: false; error: string };

@@ -175,6 +175,8 @@ function spawnCommand(name: string, command: string[], term: number, leaderId = 
       name,
       deployment: name.replace(/-\d+$/, ''),
       spec: { containerName: 'main', command, env: [], resources: { cpu: 100, memory: 64 }, tolerations: [] },
+      revision: 1,
+      specHash: '0123456789abcdef',
     },
   };
 }

@@ -20,7 +20,7 @@ function spawnCmd(commandId: string, term: number, leaderId = 'cp-1'): SpawnComm
     commandId,
     term,
     leaderId,
-    unit: { name: 'web-1', deployment: 'web', spec: { containerName: 'web', command: ['sleep', '1'], env: [], resources: { cpu: 1, memory: 1 }, tolerations: [] } },
+    unit: { name: 'web-1', deployment: 'web', spec: { containerName: 'web', command: ['sleep', '1'], env: [], resources: { cpu: 1, memory: 1 }, tolerations: [] }, revision: 1, specHash: '0123456789abcdef' },
   };
 }
 

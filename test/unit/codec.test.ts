@@ -79,7 +79,7 @@ const agentMessages: AgentMessage[] = [
 const controlPlaneMessages: ControlPlaneMessage[] = [
   { v: 1, type: 'welcome', replicaId: 'cp-1', term: 4, leaderId: 'cp-2', heartbeatIntervalMs: 1000 },
   { v: 1, type: 'welcome', replicaId: 'cp-1', term: 0, leaderId: null, heartbeatIntervalMs: 1000 },
-  { v: 1, type: 'spawn', commandId: 'c-2', term: 4, leaderId: 'cp-2', unit: { name: 'web-1', deployment: 'web', spec } },
+  { v: 1, type: 'spawn', commandId: 'c-2', term: 4, leaderId: 'cp-2', unit: { name: 'web-1', deployment: 'web', spec, revision: 1, specHash: '0123456789abcdef' } },
   {
     v: 1,
     type: 'terminate',

@@ -117,7 +117,7 @@ test('a UnitSpec from an accepted manifest, even at every limit, passes the wire
   };
   m.spec.template.spec.tolerations = Array.from({ length: 64 }, (_, i) => ({ key: `example.com/k${i}`, operator: 'Equal', value: 'v', effect: 'NoExecute' }));
   const { manifest, unitSpec } = validateManifest(m);
-  const frame = encodeMessage({ v: 1, type: 'spawn', commandId: 'c', term: 1, leaderId: 'cp-1', unit: { name: `${manifest.metadata.name}-4294967295`, deployment: manifest.metadata.name, spec: unitSpec } });
+  const frame = encodeMessage({ v: 1, type: 'spawn', commandId: 'c', term: 1, leaderId: 'cp-1', unit: { name: `${manifest.metadata.name}-4294967295`, deployment: manifest.metadata.name, spec: unitSpec, revision: 1, specHash: '0123456789abcdef' } });
   const result = decodeControlPlaneMessage(frame);
   assert.ok(result.ok, result.ok ? '' : result.error);
 });
