@@ -22,9 +22,15 @@
 // Differences from Kubernetes: `command` is required (there is no image
 // entrypoint to fall back on), exactly one container (a unit is one
 // process), and `resources.limits` is refused (nothing enforces limits here).
+// Workload fields (rollouts, probes, ports, grace) follow Kubernetes' names
+// and defaults: strategy RollingUpdate 25%/25%, revisionHistoryLimit 10,
+// progressDeadlineSeconds 600, probes 0/10/1/3/1 s. A probe's named port is
+// resolved to its number in the UnitSpec. The grace period, when absent, is
+// the cluster's default (2 s, the lessons' "terminate, wait, kill") rather
+// than Kubernetes' 30 s.
 
 import { parseDocument } from 'yaml';
-import type { DeploymentManifest, EnvVar, PodTemplate, TaintEffect, Toleration, UnitSpec } from './model.ts';
+import type { ContainerPort, DeploymentManifest, DeploymentStrategy, EnvVar, IntOrPercent, ManifestProbe, PodTemplate, Probe, TaintEffect, Toleration, UnitProbes, UnitSpec } from './model.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
 import {
   MAX_ARGV_ENTRIES,
@@ -32,7 +38,12 @@ import {
   MAX_ENV_NAME_CHARS,
   MAX_ENV_VALUE_CHARS,
   MAX_ENV_VARS_PER_UNIT,
+  MAX_GRACE_PERIOD_MS,
   MAX_LABELS_PER_OBJECT,
+  MAX_PORTS_PER_UNIT,
+  MAX_PROBE_PATH_CHARS,
+  MAX_PROBE_SECONDS,
+  MAX_PROBE_THRESHOLD,
   MAX_TAINT_KEY_CHARS,
   MAX_TAINT_VALUE_CHARS,
   MAX_TOLERATIONS_PER_UNIT,
@@ -58,6 +69,15 @@ export const MAX_ANNOTATION_VALUE_CHARS = 4096;
 export const DEFAULT_CPU_REQUEST = '100m';
 export const DEFAULT_MEMORY_REQUEST = '128Mi';
 export const DEFAULT_REPLICAS = 1;
+/** Kubernetes' Deployment defaults. */
+export const DEFAULT_MAX_SURGE = '25%';
+export const DEFAULT_MAX_UNAVAILABLE = '25%';
+export const DEFAULT_REVISION_HISTORY_LIMIT = 10;
+export const DEFAULT_PROGRESS_DEADLINE_SECONDS = 600;
+/** Kubernetes' probe defaults. */
+export const PROBE_DEFAULTS = { initialDelaySeconds: 0, periodSeconds: 10, timeoutSeconds: 1, failureThreshold: 3, successThreshold: 1 } as const;
+/** Largest minReadySeconds / progressDeadlineSeconds / terminationGracePeriodSeconds accepted. */
+export const MAX_DEPLOYMENT_SECONDS = 86400;
 
 /** A manifest that cannot be accepted; `field` is the path at fault ('' for the whole text). */
 export class ManifestError extends Error {
@@ -236,6 +256,161 @@ function quantity(value: unknown, path: string, parse: (q: string | number) => n
   }
 }
 
+function wholeNumber(value: unknown, path: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ManifestError(path, `expected an integer in ${min}..${max}, got ${show(value)}`);
+  }
+  return value;
+}
+
+const PERCENT = /^(\d{1,3})%$/;
+
+/** maxSurge / maxUnavailable: an integer >= 0 or 'N%'. */
+function intOrPercent(value: unknown, path: string): IntOrPercent {
+  if (typeof value === 'number') return wholeNumber(value, path, 0, 1_000_000);
+  if (typeof value === 'string' && PERCENT.test(value)) return value;
+  throw new ManifestError(path, `expected an integer >= 0 or a percentage such as "25%", got ${show(value)}`);
+}
+
+/** True for 0 and '0%'. */
+function isZero(v: IntOrPercent): boolean {
+  return v === 0 || v === '0%';
+}
+
+/**
+ * The count an IntOrPercent stands for, as Kubernetes resolves it: a
+ * percentage of replicas rounded up for maxSurge, down for maxUnavailable.
+ */
+export function resolveIntOrPercent(v: IntOrPercent, replicas: number, roundUp: boolean): number {
+  if (typeof v === 'number') return v;
+  const pct = Number(PERCENT.exec(v)?.[1] ?? 0);
+  const exact = (pct * replicas) / 100;
+  return roundUp ? Math.ceil(exact) : Math.floor(exact);
+}
+
+function strategy(value: unknown, path: string): DeploymentStrategy {
+  const s = object(value, path, ['type', 'rollingUpdate']);
+  const type = has(s, 'type') ? s.type : 'RollingUpdate';
+  if (type !== 'RollingUpdate' && type !== 'Recreate') {
+    throw new ManifestError(`${path}.type`, `expected "RollingUpdate" or "Recreate", got ${show(type)}`);
+  }
+  if (type === 'Recreate') {
+    if (has(s, 'rollingUpdate')) throw new ManifestError(`${path}.rollingUpdate`, 'may not be given when type is "Recreate"');
+    return { type };
+  }
+  const out: DeploymentStrategy = { type };
+  if (has(s, 'rollingUpdate')) {
+    const ru = object(s.rollingUpdate, `${path}.rollingUpdate`, ['maxSurge', 'maxUnavailable']);
+    const maxSurge = has(ru, 'maxSurge') ? intOrPercent(ru.maxSurge, `${path}.rollingUpdate.maxSurge`) : undefined;
+    const maxUnavailable = has(ru, 'maxUnavailable') ? intOrPercent(ru.maxUnavailable, `${path}.rollingUpdate.maxUnavailable`) : undefined;
+    if (typeof maxUnavailable === 'string' && Number(PERCENT.exec(maxUnavailable)![1]) > 100) {
+      throw new ManifestError(`${path}.rollingUpdate.maxUnavailable`, `may not be more than 100%, got ${show(maxUnavailable)}`);
+    }
+    if (isZero(maxSurge ?? DEFAULT_MAX_SURGE) && isZero(maxUnavailable ?? DEFAULT_MAX_UNAVAILABLE)) {
+      throw new ManifestError(`${path}.rollingUpdate.maxUnavailable`, 'may not be 0 when maxSurge is 0 (the rollout could never start)');
+    }
+    out.rollingUpdate = {};
+    if (maxSurge !== undefined) out.rollingUpdate.maxSurge = maxSurge;
+    if (maxUnavailable !== undefined) out.rollingUpdate.maxUnavailable = maxUnavailable;
+  }
+  return out;
+}
+
+/** IANA service name, as Kubernetes checks a port's name. */
+const PORT_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+
+function portNumber(value: unknown, path: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 65535) {
+    throw new ManifestError(path, `expected a port number in 1..65535, got ${show(value)}`);
+  }
+  return value;
+}
+
+function containerPorts(value: unknown, path: string): ContainerPort[] {
+  const seenNames = new Set<string>();
+  const seenPorts = new Set<string>();
+  return list(value, path, MAX_PORTS_PER_UNIT).map((p, i) => {
+    const pPath = `${path}[${i}]`;
+    const o = object(p, pPath, ['containerPort', 'name', 'protocol']);
+    if (!has(o, 'containerPort')) throw new ManifestError(`${pPath}.containerPort`, 'missing');
+    const containerPort = portNumber(o.containerPort, `${pPath}.containerPort`);
+    const protocol = has(o, 'protocol') ? o.protocol : 'TCP';
+    if (protocol !== 'TCP' && protocol !== 'UDP') throw new ManifestError(`${pPath}.protocol`, `expected "TCP" or "UDP", got ${show(protocol)}`);
+    const out: ContainerPort = { containerPort, protocol };
+    if (has(o, 'name')) {
+      const n = string(o.name, `${pPath}.name`, 15);
+      if (!PORT_NAME.test(n) || !/[a-z]/.test(n) || n.includes('--')) {
+        throw new ManifestError(`${pPath}.name`, `expected at most 15 lower-case letters, digits and '-' with at least one letter, got ${show(n)}`);
+      }
+      if (seenNames.has(n)) throw new ManifestError(`${pPath}.name`, `duplicate port name ${show(n)}`);
+      seenNames.add(n);
+      out.name = n;
+    }
+    const key = `${containerPort}/${protocol}`;
+    if (seenPorts.has(key)) throw new ManifestError(`${pPath}.containerPort`, `duplicate port ${key}`);
+    seenPorts.add(key);
+    return out;
+  });
+}
+
+/** A probe's port: a number, or the name of one of the container's ports. */
+function probePort(value: unknown, path: string, ports: readonly ContainerPort[]): { written: number | string; port: number } {
+  if (typeof value === 'string') {
+    const named = ports.find((p) => p.name === value);
+    if (!named) throw new ManifestError(path, `no port named ${show(value)} in the container's ports`);
+    return { written: value, port: named.containerPort };
+  }
+  const port = portNumber(value, path);
+  return { written: port, port };
+}
+
+/** One probe: exactly one handler, Kubernetes' defaults filled in. */
+function probe(value: unknown, path: string, ports: readonly ContainerPort[], successMustBeOne: boolean): { written: ManifestProbe; resolved: Probe } {
+  const timing = ['initialDelaySeconds', 'periodSeconds', 'timeoutSeconds', 'failureThreshold', 'successThreshold'] as const;
+  const o = object(value, path, ['exec', 'httpGet', 'tcpSocket', ...timing]);
+  const handlers = (['exec', 'httpGet', 'tcpSocket'] as const).filter((h) => has(o, h));
+  if (handlers.length !== 1) {
+    throw new ManifestError(path, handlers.length === 0 ? 'needs a handler: one of exec, httpGet, tcpSocket' : `may have only one handler, got ${handlers.join(' and ')}`);
+  }
+  const written: ManifestProbe = {} as ManifestProbe;
+  const resolved: Probe = { ...PROBE_DEFAULTS };
+  if (has(o, 'exec')) {
+    const e = object(o.exec, `${path}.exec`, ['command']);
+    if (!has(e, 'command')) throw new ManifestError(`${path}.exec.command`, 'missing');
+    const command = list(e.command, `${path}.exec.command`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${path}.exec.command[${i}]`, MAX_ARG_CHARS));
+    if (command.length === 0 || command[0] === '') throw new ManifestError(`${path}.exec.command`, 'expected a non-empty list whose first entry is the program');
+    written.exec = { command };
+    resolved.exec = { command };
+  } else if (has(o, 'httpGet')) {
+    const h = object(o.httpGet, `${path}.httpGet`, ['path', 'port']);
+    if (!has(h, 'port')) throw new ManifestError(`${path}.httpGet.port`, 'missing');
+    const p = probePort(h.port, `${path}.httpGet.port`, ports);
+    const urlPath = has(h, 'path') ? string(h.path, `${path}.httpGet.path`, MAX_PROBE_PATH_CHARS) : '/';
+    if (!urlPath.startsWith('/') || /[\u0000-\u0020\u007f]/.test(urlPath)) {
+      throw new ManifestError(`${path}.httpGet.path`, `expected an absolute path without spaces or control characters, got ${show(urlPath)}`);
+    }
+    written.httpGet = { path: urlPath, port: p.written };
+    resolved.httpGet = { path: urlPath, port: p.port };
+  } else {
+    const t = object(o.tcpSocket, `${path}.tcpSocket`, ['port']);
+    if (!has(t, 'port')) throw new ManifestError(`${path}.tcpSocket.port`, 'missing');
+    const p = probePort(t.port, `${path}.tcpSocket.port`, ports);
+    written.tcpSocket = { port: p.written };
+    resolved.tcpSocket = { port: p.port };
+  }
+  for (const field of timing) {
+    if (!has(o, field)) continue;
+    const min = field === 'initialDelaySeconds' ? 0 : 1;
+    const max = field.endsWith('Threshold') ? MAX_PROBE_THRESHOLD : MAX_PROBE_SECONDS;
+    resolved[field] = wholeNumber(o[field], `${path}.${field}`, min, max);
+  }
+  if (successMustBeOne && resolved.successThreshold !== 1) {
+    throw new ManifestError(`${path}.successThreshold`, `must be 1 for liveness and startup probes, got ${resolved.successThreshold}`);
+  }
+  for (const field of timing) written[field] = resolved[field];
+  return { written, resolved };
+}
+
 // ---- the manifest ---------------------------------------------------------
 
 /**
@@ -257,7 +432,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   if (has(metadata, 'annotations')) annotations(metadata.annotations, 'metadata.annotations');
 
   if (!has(root, 'spec')) throw new ManifestError('spec', 'missing');
-  const spec = object(root.spec, 'spec', ['replicas', 'selector', 'template']);
+  const spec = object(root.spec, 'spec', ['replicas', 'selector', 'template', 'strategy', 'minReadySeconds', 'revisionHistoryLimit', 'progressDeadlineSeconds', 'paused']);
   const replicas = has(spec, 'replicas') ? spec.replicas : DEFAULT_REPLICAS;
   if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
     throw new ManifestError('spec.replicas', `expected an integer >= 0, got ${show(replicas)}`);
@@ -286,7 +461,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   }
 
   if (!has(template, 'spec')) throw new ManifestError('spec.template.spec', 'missing');
-  const podSpec = object(template.spec, 'spec.template.spec', ['containers', 'tolerations']);
+  const podSpec = object(template.spec, 'spec.template.spec', ['containers', 'tolerations', 'terminationGracePeriodSeconds']);
   if (!has(podSpec, 'containers')) throw new ManifestError('spec.template.spec.containers', 'missing');
   const containers = list(podSpec.containers, 'spec.template.spec.containers', Number.MAX_SAFE_INTEGER);
   if (containers.length !== 1) {
@@ -294,7 +469,12 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   }
 
   const cPath = 'spec.template.spec.containers[0]';
-  const c = object(containers[0], cPath, ['name', 'command', 'args', 'env', 'resources'], ['image', 'imagePullPolicy']);
+  const c = object(
+    containers[0],
+    cPath,
+    ['name', 'command', 'args', 'env', 'resources', 'ports', 'readinessProbe', 'livenessProbe', 'startupProbe'],
+    ['image', 'imagePullPolicy'],
+  );
   if (has(c, 'image')) string(c.image, `${cPath}.image`, MAX_ARG_CHARS);
   if (has(c, 'imagePullPolicy')) string(c.imagePullPolicy, `${cPath}.imagePullPolicy`, MAX_ARG_CHARS);
   if (!has(c, 'name')) throw new ManifestError(`${cPath}.name`, 'missing');
@@ -346,19 +526,50 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
       )
     : undefined;
 
+  const ports = has(c, 'ports') ? containerPorts(c.ports, `${cPath}.ports`) : undefined;
+  const probes: UnitProbes = {};
+  const probesOut: Partial<Record<'readinessProbe' | 'livenessProbe' | 'startupProbe', ManifestProbe>> = {};
+  for (const [field, key] of [['startupProbe', 'startup'], ['readinessProbe', 'readiness'], ['livenessProbe', 'liveness']] as const) {
+    if (!has(c, field)) continue;
+    const { written, resolved } = probe(c[field], `${cPath}.${field}`, ports ?? [], field !== 'readinessProbe');
+    probes[key] = resolved;
+    probesOut[field] = written;
+  }
+  const grace = has(podSpec, 'terminationGracePeriodSeconds')
+    ? wholeNumber(podSpec.terminationGracePeriodSeconds, 'spec.template.spec.terminationGracePeriodSeconds', 0, MAX_GRACE_PERIOD_MS / 1000)
+    : undefined;
+
   const container: PodTemplate['spec']['containers'][number] = { name: containerName, command };
   if (args !== undefined) container.args = args;
   if (env !== undefined) container.env = env;
   if (requestsGiven !== undefined) container.resources = { requests: requestsGiven };
+  if (ports !== undefined) container.ports = ports;
+  Object.assign(container, probesOut);
   const templateOut: PodTemplate = { spec: { containers: [container] } };
   if (templateLabels !== undefined) templateOut.metadata = { labels: templateLabels };
   if (tolerations !== undefined) templateOut.spec.tolerations = tolerations;
+  if (grace !== undefined) templateOut.spec.terminationGracePeriodSeconds = grace;
+
+  const specOut: DeploymentManifest['spec'] = { replicas, template: templateOut };
+  if (has(spec, 'strategy')) specOut.strategy = strategy(spec.strategy, 'spec.strategy');
+  if (has(spec, 'minReadySeconds')) specOut.minReadySeconds = wholeNumber(spec.minReadySeconds, 'spec.minReadySeconds', 0, MAX_DEPLOYMENT_SECONDS);
+  if (has(spec, 'revisionHistoryLimit')) specOut.revisionHistoryLimit = wholeNumber(spec.revisionHistoryLimit, 'spec.revisionHistoryLimit', 0, 1000);
+  if (has(spec, 'progressDeadlineSeconds')) {
+    specOut.progressDeadlineSeconds = wholeNumber(spec.progressDeadlineSeconds, 'spec.progressDeadlineSeconds', 1, MAX_DEPLOYMENT_SECONDS);
+    if (specOut.progressDeadlineSeconds <= (specOut.minReadySeconds ?? 0)) {
+      throw new ManifestError('spec.progressDeadlineSeconds', `must be greater than spec.minReadySeconds (${specOut.minReadySeconds ?? 0})`);
+    }
+  }
+  if (has(spec, 'paused')) {
+    if (typeof spec.paused !== 'boolean') throw new ManifestError('spec.paused', `expected true or false, got ${show(spec.paused)}`);
+    specOut.paused = spec.paused;
+  }
 
   const manifest: DeploymentManifest = {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: labels === undefined ? { name } : { name, labels },
-    spec: { replicas, template: templateOut },
+    spec: specOut,
   };
   const unitSpec: UnitSpec = {
     containerName,
@@ -367,6 +578,11 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
     resources: { cpu, memory },
     tolerations: tolerations ?? [],
   };
+  // Optional fields only when used: a spec that uses none hashes as before.
+  if (templateLabels !== undefined && Object.keys(templateLabels).length > 0) unitSpec.labels = templateLabels;
+  if (ports !== undefined && ports.length > 0) unitSpec.ports = ports;
+  if (Object.keys(probes).length > 0) unitSpec.probes = probes;
+  if (grace !== undefined) unitSpec.gracePeriodMs = grace * 1000;
   return { manifest, unitSpec };
 }
 

@@ -124,7 +124,32 @@ export interface DeploymentManifest {
   spec: {
     replicas: number;
     template: PodTemplate;
+    strategy?: DeploymentStrategy;
+    minReadySeconds?: number;
+    revisionHistoryLimit?: number;
+    progressDeadlineSeconds?: number;
+    paused?: boolean;
   };
+}
+
+/** maxSurge / maxUnavailable: a count or a percentage of replicas ('25%'). */
+export type IntOrPercent = number | string;
+
+export interface DeploymentStrategy {
+  type: 'RollingUpdate' | 'Recreate';
+  rollingUpdate?: { maxSurge?: IntOrPercent; maxUnavailable?: IntOrPercent };
+}
+
+/** Kubernetes' probe as written in a manifest (ports may be names). */
+export interface ManifestProbe {
+  exec?: { command: string[] };
+  httpGet?: { path?: string; port: number | string };
+  tcpSocket?: { port: number | string };
+  initialDelaySeconds?: number;
+  periodSeconds?: number;
+  timeoutSeconds?: number;
+  failureThreshold?: number;
+  successThreshold?: number;
 }
 
 export interface PodTemplate {
@@ -136,7 +161,12 @@ export interface PodTemplate {
       args?: string[];
       env?: EnvVar[];
       resources?: { requests?: { cpu?: string | number; memory?: string | number } };
+      ports?: ContainerPort[];
+      readinessProbe?: ManifestProbe;
+      livenessProbe?: ManifestProbe;
+      startupProbe?: ManifestProbe;
     }>;
     tolerations?: Toleration[];
+    terminationGracePeriodSeconds?: number;
   };
 }

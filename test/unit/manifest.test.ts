@@ -80,7 +80,7 @@ test('a manifest ready for real Kubernetes (image, selector, labels) is accepted
   m.spec.template.spec.containers[0].image = 'busybox:1.36';
   m.spec.template.spec.containers[0].imagePullPolicy = 'IfNotPresent';
   const { manifest, unitSpec } = validateManifest(m);
-  assert.deepEqual(unitSpec, validateManifest(example()).unitSpec);
+  assert.deepEqual(unitSpec, { ...validateManifest(example()).unitSpec, labels: { app: "web", tier: "front" } });
   assert.deepEqual(manifest.metadata.labels, { app: 'web' });
   assert.deepEqual(manifest.spec.template.metadata, { labels: { app: 'web', tier: 'front' } });
   assert.equal('image' in manifest.spec.template.spec.containers[0], false);
@@ -159,8 +159,8 @@ test('every kind of bad manifest is refused with the field at fault in the messa
     ['limits', (m) => ((m.spec.template.spec.containers[0].resources.limits = { cpu: '1' }), m), 'spec.template.spec.containers[0].resources.limits', 'invalid manifest: spec.template.spec.containers[0].resources.limits: not supported'],
     ['an extended resource', (m) => ((m.spec.template.spec.containers[0].resources.requests['nvidia.com/gpu'] = 1), m), 'spec.template.spec.containers[0].resources.requests["nvidia.com/gpu"]', 'not supported'],
     ['volumes', (m) => ((m.spec.template.spec.volumes = []), m), 'spec.template.spec.volumes', 'invalid manifest: spec.template.spec.volumes: not supported'],
-    ['ports', (m) => ((m.spec.template.spec.containers[0].ports = [{ containerPort: 80 }]), m), 'spec.template.spec.containers[0].ports', 'not supported'],
-    ['a strategy', (m) => ((m.spec.strategy = { type: 'Recreate' }), m), 'spec.strategy', 'invalid manifest: spec.strategy: not supported'],
+    ['a hostPort', (m) => ((m.spec.template.spec.containers[0].ports = [{ containerPort: 80, hostPort: 80 }]), m), 'spec.template.spec.containers[0].ports[0].hostPort', 'not supported'],
+    ['a strategy field we do not know', (m) => ((m.spec.strategy = { type: 'Recreate', blueGreen: {} }), m), 'spec.strategy.blueGreen', 'invalid manifest: spec.strategy.blueGreen: not supported'],
     ['a namespace', (m) => ((m.metadata.namespace = 'default'), m), 'metadata.namespace', 'not supported'],
     ['a status', (m) => ((m.status = {}), m), 'status', 'invalid manifest: status: not supported'],
     ['env from a secret', (m) => ((m.spec.template.spec.containers[0].env = [{ name: 'A', valueFrom: {} }]), m), 'spec.template.spec.containers[0].env[0].valueFrom', 'not supported'],
@@ -175,6 +175,22 @@ test('every kind of bad manifest is refused with the field at fault in the messa
     ['a bad label key', (m) => ((m.metadata.labels = { 'bad key': 'x' }), m), 'metadata.labels["bad key"]', 'not a valid label key'],
     ['a missing template spec', (m) => (delete m.spec.template.spec, m), 'spec.template.spec', 'invalid manifest: spec.template.spec: missing'],
     ['not an object at all', () => ['apiVersion'], '', 'invalid manifest: expected an object, got a list of 1'],
+    ['maxSurge and maxUnavailable both 0', (m) => ((m.spec.strategy = { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: '0%' } }), m), 'spec.strategy.rollingUpdate.maxUnavailable', 'may not be 0 when maxSurge is 0'],
+    ['a maxSurge that is neither count nor percent', (m) => ((m.spec.strategy = { rollingUpdate: { maxSurge: '2 pods' } }), m), 'spec.strategy.rollingUpdate.maxSurge', 'expected an integer >= 0 or a percentage such as "25%", got "2 pods"'],
+    ['maxUnavailable over 100%', (m) => ((m.spec.strategy = { rollingUpdate: { maxUnavailable: '150%' } }), m), 'spec.strategy.rollingUpdate.maxUnavailable', 'may not be more than 100%'],
+    ['an unknown strategy type', (m) => ((m.spec.strategy = { type: 'BlueGreen' }), m), 'spec.strategy.type', 'expected "RollingUpdate" or "Recreate", got "BlueGreen"'],
+    ['rollingUpdate with Recreate', (m) => ((m.spec.strategy = { type: 'Recreate', rollingUpdate: {} }), m), 'spec.strategy.rollingUpdate', 'may not be given when type is "Recreate"'],
+    ['a probe with no handler', (m) => ((m.spec.template.spec.containers[0].readinessProbe = { periodSeconds: 1 }), m), 'spec.template.spec.containers[0].readinessProbe', 'needs a handler: one of exec, httpGet, tcpSocket'],
+    ['a probe with two handlers', (m) => ((m.spec.template.spec.containers[0].livenessProbe = { exec: { command: ['true'] }, tcpSocket: { port: 80 } }), m), 'spec.template.spec.containers[0].livenessProbe', 'may have only one handler, got exec and tcpSocket'],
+    ['a probe port out of range', (m) => ((m.spec.template.spec.containers[0].readinessProbe = { httpGet: { path: '/', port: 70000 } }), m), 'spec.template.spec.containers[0].readinessProbe.httpGet.port', 'expected a port number in 1..65535, got 70000'],
+    ['a probe naming a port the container lacks', (m) => ((m.spec.template.spec.containers[0].readinessProbe = { tcpSocket: { port: 'http' } }), m), 'spec.template.spec.containers[0].readinessProbe.tcpSocket.port', 'no port named "http"'],
+    ['a liveness successThreshold over 1', (m) => ((m.spec.template.spec.containers[0].livenessProbe = { exec: { command: ['true'] }, successThreshold: 2 }), m), 'spec.template.spec.containers[0].livenessProbe.successThreshold', 'must be 1 for liveness and startup probes'],
+    ['a zero probe period', (m) => ((m.spec.template.spec.containers[0].readinessProbe = { exec: { command: ['true'] }, periodSeconds: 0 }), m), 'spec.template.spec.containers[0].readinessProbe.periodSeconds', 'expected an integer in 1..'],
+    ['a container port out of range', (m) => ((m.spec.template.spec.containers[0].ports = [{ containerPort: 0 }]), m), 'spec.template.spec.containers[0].ports[0].containerPort', 'expected a port number in 1..65535, got 0'],
+    ['a duplicate port', (m) => ((m.spec.template.spec.containers[0].ports = [{ containerPort: 80 }, { containerPort: 80 }]), m), 'spec.template.spec.containers[0].ports[1].containerPort', 'duplicate port 80/TCP'],
+    ['a negative grace period', (m) => ((m.spec.template.spec.terminationGracePeriodSeconds = -1), m), 'spec.template.spec.terminationGracePeriodSeconds', 'expected an integer in 0..3600, got -1'],
+    ['a progress deadline not above minReadySeconds', (m) => ((m.spec.minReadySeconds = 10), (m.spec.progressDeadlineSeconds = 10), m), 'spec.progressDeadlineSeconds', 'must be greater than spec.minReadySeconds (10)'],
+    ['paused as a string', (m) => ((m.spec.paused = 'yes'), m), 'spec.paused', 'expected true or false, got "yes"'],
   ];
   for (const [what, mutate, field, message] of cases) {
     const err = refusal(mutate(example()));
@@ -235,4 +251,27 @@ test('unitSpecHash is 64-bit FNV-1a of the canonical JSON: the limb arithmetic m
     const spec = { containerName: word(), command: [word(), word()], env: [{ name: 'K', value: word() }], resources: { cpu: rand.int(100000), memory: rand.int(100000) }, tolerations: [] };
     assert.equal(unitSpecHash(spec), reference(canonicalSpecJson(spec)), `seed 7 case ${i}`);
   }
+});
+
+test('workload fields: strategy, probes with defaults and named ports, grace period reach the manifest and the UnitSpec', () => {
+  const m = example();
+  m.spec.strategy = { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } };
+  m.spec.minReadySeconds = 2;
+  m.spec.progressDeadlineSeconds = 30;
+  m.spec.template.spec.terminationGracePeriodSeconds = 5;
+  m.spec.template.spec.containers[0].ports = [{ name: 'http', containerPort: 8080 }];
+  m.spec.template.spec.containers[0].readinessProbe = { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 1 };
+  m.spec.template.spec.containers[0].livenessProbe = { tcpSocket: { port: 8080 } };
+  const { manifest, unitSpec } = validateManifest(m);
+  assert.deepEqual(manifest.spec.strategy, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } });
+  assert.equal(manifest.spec.minReadySeconds, 2);
+  assert.deepEqual(unitSpec.ports, [{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+  assert.deepEqual(unitSpec.probes?.readiness, { httpGet: { path: '/healthz', port: 8080 }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 3, successThreshold: 1 });
+  assert.deepEqual(unitSpec.probes?.liveness?.tcpSocket, { port: 8080 });
+  assert.equal(unitSpec.gracePeriodMs, 5000);
+  // The written template keeps the port's name, with the defaults filled in.
+  assert.deepEqual(manifest.spec.template.spec.containers[0].readinessProbe?.httpGet, { path: '/healthz', port: 'http' });
+  // A template that uses none of them hashes as before.
+  assert.equal(unitSpecHash(validateManifest(example()).unitSpec), unitSpecHash({ ...validateManifest(example()).unitSpec }));
+  assert.equal('probes' in validateManifest(example()).unitSpec, false);
 });
