@@ -21,7 +21,7 @@ import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/proto
 import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
-import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor } from './runtime/supervisor.ts';
+import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
 
 const MiB = 1024 * 1024;
 
@@ -68,23 +68,29 @@ function main(): void {
     stateDir: config.stateDir,
     nodeName: config.name,
     onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
-    onChange: (report) => {
-      logTransition(report);
+    onChange: (report, change) => {
+      logTransition(report, change);
       broadcast(core.unitStatus(report));
     },
   });
 
-  function logTransition(r: UnitReport): void {
+  function logTransition(r: UnitReport, change: UnitChange): void {
+    if (change === 'readiness') return log(r.ready ? `${r.name} ready` : `${r.name} not ready: ${r.message ?? 'readiness probe failed'}`);
+    const detail = `${r.phase}: ${r.reason}${r.message ? `, ${r.message}` : ''}`;
     switch (r.phase) {
       case 'Running':
         return log(`started ${r.name} pid=${r.pid}`);
+      case 'Terminating':
+        // A terminate command is logged where it is decided; a probe kill is decided in the supervisor.
+        if (r.reason === 'LivenessProbeFailed') return log(`stopping ${r.name} pid=${r.pid ?? '-'}: ${r.message}`);
+        return;
       case 'Succeeded':
       case 'Failed':
-        if (r.reason?.startsWith('SpawnFailed')) return log(`${r.name} failed to start: ${r.reason}`);
-        if (r.signal) return log(`${r.name} exited signal=${r.signal} (${r.phase}: ${r.reason})`);
-        return log(`${r.name} exited code=${r.exitCode} (${r.phase}: ${r.reason})`);
+        if (r.reason === 'StartError') return log(`${r.name} failed to start: ${r.message}`);
+        if (r.signal) return log(`${r.name} exited signal=${r.signal} (${detail})`);
+        return log(`${r.name} exited code=${r.exitCode} (${detail})`);
       default:
-        return; // Pending and Terminating are logged where they are decided
+        return; // Pending is logged where it is decided
     }
   }
 
@@ -104,7 +110,14 @@ function main(): void {
         link.send(core.refused(cmd.commandId, 'agent is shutting down'));
         continue;
       }
-      const res = supervisor.start({ name: target, deployment: cmd.unit.deployment, spec: cmd.unit.spec, term: cmd.term });
+      const res = supervisor.start({
+        name: target,
+        deployment: cmd.unit.deployment,
+        spec: cmd.unit.spec,
+        term: cmd.term,
+        specHash: cmd.unit.specHash,
+        revision: cmd.unit.revision,
+      });
       if (!res.ok) {
         log(`refused spawn ${target}: ${res.error}`);
         link.send(core.refused(cmd.commandId, res.error));

@@ -7,11 +7,28 @@
 // Lifecycle of one unit (phases from shared/model.ts):
 //   Pending      spawn() returned a pid; the program is being exec'd
 //   Running      'spawn' fired: the program runs (report carries the pid)
-//   Terminating  stop() was asked: SIGTERM went to the unit's process group
+//   Terminating  stop() was asked, or a startup/liveness probe failed for
+//                good: SIGTERM went to the unit's process group, SIGKILL
+//                follows after the grace period
 //   Succeeded    exit code 0, or it ended because we asked it to stop
-//   Failed       exit code != 0, killed by a signal nobody here sent, or the
-//                program could not be started (reason `SpawnFailed: ...`)
+//   Failed       exit code != 0, killed by a signal nobody here sent, killed
+//                for a failed probe, or the program could not be started
 // The final report stays until forget(); a name is started at most once.
+//
+// Reasons and messages, as Kubernetes names them (report.reason/.message;
+// "after Xs" is how long it ran, startedAt to finishedAt):
+//   Succeeded Completed            exit code 0 after 1.2s
+//   Failed    Error                exit code 1 after 0.02s | signal SIGKILL after 12.0s
+//   Failed    StartError           spawn sleeeep ENOENT (it never ran)
+//   Succeeded Terminated           stopped within grace period 2000ms: signal SIGTERM after 3.1s
+//                                  | killed after grace period 400ms: signal SIGKILL after 3.1s
+//   Failed    LivenessProbeFailed  liveness probe failed 3 times: HTTP GET :8080/healthz: 500
+//                                  | startup probe failed 5 times: exec test -f ready: exit code 1
+//
+// Readiness (report.ready/.readySince): false while Pending, Terminating and
+// once finished; with probes as prober.ts/probe-logic.ts decide, else true
+// from Running on. Every change of `ready` is a report. While Running and
+// not ready because a readiness probe failed, message says why.
 //
 // Process layout and "no orphans" (architecture invariant 7):
 // * Each unit is spawned `detached`: it leads its own session and process
@@ -41,8 +58,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
+import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
+import { UnitProber } from './prober.ts';
 import { MAX_UNIT_LOG_BYTES, UnitLog } from './unit-log.ts';
+
+export { findExecutable };
 
 /** Grace period between SIGTERM and SIGKILL when the command names none (the lesson's "terminate, wait 2 s, kill"). */
 export const DEFAULT_GRACE_PERIOD_MS = 2000;
@@ -62,7 +83,13 @@ export interface StartRequest {
   spec: UnitSpec;
   /** Term of the command that asked for it (fencing audit, copied into reports). */
   term: number;
+  /** The spec's identity and the deployment revision (MO_REVISION), copied into reports. */
+  specHash: string;
+  revision: number;
 }
+
+/** What a report tells: a phase change (or the first report), or a change of readiness only. */
+export type UnitChange = 'phase' | 'readiness';
 
 export type StartResult =
   | { ok: true; created: boolean; report: UnitReport }
@@ -74,8 +101,8 @@ export interface UnitSupervisorOptions {
   /** Agent state directory; unit logs go to `<stateDir>/units/`. */
   stateDir: string;
   nodeName: string;
-  /** Called synchronously on every state transition, with a fresh copy. */
-  onChange: (report: UnitReport) => void;
+  /** Called synchronously on every state transition and readiness change, with a fresh copy. */
+  onChange: (report: UnitReport, change: UnitChange) => void;
   maxLogBytes?: number;
   defaultGracePeriodMs?: number;
   /** 'auto' wraps units in setpriv --pdeathsig when available; 'off' never does. */
@@ -89,12 +116,21 @@ export interface UnitSupervisorOptions {
 
 interface UnitRecord {
   report: UnitReport;
+  spec: UnitSpec;
+  env: Record<string, string>;
   child: ChildProcess | null;
   pgid: number | null;
   log: UnitLog | null;
+  prober: UnitProber | null;
+  /** When spawn() was called (for "after Xs" when it never got to Running). */
+  spawnedAt: number;
   stopRequested: boolean;
+  /** Why it is being stopped: the control plane asked, or a probe failed (its message). */
+  stopCause: { kind: 'terminate' } | { kind: 'probe'; message: string } | null;
   gracePeriodMs: number;
   killedAfterGrace: boolean;
+  /** killAllNow() hit it: SIGKILL without grace. */
+  killedNow: boolean;
   graceTimer: NodeJS.Timeout | null;
   finished: Promise<UnitReport>;
   resolveFinished: (report: UnitReport) => void;
@@ -105,7 +141,7 @@ export class UnitSupervisor {
   /** Absolute path of setpriv when units get a parent-death signal, else null. */
   readonly setprivPath: string | null;
   private readonly nodeName: string;
-  private readonly onChange: (report: UnitReport) => void;
+  private readonly onChange: (report: UnitReport, change: UnitChange) => void;
   private readonly maxLogBytes: number;
   private readonly defaultGracePeriodMs: number;
   private readonly baseEnv: NodeJS.ProcessEnv;
@@ -160,7 +196,7 @@ export class UnitSupervisor {
    * Start a unit. Idempotent per name: a name that is known (running or
    * finished) is not started again; the current report comes back with
    * created=false. A program that cannot be started is not an error here:
-   * it yields a Failed report with reason `SpawnFailed: ...`.
+   * it yields a Failed report with reason `StartError`.
    */
   start(req: StartRequest): StartResult {
     const existing = this.units.get(req.name);
@@ -181,33 +217,45 @@ export class UnitSupervisor {
         phase: 'Pending',
         resources: { ...req.spec.resources },
         term: req.term,
+        ready: false,
+        specHash: req.specHash,
+        revision: req.revision,
       },
+      spec: req.spec,
+      env: this.unitEnv(req),
       child: null,
       pgid: null,
       log: null,
+      prober: null,
+      spawnedAt: this.now(),
       stopRequested: false,
+      stopCause: null,
       gracePeriodMs: this.defaultGracePeriodMs,
       killedAfterGrace: false,
+      killedNow: false,
       graceTimer: null,
       finished,
       resolveFinished,
     };
     this.units.set(req.name, rec);
 
-    const env = this.unitEnv(req);
+    const env = rec.env;
     const command = req.spec.command;
-    const program = command[0];
-    const resolved = program === undefined || program === '' ? null : findExecutable(program, env.PATH ?? '', this.unitsDir);
-    if (resolved === null) {
-      const what = program === undefined || program === '' ? 'empty command' : `${program}: command not found or not executable`;
-      this.finish(rec, { phase: 'Failed', reason: `SpawnFailed: ENOENT: ${what}` });
+    const program = command[0] ?? '';
+    if (program === '') {
+      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: 'spawn ENOENT: empty command' });
+      return { ok: true, created: true, report: { ...rec.report } };
+    }
+    const resolved = resolveExecutable(program, env.PATH ?? '', this.unitsDir);
+    if (!resolved.ok) {
+      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program} ${resolved.errno}` });
       return { ok: true, created: true, report: { ...rec.report } };
     }
 
     try {
       rec.log = new UnitLog(this.logPath(req.name), this.maxLogBytes);
     } catch (err) {
-      this.finish(rec, { phase: 'Failed', reason: `SpawnFailed: cannot open log file: ${errorText(err)}` });
+      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: cannot open log file: ${errorText(err)}` });
       return { ok: true, created: true, report: { ...rec.report } };
     }
 
@@ -222,7 +270,7 @@ export class UnitSupervisor {
       });
     } catch (err) {
       // Synchronous refusals: NUL bytes in argv or env, and the like.
-      this.finish(rec, { phase: 'Failed', reason: `SpawnFailed: ${errorText(err)}` });
+      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: ${errorText(err)}` });
       return { ok: true, created: true, report: { ...rec.report } };
     }
     rec.child = child;
@@ -239,15 +287,17 @@ export class UnitSupervisor {
     child.on('close', () => log.close());
     child.once('spawn', () => {
       if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
+      const now = this.now();
       rec.report.phase = 'Running';
-      rec.report.startedAt = this.now();
+      rec.report.startedAt = now;
+      this.startProbes(rec, now);
       this.emit(rec);
     });
     child.on('error', (err: NodeJS.ErrnoException) => {
       // After a successful spawn, 'error' only means a kill() failed; the
       // exit event still tells the outcome.
       if (child.pid !== undefined && rec.pgid !== null) return;
-      this.finish(rec, { phase: 'Failed', reason: `SpawnFailed: ${errorText(err)}` });
+      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program} ${err.code ?? errorText(err)}` });
       log.close();
     });
     child.once('exit', (code, signal) => this.onExit(rec, code, signal));
@@ -265,9 +315,24 @@ export class UnitSupervisor {
     const rec = this.units.get(name);
     if (!rec) return undefined;
     if (isFinal(rec.report.phase) || rec.stopRequested) return rec.finished;
+    this.terminate(rec, { kind: 'terminate' }, gracePeriodMs ?? this.defaultGracePeriodMs);
+    return rec.finished;
+  }
+
+  /** SIGTERM to the group, Terminating, SIGKILL after the grace period. */
+  private terminate(rec: UnitRecord, cause: NonNullable<UnitRecord['stopCause']>, gracePeriodMs: number): void {
     rec.stopRequested = true;
-    rec.gracePeriodMs = clampGrace(gracePeriodMs ?? this.defaultGracePeriodMs);
+    rec.stopCause = cause;
+    rec.prober?.stop();
+    rec.gracePeriodMs = clampGrace(gracePeriodMs);
     rec.report.phase = 'Terminating';
+    rec.report.ready = false;
+    if (cause.kind === 'probe') {
+      rec.report.reason = 'LivenessProbeFailed';
+      rec.report.message = cause.message;
+    } else {
+      delete rec.report.message;
+    }
     this.emit(rec);
     signalGroup(rec.pgid, 'SIGTERM');
     rec.graceTimer = setTimeout(() => {
@@ -276,7 +341,53 @@ export class UnitSupervisor {
       rec.killedAfterGrace = true;
       signalGroup(rec.pgid, 'SIGKILL');
     }, rec.gracePeriodMs);
-    return rec.finished;
+  }
+
+  /** From Running on: the unit's probes, or ready at once when it has none. */
+  private startProbes(rec: UnitRecord, now: number): void {
+    const probes = rec.spec.probes;
+    if (!probes || (!probes.startup && !probes.readiness && !probes.liveness)) {
+      rec.report.ready = true;
+      rec.report.readySince = now;
+      return;
+    }
+    const prober = new UnitProber({
+      probes,
+      runningAt: now,
+      now: this.now,
+      exec: {
+        cwd: this.unitsDir,
+        env: rec.env,
+        setprivPath: this.setprivPath,
+        trackGroup: (pgid) => {
+          try {
+            this.guard.add(pgid);
+          } catch {
+            // The guard is full: pdeathsig (where there is setpriv) still covers the probe itself.
+          }
+        },
+        untrackGroup: (pgid) => this.guard.remove(pgid),
+      },
+      onChange: () => {
+        if (rec.report.phase !== 'Running' || rec.prober !== prober) return;
+        this.copyReadiness(rec, prober);
+        this.emit(rec, 'readiness');
+      },
+      onKill: (message) => {
+        if (isFinal(rec.report.phase) || rec.stopRequested) return;
+        this.terminate(rec, { kind: 'probe', message }, rec.spec.gracePeriodMs ?? this.defaultGracePeriodMs);
+      },
+    });
+    rec.prober = prober;
+    this.copyReadiness(rec, prober);
+  }
+
+  private copyReadiness(rec: UnitRecord, prober: UnitProber): void {
+    const { ready, readySince, message } = prober.logic;
+    rec.report.ready = ready;
+    if (readySince !== undefined) rec.report.readySince = readySince;
+    if (message !== undefined) rec.report.message = message;
+    else delete rec.report.message;
   }
 
   /** Stop every live unit (each with grace) and wait for all of them. */
@@ -293,7 +404,10 @@ export class UnitSupervisor {
   killAllNow(): void {
     for (const rec of this.units.values()) {
       if (!isFinal(rec.report.phase)) {
+        rec.prober?.stop();
         rec.stopRequested = true;
+        rec.stopCause ??= { kind: 'terminate' };
+        rec.killedNow = true;
         signalGroup(rec.pgid, 'SIGKILL');
       }
     }
@@ -308,12 +422,14 @@ export class UnitSupervisor {
     return 'forgotten';
   }
 
-  /** Release the orphan guard (it kills any group still registered). Call after stopAll(). */
+  /** Stop every probe and release the orphan guard (it kills any group still registered). Call after stopAll(). */
   close(): void {
+    for (const rec of this.units.values()) rec.prober?.stop();
     this.guard.close();
   }
 
   private onExit(rec: UnitRecord, code: number | null, signal: NodeJS.Signals | null): void {
+    rec.prober?.stop();
     if (rec.graceTimer) clearTimeout(rec.graceTimer);
     rec.graceTimer = null;
     if (rec.pgid !== null) {
@@ -324,22 +440,32 @@ export class UnitSupervisor {
     const observed: Partial<UnitReport> = {};
     if (code !== null) observed.exitCode = code;
     if (signal !== null) observed.signal = signal;
-    if (rec.stopRequested) {
-      const reason = rec.killedAfterGrace ? `Terminated: killed after grace period ${rec.gracePeriodMs}ms` : 'Terminated';
-      this.finish(rec, { ...observed, phase: 'Succeeded', reason });
-    } else if (signal !== null) {
-      this.finish(rec, { ...observed, phase: 'Failed', reason: 'Killed' });
-    } else if (code === 0) {
-      this.finish(rec, { ...observed, phase: 'Succeeded', reason: 'Completed' });
+    const finishedAt = this.now();
+    const ran = `${signal !== null ? `signal ${signal}` : `exit code ${code}`} after ${formatSeconds(finishedAt - (rec.report.startedAt ?? rec.spawnedAt))}`;
+    const cause = rec.stopCause;
+    if (cause?.kind === 'probe') {
+      const how = rec.killedNow ? '; killed without grace' : rec.killedAfterGrace ? `; killed after grace period ${rec.gracePeriodMs}ms` : '';
+      this.finish(rec, { ...observed, phase: 'Failed', reason: 'LivenessProbeFailed', message: cause.message + how }, finishedAt);
+    } else if (rec.stopRequested) {
+      const how = rec.killedNow
+        ? 'killed without grace'
+        : rec.killedAfterGrace
+          ? `killed after grace period ${rec.gracePeriodMs}ms`
+          : `stopped within grace period ${rec.gracePeriodMs}ms`;
+      this.finish(rec, { ...observed, phase: 'Succeeded', reason: 'Terminated', message: `${how}: ${ran}` }, finishedAt);
+    } else if (signal === null && code === 0) {
+      this.finish(rec, { ...observed, phase: 'Succeeded', reason: 'Completed', message: ran }, finishedAt);
     } else {
-      this.finish(rec, { ...observed, phase: 'Failed', reason: 'Error' });
+      this.finish(rec, { ...observed, phase: 'Failed', reason: 'Error', message: ran }, finishedAt);
     }
   }
 
-  private finish(rec: UnitRecord, outcome: Partial<UnitReport> & { phase: 'Succeeded' | 'Failed' }): void {
+  private finish(rec: UnitRecord, outcome: Partial<UnitReport> & { phase: 'Succeeded' | 'Failed' }, finishedAt = this.now()): void {
     if (isFinal(rec.report.phase)) return;
+    rec.prober?.stop();
     Object.assign(rec.report, outcome);
-    rec.report.finishedAt = this.now();
+    rec.report.ready = false;
+    rec.report.finishedAt = finishedAt;
     this.finishedOrder.push(rec.report.name);
     this.emit(rec);
     rec.resolveFinished({ ...rec.report });
@@ -361,8 +487,8 @@ export class UnitSupervisor {
     else fs.rmSync(this.logPath(name), { force: true });
   }
 
-  private emit(rec: UnitRecord): void {
-    this.onChange({ ...rec.report, resources: { ...rec.report.resources } });
+  private emit(rec: UnitRecord, change: UnitChange = 'phase'): void {
+    this.onChange({ ...rec.report, resources: { ...rec.report.resources } }, change);
   }
 
   private unitEnv(req: StartRequest): Record<string, string> {
@@ -372,8 +498,11 @@ export class UnitSupervisor {
       LANG: this.baseEnv.LANG ?? 'C.UTF-8',
     };
     for (const { name, value } of req.spec.env) env[name] = value;
+    // The downward API: who and where the unit is, and which revision it runs.
     env.MO_UNIT_NAME = req.name;
     env.MO_NODE_NAME = this.nodeName;
+    env.MO_DEPLOYMENT = req.deployment;
+    env.MO_REVISION = String(req.revision);
     return env;
   }
 }
@@ -387,16 +516,6 @@ function clampGrace(ms: number): number {
   return Math.min(Math.floor(ms), MAX_GRACE_PERIOD_MS);
 }
 
-/** Signal a whole process group; a group that is already gone is fine. */
-function signalGroup(pgid: number | null, signal: NodeJS.Signals): void {
-  if (pgid === null || pgid <= 1) return;
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // ESRCH: nothing left in the group.
-  }
-}
-
 function errorText(err: unknown): string {
   if (err instanceof Error) {
     const code = (err as NodeJS.ErrnoException).code;
@@ -406,26 +525,8 @@ function errorText(err: unknown): string {
   return String(err);
 }
 
-/**
- * Resolve a program the way execvp would: a name with a slash is taken
- * relative to cwd, a bare name is looked up on PATH. Returns the path of an
- * executable regular file, or null. Checking first gives a clear
- * `SpawnFailed: ENOENT` even though setpriv (not the program) is exec'd.
- */
-export function findExecutable(program: string, pathVar: string, cwd: string): string | null {
-  const candidates = program.includes('/')
-    ? [path.resolve(cwd, program)]
-    : pathVar.split(':').map((dir) => path.resolve(cwd, dir === '' ? '.' : dir, program));
-  for (const file of candidates) {
-    try {
-      const st = fs.statSync(file);
-      // The mode check matters for root, whom access(X_OK) may not refuse.
-      if (!st.isFile() || (st.mode & 0o111) === 0) continue;
-      fs.accessSync(file, fs.constants.X_OK);
-      return file;
-    } catch {
-      // not here
-    }
-  }
-  return null;
+/** How long something ran, as in 'after 0.02s', 'after 1.2s', 'after 12.0s'. */
+export function formatSeconds(ms: number): string {
+  const s = Math.max(0, ms) / 1000;
+  return `${s < 1 ? s.toFixed(2) : s.toFixed(1)}s`;
 }

@@ -315,7 +315,8 @@ test('terminate stops a unit with its grace, terminate of an unknown unit answer
   unitPids.add(w1.pid!);
   unitPids.add(w2.pid!);
   const ghost = await cp.report('ghost-1', 'Failed');
-  assert.match(ghost.reason ?? '', /^SpawnFailed: ENOENT/);
+  assert.equal(ghost.reason, 'StartError');
+  assert.equal(ghost.message, 'spawn no-such-program-xyz ENOENT');
 
   cp.send({ v: 1, type: 'terminate', commandId: 't-1', term: 1, leaderId: 'cp-1', name: 'web-1', gracePeriodMs: 1000, reason: 'scaled down' });
   await cp.report('web-1', 'Terminating');

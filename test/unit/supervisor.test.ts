@@ -10,9 +10,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
-import { UnitSupervisor, findExecutable } from '../../node-agent/runtime/supervisor.ts';
+import { UnitSupervisor, findExecutable, formatSeconds } from '../../node-agent/runtime/supervisor.ts';
 import { OrphanGuard } from '../../node-agent/runtime/orphan-guard.ts';
-import { childrenOf, pidAlive, readStat } from '../../shared/proc.ts';
+import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
 
 const isAlive = pidAlive; // in /proc and not a zombie
 
@@ -38,8 +38,8 @@ async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): 
   }
 }
 
-function spec(command: string[], env: UnitSpec['env'] = []): UnitSpec {
-  return { containerName: 'main', command, env, resources: { cpu: 100, memory: 64 }, tolerations: [] };
+function spec(command: string[], env: UnitSpec['env'] = [], extra: Partial<UnitSpec> = {}): UnitSpec {
+  return { containerName: 'main', command, env, resources: { cpu: 100, memory: 64 }, tolerations: [], ...extra };
 }
 
 /** A supervisor in a temp dir whose reports can be awaited as they arrive. */
@@ -85,8 +85,8 @@ function harness(t: TestContext, opts: { maxLogBytes?: number; defaultGracePerio
       });
     });
   }
-  function start(name: string, command: string[], env: UnitSpec['env'] = []) {
-    const res = sup.start({ name, deployment: 'web', spec: spec(command, env), term: 7 });
+  function start(name: string, command: string[], env: UnitSpec['env'] = [], extra: Partial<UnitSpec> = {}) {
+    const res = sup.start({ name, deployment: 'web', spec: spec(command, env, extra), term: 7, specHash: '0123456789abcdef', revision: 3 });
     assert.ok(res.ok, 'start was refused');
     if (res.report.pid) pids.add(res.report.pid);
     return res.report;
@@ -127,7 +127,9 @@ test('a unit killed with kill -9 is reported Failed with signal SIGKILL at once,
   const failed = await h.next('web-1', 'Failed', 2000);
   const latencyMs = Date.now() - killedAt;
   assert.equal(failed.signal, 'SIGKILL');
-  assert.equal(failed.reason, 'Killed');
+  assert.equal(failed.reason, 'Error');
+  assert.match(failed.message ?? '', /^signal SIGKILL after \d+\.\d+s$/);
+  assert.equal(failed.ready, false);
   assert.equal(failed.exitCode, undefined);
   assert.ok(latencyMs < 500, `report arrived ${latencyMs}ms after the kill`);
   assert.ok(!isAlive(pid));
@@ -141,9 +143,14 @@ test('exit codes decide the final phase: 0 is Succeeded/Completed, non-zero is F
   const bad = await h.next('bad-1', 'Failed');
   assert.equal(ok.exitCode, 0);
   assert.equal(ok.reason, 'Completed');
+  assert.match(ok.message ?? '', /^exit code 0 after \d+\.\d+s$/);
   assert.equal(bad.exitCode, 3);
   assert.equal(bad.reason, 'Error');
+  assert.match(bad.message ?? '', /^exit code 3 after \d+\.\d+s$/);
   assert.equal(typeof bad.finishedAt, 'number');
+  // "after Xs" is how long it ran.
+  const ranMs = bad.finishedAt! - bad.startedAt!;
+  assert.equal(bad.message, `exit code 3 after ${formatSeconds(ranMs)}`);
 });
 
 test('stop sends SIGTERM to the unit, reports Terminating, and the unit exits well before the grace period', async (t) => {
@@ -161,6 +168,8 @@ test('stop sends SIGTERM to the unit, reports Terminating, and the unit exits we
   assert.equal(final.phase, 'Succeeded');
   assert.equal(final.signal, 'SIGTERM');
   assert.equal(final.reason, 'Terminated');
+  assert.match(final.message ?? '', /^stopped within grace period 5000ms: signal SIGTERM after \d+\.\d+s$/);
+  assert.equal(final.ready, false);
   assert.ok(!isAlive(pid));
   // Idempotent: stopping again answers with the same final report.
   const again = await h.sup.stop('web-1');
@@ -186,7 +195,8 @@ test('a unit that ignores SIGTERM is killed with SIGKILL after the grace period,
   assert.ok(elapsedMs >= 400, `killed after ${elapsedMs}ms, not before the grace period`);
   assert.ok(elapsedMs < 1500, `killed after ${elapsedMs}ms, promptly after the grace period`);
   assert.equal(final.signal, 'SIGKILL');
-  assert.match(final.reason ?? '', /killed after grace period 400ms/);
+  assert.equal(final.reason, 'Terminated');
+  assert.match(final.message ?? '', /^killed after grace period 400ms: signal SIGKILL after \d+\.\d+s$/);
   assert.ok(!isAlive(pid));
   await waitUntil(() => !isAlive(grandchild), 1000, 'the grandchild to die');
 });
@@ -203,24 +213,37 @@ test('stopping a unit also stops the processes it started (the whole process gro
   await waitUntil(() => !isAlive(grandchild), 1000, 'the grandchild to die');
 });
 
-test('a command that does not exist is reported Failed with reason SpawnFailed', async (t) => {
+test('a program that cannot start is Failed with reason StartError, naming the program and the errno', async (t) => {
   const h = harness(t);
   const report = h.start('ghost-1', ['/nonexistent/definitely-not-a-program', 'x']);
   assert.equal(report.phase, 'Failed');
-  assert.match(report.reason ?? '', /^SpawnFailed: ENOENT/);
+  assert.equal(report.reason, 'StartError');
+  assert.equal(report.message, 'spawn /nonexistent/definitely-not-a-program ENOENT');
   assert.equal(report.pid, undefined);
-  const viaPath = h.start('ghost-2', ['definitely-not-a-program-mo']);
-  assert.match(viaPath.reason ?? '', /^SpawnFailed: ENOENT: definitely-not-a-program-mo/);
+  assert.equal(report.startedAt, undefined, 'it never ran');
+  assert.equal(report.ready, false);
+  const viaPath = h.start('ghost-2', ['sleeeep', '1']);
+  assert.equal(viaPath.reason, 'StartError');
+  assert.equal(viaPath.message, 'spawn sleeeep ENOENT');
   const empty = h.start('ghost-3', []);
-  assert.match(empty.reason ?? '', /^SpawnFailed: ENOENT: empty command/);
-  assert.equal((await h.next('ghost-1', 'Failed')).phase, 'Failed');
+  assert.equal(empty.reason, 'StartError');
+  assert.match(empty.message ?? '', /ENOENT: empty command/);
+  // Something by that name that is not executable: EACCES, as execvp says.
+  const notExec = path.join(h.stateDir, 'not-a-program.sh');
+  fs.writeFileSync(notExec, 'echo hi\n', { mode: 0o644 });
+  const denied = h.start('ghost-4', [notExec]);
+  assert.equal(denied.reason, 'StartError');
+  assert.equal(denied.message, `spawn ${notExec} EACCES`);
+  const final = await h.next('ghost-2', 'Failed');
+  assert.equal(final.message, 'spawn sleeeep ENOENT');
+  assert.ok(!h.reports.some((r) => r.name.startsWith('ghost-') && r.phase !== 'Failed'), 'never Pending or Running');
 });
 
 test('starting a name twice is a no-op that returns the running unit', async (t) => {
   const h = harness(t);
   h.start('web-1', ['sleep', '30']);
   const { pid } = await h.next('web-1', 'Running');
-  const again = h.sup.start({ name: 'web-1', deployment: 'web', spec: spec(['sleep', '31']), term: 8 });
+  const again = h.sup.start({ name: 'web-1', deployment: 'web', spec: spec(['sleep', '31']), term: 8, specHash: 'ffff', revision: 4 });
   assert.ok(again.ok);
   assert.equal(again.created, false);
   assert.equal(again.report.pid, pid);
@@ -230,9 +253,38 @@ test('starting a name twice is a no-op that returns the running unit', async (t)
 test('unit names that are not safe file names are refused', (t) => {
   const h = harness(t);
   for (const name of ['../etc/passwd', 'a/b', '.hidden', '', 'x'.repeat(300)]) {
-    const res = h.sup.start({ name, deployment: 'web', spec: spec(['sleep', '1']), term: 1 });
+    const res = h.sup.start({ name, deployment: 'web', spec: spec(['sleep', '1']), term: 1, specHash: 'ffff', revision: 1 });
     assert.equal(res.ok, false, `name ${JSON.stringify(name)} accepted`);
   }
+});
+
+test('the environment in /proc/PID/environ carries MO_DEPLOYMENT and MO_REVISION; reports carry specHash and revision', async (t) => {
+  const h = harness(t);
+  h.start('env-2', ['sleep', '30']);
+  const running = await h.next('env-2', 'Running');
+  assert.equal(running.specHash, '0123456789abcdef');
+  assert.equal(running.revision, 3);
+  // The exec'd program's environ (setpriv passes its own environment on unchanged).
+  await waitUntil(() => cmdlineOf(running.pid!).startsWith('sleep 30'), 2000, 'the pid to be sleep itself');
+  const environ = fs.readFileSync(`/proc/${running.pid}/environ`, 'utf8').split('\0');
+  for (const v of ['MO_DEPLOYMENT=web', 'MO_REVISION=3', 'MO_UNIT_NAME=env-2', 'MO_NODE_NAME=node-t']) {
+    assert.ok(environ.includes(v), `${v} in /proc/${running.pid}/environ: ${environ.join(' ')}`);
+  }
+  const final = await h.sup.stop('env-2', 2000)!;
+  assert.equal(final.specHash, '0123456789abcdef');
+  assert.equal(final.revision, 3);
+});
+
+test('ready: true from Running on for a unit without probes (readySince set), false while Terminating and once finished', async (t) => {
+  const h = harness(t);
+  const pending = h.start('plain-1', ['sleep', '30']);
+  assert.equal(pending.ready, false);
+  const running = await h.next('plain-1', 'Running');
+  assert.equal(running.ready, true);
+  assert.equal(running.readySince, running.startedAt);
+  const done = h.sup.stop('plain-1', 2000)!;
+  assert.equal((await h.next('plain-1', 'Terminating')).ready, false);
+  assert.equal((await done).ready, false);
 });
 
 test('a unit gets only a minimal environment plus its own variables and MO_UNIT_NAME/MO_NODE_NAME', async (t) => {
@@ -246,6 +298,8 @@ test('a unit gets only a minimal environment plus its own variables and MO_UNIT_
   assert.ok(lines.includes('GREETING=hello'));
   assert.ok(lines.includes('MO_UNIT_NAME=env-1'));
   assert.ok(lines.includes('MO_NODE_NAME=node-t'));
+  assert.ok(lines.includes('MO_DEPLOYMENT=web'));
+  assert.ok(lines.includes('MO_REVISION=3'));
   assert.ok(!lines.some((l) => l.startsWith('MO_SUPERVISOR_TEST_LEAK=')), 'agent environment leaked into the unit');
 });
 
