@@ -23,6 +23,9 @@ export const FLAGS: readonly FlagSpec[] = [
   { name: 'output-watch-events', takesValue: false },
   { name: 'replicas', takesValue: true },
   { name: 'timeout', takesValue: true },
+  { name: 'to-revision', takesValue: true },
+  { name: 'grace-period', takesValue: true },
+  { name: 'now', takesValue: false },
   { name: 'version', takesValue: false },
 ];
 

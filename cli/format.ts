@@ -134,24 +134,50 @@ function nodeRow(n: NodeObject, nowMs: number, wide: boolean): string[] {
   return row;
 }
 
+/**
+ * A unit's STATUS as kubectl prints a pod's: the phase, or why it waits or
+ * ended when that says more (CrashLoopBackOff, StartError, Error, OOMKilled).
+ */
+export function unitStatus(u: UnitObject): string {
+  const phase = u.status?.phase ?? 'Pending';
+  const reason = u.status?.reason;
+  if (reason === 'CrashLoopBackOff') return reason;
+  if ((phase === 'Failed' || phase === 'Succeeded') && reason && reason !== 'Terminated') return reason;
+  return phase;
+}
+
 function unitRow(u: UnitObject, nowMs: number, wide: boolean): string[] {
   const row = [
     text(u.metadata?.name),
     text(u.spec?.deployment),
-    text(u.status?.phase ?? 'Pending'),
+    u.status?.ready ? '1/1' : '0/1',
+    unitStatus(u),
     text(u.spec?.nodeName),
     text(u.status?.pid),
     age(u.metadata?.creationTimestamp, nowMs),
   ];
   if (wide) {
     row.push(
+      text(u.spec?.revision),
       cpu(u.spec?.resources?.cpu),
       memory(u.spec?.resources?.memory),
-      text(u.status?.exitCode),
-      text(u.status?.reason),
+      text(u.status?.exitCode ?? u.status?.signal),
+      oneLine(u.status?.message ?? u.status?.reason ?? NONE),
     );
   }
   return row;
+}
+
+/** One word for where a deployment stands (kubectl has none; the dashboards do). */
+export function deploymentStatus(d: DeploymentObject): string {
+  const st = d.status ?? {};
+  const progressing = st.conditions?.find((c) => c.type === 'Progressing');
+  if (st.crashLoopBackOff) return 'CrashLoopBackOff';
+  if (progressing?.reason === 'ProgressDeadlineExceeded') return 'ProgressDeadlineExceeded';
+  if (d.spec?.paused) return 'Paused';
+  const revision = d.metadata?.annotations?.['deployment.kubernetes.io/revision'];
+  if ((st.oldReplicas ?? 0) > 0 || (st.updatedReplicas ?? st.replicas ?? 0) < (d.spec?.replicas ?? 0)) return `RollingOut${revision ? ` to ${revision}` : ''}`;
+  return (st.availableReplicas ?? 0) >= (d.spec?.replicas ?? 0) ? 'Available' : 'Progressing';
 }
 
 export function containerCommand(d: DeploymentObject): string[] {
@@ -167,6 +193,7 @@ function deploymentRow(d: DeploymentObject, nowMs: number, wide: boolean): strin
     `${ready}/${desired}`,
     String(d.status?.updatedReplicas ?? d.status?.replicas ?? 0),
     String(d.status?.availableReplicas ?? ready),
+    deploymentStatus(d),
     age(d.metadata?.creationTimestamp, nowMs),
   ];
   if (wide) {
@@ -223,11 +250,11 @@ export const COLUMNS: Record<ResourceType, Columns> = {
     row: (o, now, wide) => nodeRow(o as NodeObject, now, wide),
   },
   units: {
-    headers: (wide) => ['NAME', 'DEPLOYMENT', 'STATUS', 'NODE', 'PID', 'AGE', ...(wide ? ['CPU', 'MEMORY', 'EXIT', 'REASON'] : [])],
+    headers: (wide) => ['NAME', 'DEPLOYMENT', 'READY', 'STATUS', 'NODE', 'PID', 'AGE', ...(wide ? ['REVISION', 'CPU', 'MEMORY', 'EXIT', 'MESSAGE'] : [])],
     row: (o, now, wide) => unitRow(o as UnitObject, now, wide),
   },
   deployments: {
-    headers: (wide) => ['NAME', 'READY', 'UP-TO-DATE', 'AVAILABLE', 'AGE', ...(wide ? ['CONTAINER', 'COMMAND', 'REQUESTS'] : [])],
+    headers: (wide) => ['NAME', 'READY', 'UP-TO-DATE', 'AVAILABLE', 'STATUS', 'AGE', ...(wide ? ['CONTAINER', 'COMMAND', 'REQUESTS'] : [])],
     row: (o, now, wide) => deploymentRow(o as DeploymentObject, now, wide),
   },
   events: {

@@ -10,7 +10,12 @@ const COMMANDS: Array<[command: string, usage: string]> = [
   ],
   ['describe', '  mo describe node|unit|deployment NAME  details, the scheduling decision, recent events'],
   ['scale', '  mo scale deployment NAME --replicas N'],
-  ['delete', '  mo delete deployment|unit NAME'],
+  ['delete', '  mo delete deployment NAME | mo delete unit NAME [--grace-period S] [--now]'],
+  [
+    'rollout',
+    '  mo rollout status|history|undo|restart|pause|resume deployment/NAME\n' +
+      '                                         undo [--to-revision N]; status [--timeout 10m] exits 1 on a failed rollout',
+  ],
   ['cordon', '  mo cordon NODE | mo uncordon NODE      stop / resume scheduling onto a node'],
   ['drain', '  mo drain NODE [--timeout 60s]          cordon, evict every unit, wait until the node is empty'],
   ['cluster', '  mo cluster status [-o json|yaml]       every control-plane replica: role, term, commit index, pid'],

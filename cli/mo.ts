@@ -9,6 +9,7 @@ import { Client } from './client.ts';
 import { runCluster } from './commands/cluster.ts';
 import { runDescribe } from './commands/describe.ts';
 import { runGet } from './commands/get.ts';
+import { runRollout } from './commands/rollout.ts';
 import { runApply, runCordon, runDelete, runDrain, runScale } from './commands/mutate.ts';
 import { loadConfig } from './config.ts';
 import type { Context } from './context.ts';
@@ -103,6 +104,8 @@ async function main(argv: string[]): Promise<void> {
       return runDrain(ctx, args, words);
     case 'cluster':
       return runCluster(ctx, args, words);
+    case 'rollout':
+      return runRollout(ctx, args, words);
     default:
       throw new UsageError(`unknown command "${command}"`);
   }

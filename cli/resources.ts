@@ -82,6 +82,7 @@ export interface ObjectMeta {
   resourceVersion?: string | number;
   generation?: number;
   labels?: Record<string, string>;
+  annotations?: Record<string, string>;
 }
 
 export interface ResourcePair {
@@ -119,15 +120,19 @@ export interface UnitObject {
   metadata?: ObjectMeta;
   spec?: {
     deployment?: string;
+    revision?: number | null;
     nodeName?: string;
     resources?: ResourcePair;
     command?: string[];
   };
   status?: {
     phase?: string;
+    ready?: boolean;
     pid?: number;
     exitCode?: number;
+    signal?: string | null;
     reason?: string;
+    message?: string | null;
     scheduling?: { message?: string; nodes?: SchedulingNode[]; at?: number } | null;
   };
 }
@@ -145,6 +150,10 @@ export interface DeploymentObject {
   metadata?: ObjectMeta;
   spec?: {
     replicas?: number;
+    paused?: boolean;
+    strategy?: { type?: string; rollingUpdate?: { maxSurge?: number | string; maxUnavailable?: number | string } };
+    minReadySeconds?: number;
+    progressDeadlineSeconds?: number;
     template?: {
       spec?: {
         containers?: ContainerSpec[];
@@ -157,7 +166,11 @@ export interface DeploymentObject {
     readyReplicas?: number;
     updatedReplicas?: number;
     availableReplicas?: number;
+    unavailableReplicas?: number;
     observedGeneration?: number;
+    oldReplicas?: number;
+    crashLoopBackOff?: number;
+    conditions?: Array<{ type?: string; status?: string; reason?: string; message?: string; lastUpdateTime?: Timestamp }>;
   };
 }
 

@@ -246,6 +246,7 @@ async function main(): Promise<void> {
       changeListeners.add(fn);
       return () => changeListeners.delete(fn);
     },
+    terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
   });
   const replicaStatus = () => {
     const s = store.status();

@@ -74,6 +74,8 @@ export interface UnitSpec {
   probes?: UnitProbes;
   /** terminationGracePeriodSeconds * 1000; absent: the cluster default (2 s). */
   gracePeriodMs?: number;
+  /** Set by `mo rollout restart` (kubectl's restartedAt annotation): a new template, the same program. */
+  restartedAt?: string;
 }
 
 /** A node as its agent registers it. */

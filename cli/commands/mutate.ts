@@ -96,12 +96,26 @@ export async function runScale(ctx: Context, args: ParsedArgs, words: string[]):
   ctx.out(`${DISPLAY_PREFIX.deployments}/${name} scaled\n`);
 }
 
+/** Longest --grace-period (an hour, as a manifest's terminationGracePeriodSeconds). */
+export const MAX_GRACE_PERIOD_SECONDS = 3600;
+
 export async function runDelete(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
-  requireFlags(args, 'delete', []);
+  requireFlags(args, 'delete', ['grace-period', 'now']);
   const [typeWord, ...rest] = splitTypeSlashName(words);
   const type = resolveResource(typeWord, ['deployments', 'units'], 'delete');
   const [name] = expectPositionals(rest, ['NAME'], 'delete');
-  await ctx.client().request('DELETE', resourcePath(type, name));
+  // kubectl: --now is --grace-period=1 (signalled for immediate shutdown).
+  const rawGrace = flagValue(args, 'grace-period');
+  if (args.flags.has('now') && rawGrace !== undefined) throw new UsageError('--now and --grace-period are exclusive');
+  let grace: number | undefined = args.flags.has('now') ? 1 : undefined;
+  if (rawGrace !== undefined) {
+    if (!/^\d+$/.test(rawGrace) || Number(rawGrace) > MAX_GRACE_PERIOD_SECONDS) {
+      throw new UsageError(`--grace-period must be whole seconds 0..${MAX_GRACE_PERIOD_SECONDS} (got "${rawGrace}")`);
+    }
+    grace = Number(rawGrace);
+  }
+  if (grace !== undefined && type !== 'units') throw new UsageError('--grace-period and --now apply to "delete unit"');
+  await ctx.client().request('DELETE', resourcePath(type, name) + (grace === undefined ? '' : `?gracePeriodSeconds=${grace}`));
   ctx.out(`${DISPLAY_PREFIX[type]} "${name}" deleted\n`);
 }
 

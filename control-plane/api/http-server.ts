@@ -21,6 +21,7 @@ import {
   allUnitViews,
   deploymentView,
   eventView,
+  revisionViews,
   type ApiObject,
   type ViewSource,
 } from './views.ts';
@@ -49,7 +50,12 @@ export interface ApiDeps {
   forward?: (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => Promise<boolean>;
   /** A change signal for watch streams (desired or observed state changed). */
   subscribe: (fn: () => void) => () => void;
+  /** On the leader: stop a deleted unit with the grace period the user asked for. */
+  terminateUnit?: (unit: string, node: string, gracePeriodMs: number, reason: string) => void;
 }
+
+/** Longest grace period a delete may ask for (an hour, as the manifest allows). */
+export const MAX_DELETE_GRACE_SECONDS = 3600;
 
 type Resource = 'nodes' | 'units' | 'deployments' | 'events';
 const RESOURCES = new Set<Resource>(['nodes', 'units', 'deployments', 'events']);
@@ -63,6 +69,17 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
+}
+
+/** `?gracePeriodSeconds=S` of a delete, in ms; undefined when absent. */
+function graceQuery(q: URLSearchParams): number | undefined {
+  const raw = q.get('gracePeriodSeconds');
+  if (raw === null) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isInteger(n) || n < 0 || n > MAX_DELETE_GRACE_SECONDS) {
+    throw new HttpError(400, `gracePeriodSeconds: expected an integer 0..${MAX_DELETE_GRACE_SECONDS}, got ${JSON.stringify(raw)}`);
+  }
+  return n * 1000;
 }
 
 function tokenOk(header: string | undefined, token: string): boolean {
@@ -121,7 +138,7 @@ export class ApiServer {
   }
 
   private src(): ViewSource {
-    return { state: this.deps.store.state, observed: this.deps.registry.nodes };
+    return { state: this.deps.store.state, observed: this.deps.registry.nodes, now: this.deps.now() };
   }
 
   private fail(res: http.ServerResponse, err: unknown): void {
@@ -158,6 +175,8 @@ export class ApiServer {
     if (!RESOURCES.has(resource)) throw new HttpError(404, `unknown resource "${parts[1] ?? ''}" (nodes, units, deployments, events)`);
     const name = parts[2];
 
+    if (resource === 'deployments' && name && parts.length === 4 && parts[3] !== 'scale') return this.rollout(method, name, parts[3], body, res);
+
     if (method === 'GET') {
       if (parts.length > 3) throw new HttpError(404, `no such path ${url.pathname}`);
       if (!this.deps.store.isLeader()) throw new NotLeaderError(this.deps.store.leaderId());
@@ -190,8 +209,14 @@ export class ApiServer {
       const before = this.list(resource).find((o) => o.metadata.name === name);
       if (resource === 'deployments') await this.write({ type: 'deployment.delete', at: this.deps.now(), name });
       else {
-        if (!this.deps.store.state.units.has(name)) throw new HttpError(404, `units "${name}" not found`);
+        const unit = this.deps.store.state.units.get(name);
+        if (!unit) throw new HttpError(404, `units "${name}" not found`);
+        const grace = graceQuery(url.searchParams);
         await this.write({ type: 'unit.delete', at: this.deps.now(), name, reason: 'deleted through the API' });
+        if (unit.nodeName && this.deps.terminateUnit) {
+          const ms = grace ?? unit.spec.gracePeriodMs;
+          if (ms !== undefined) this.deps.terminateUnit(name, unit.nodeName, ms, 'deleted through the API');
+        }
       }
       return sendJson(res, 200, before ?? { kind: KIND[resource], metadata: { name } });
     }
@@ -203,6 +228,43 @@ export class ApiServer {
       return sendJson(res, 200, this.one('nodes', name));
     }
     throw new HttpError(405, `${method} is not supported on ${url.pathname}`);
+  }
+
+  /**
+   * A deployment's rollout: `GET .../revisions` (the history), `POST
+   * .../undo` (body `{"toRevision": N}`, optional), `.../restart`,
+   * `.../pause`, `.../resume`.
+   */
+  private async rollout(method: string, name: string, verb: string, body: Buffer, res: http.ServerResponse): Promise<void> {
+    const now = this.deps.now();
+    if (verb === 'revisions') {
+      if (method !== 'GET') throw new HttpError(405, `${method} is not supported on revisions (GET)`);
+      if (!this.deps.store.isLeader()) throw new NotLeaderError(this.deps.store.leaderId());
+      await this.deps.store.readBarrier();
+      const d = this.deps.store.state.deployments.get(name);
+      if (!d) throw new HttpError(404, `deployments "${name}" not found`);
+      return sendJson(res, 200, { kind: 'RevisionList', deployment: name, current: d.revision, items: revisionViews(d) });
+    }
+    if (method !== 'POST') throw new HttpError(method === 'GET' ? 404 : 405, `${method} is not supported on deployments/${name}/${verb}`);
+    switch (verb) {
+      case 'undo': {
+        const obj = body.length === 0 ? {} : (parseJson(body) as { toRevision?: unknown });
+        const to = obj?.toRevision ?? 0;
+        if (typeof to !== 'number' || !Number.isInteger(to) || to < 0) throw new HttpError(400, `toRevision: expected an integer >= 0 (0: the previous revision), got ${JSON.stringify(to)}`);
+        await this.write({ type: 'deployment.undo', at: now, name, toRevision: to });
+        break;
+      }
+      case 'restart':
+        await this.write({ type: 'deployment.restart', at: now, name });
+        break;
+      case 'pause':
+      case 'resume':
+        await this.write({ type: 'deployment.pause', at: now, name, paused: verb === 'pause' });
+        break;
+      default:
+        throw new HttpError(404, `no such action "${verb}" on deployments (revisions, undo, restart, pause, resume, scale)`);
+    }
+    return sendJson(res, 200, this.one('deployments', name));
   }
 
   private async write(cmd: StoreCommand): Promise<ApplyResult & { ok: true }> {

@@ -3,8 +3,10 @@
 // spec, status). Pure functions over the store, the registry and a clock
 // reading; the HTTP layer and watch streams both render through these.
 
+import { DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, DEFAULT_PROGRESS_DEADLINE_SECONDS, DEFAULT_REVISION_HISTORY_LIMIT } from '../../shared/manifest.ts';
 import type { UnitReport } from '../../shared/model.ts';
 import type { ClusterEvent } from '../events.ts';
+import { isQuickFailure } from '../reconcile/reconcile.ts';
 import type { ObservedNodeState } from '../registry/node-registry.ts';
 import type { DeploymentRecord, DesiredState, NodeRecord, UnitRecord } from '../store/desired-state.ts';
 
@@ -21,6 +23,8 @@ const iso = (ms: number | undefined | null): string | null => (ms == null ? null
 export interface ViewSource {
   state: DesiredState;
   observed: Map<string, ObservedNodeState>;
+  /** The clock reading (availability after minReadySeconds, back-off). Absent: Date.now(). */
+  now?: number;
 }
 
 /** Index observed unit reports by name once per render (O(units)). */
@@ -30,7 +34,13 @@ export function observedUnitIndex(observed: Map<string, ObservedNodeState>): Map
   return idx;
 }
 
-export function unitView(u: UnitRecord, seen: { node: ObservedNodeState; report: UnitReport } | undefined, observed: Map<string, ObservedNodeState>): ApiObject {
+export function unitView(
+  u: UnitRecord,
+  seen: { node: ObservedNodeState; report: UnitReport } | undefined,
+  observed: Map<string, ObservedNodeState>,
+  deployment?: DeploymentRecord,
+  now: number = Date.now(),
+): ApiObject {
   let phase: string = 'Pending';
   let report: UnitReport | undefined;
   const node = u.nodeName ? observed.get(u.nodeName) : undefined;
@@ -39,6 +49,16 @@ export function unitView(u: UnitRecord, seen: { node: ObservedNodeState; report:
     report = seen.report;
     if (phase !== 'Lost') phase = report.phase;
   }
+  let reason: string | null = phase === 'Lost' ? 'NodeLost' : report?.reason ?? (u.nodeName ? null : 'Unschedulable');
+  let message: string | null = phase === 'Lost' ? `node ${u.nodeName} is not ready` : report?.message ?? null;
+  // A failed unit kept while its deployment backs off: Kubernetes' CrashLoopBackOff.
+  if (report && phase !== 'Lost' && isQuickFailure(report) && deployment?.backoff) {
+    const bo = deployment.backoff;
+    reason = 'CrashLoopBackOff';
+    const wait = bo.until > now ? `next try in ${Math.ceil((bo.until - now) / 1000)}s (at ${new Date(bo.until).toISOString().slice(11, 19)})` : 'replacing it now';
+    message = `back-off ${Math.round((bo.until - bo.at) / 1000)}s restarting failed unit: ${report.reason ?? 'failed'}: ${report.message ?? ''}; ${wait}`.replace(': ;', ';');
+  }
+  const labels: Record<string, string> = { ...(u.spec.labels ?? {}), deployment: u.deployment };
   return {
     kind: 'Unit',
     metadata: {
@@ -46,22 +66,27 @@ export function unitView(u: UnitRecord, seen: { node: ObservedNodeState; report:
       uid: u.uid,
       creationTimestamp: iso(u.creationTimestamp),
       resourceVersion: String(u.resourceVersion),
-      labels: { deployment: u.deployment },
+      labels,
     },
     spec: {
       deployment: u.deployment,
+      revision: u.revision,
       nodeName: u.nodeName,
       command: u.spec.command,
       env: u.spec.env,
       resources: u.spec.resources,
       tolerations: u.spec.tolerations,
+      ...(u.spec.ports ? { ports: u.spec.ports } : {}),
+      ...(u.spec.gracePeriodMs !== undefined ? { terminationGracePeriodSeconds: u.spec.gracePeriodMs / 1000 } : {}),
     },
     status: {
       phase,
+      ready: report !== undefined && phase === 'Running' && report.ready !== false,
       pid: report?.pid ?? null,
       exitCode: report?.exitCode ?? null,
       signal: report?.signal ?? null,
-      reason: phase === 'Lost' ? `node ${u.nodeName} is not ready` : report?.reason ?? (u.nodeName ? null : 'Unschedulable'),
+      reason,
+      message,
       startTime: iso(report?.startedAt),
       finishTime: iso(report?.finishedAt),
       term: report?.term ?? null,
@@ -78,15 +103,17 @@ export function orphanUnitView(report: UnitReport, node: string, nodeReady = tru
   return {
     kind: 'Unit',
     metadata: { name: report.name, uid: null, creationTimestamp: iso(report.startedAt), resourceVersion: '0', labels: { deployment: report.deployment } },
-    spec: { deployment: report.deployment, nodeName: node, resources: report.resources },
+    spec: { deployment: report.deployment, revision: report.revision ?? null, nodeName: node, resources: report.resources },
     status: {
       // On a NotReady node nobody knows (a dead machine runs nothing; a
       // partitioned one is told to stop it when it returns).
       phase: live && !nodeReady ? 'Lost' : live ? 'Terminating' : report.phase,
+      ready: false,
       pid: report.pid ?? null,
       exitCode: report.exitCode ?? null,
       signal: report.signal ?? null,
-      reason: live && !nodeReady ? `node ${node} is not ready; replaced` : report.reason ?? 'not bound: being stopped',
+      reason: live && !nodeReady ? 'NodeLost' : report.reason ?? (live ? 'Terminating' : null),
+      message: live && !nodeReady ? `node ${node} is not ready; replaced` : report.message ?? (live ? 'not bound: being stopped' : null),
       startTime: iso(report.startedAt),
       finishTime: iso(report.finishedAt),
       term: report.term,
@@ -98,7 +125,8 @@ export function orphanUnitView(report: UnitReport, node: string, nodeReady = tru
 export function allUnitViews(src: ViewSource): ApiObject[] {
   const idx = observedUnitIndex(src.observed);
   const out: ApiObject[] = [];
-  for (const u of src.state.units.values()) out.push(unitView(u, idx.get(u.name), src.observed));
+  const now = src.now ?? Date.now();
+  for (const u of src.state.units.values()) out.push(unitView(u, idx.get(u.name), src.observed, src.state.deployments.get(u.deployment), now));
   for (const [name, seen] of idx) {
     if (src.state.units.get(name)?.nodeName === seen.node.name) continue;
     out.push(orphanUnitView(seen.report, seen.node.name, seen.node.ready));
@@ -153,16 +181,62 @@ export function allNodeViews(src: ViewSource): ApiObject[] {
   return [...names].sort().map((n) => nodeView(n, src.state.nodes.get(n), src.observed.get(n), alloc.get(n) ?? { cpu: 0, memory: 0 }));
 }
 
-export function deploymentView(d: DeploymentRecord, src: ViewSource, idx = observedUnitIndex(src.observed)): ApiObject {
+/** A deployment's unit counts as its status tells them (the reconcile loop counts the same way). */
+export function deploymentCounts(d: DeploymentRecord, src: ViewSource, idx = observedUnitIndex(src.observed)) {
+  const now = src.now ?? Date.now();
+  const minReadyMs = (d.manifest.spec.minReadySeconds ?? 0) * 1000;
   let replicas = 0;
+  let updated = 0;
   let ready = 0;
+  let available = 0;
+  let backoff = 0;
+  let oldAlive = 0;
+  const bound = new Set<string>();
   for (const u of src.state.units.values()) {
     if (u.deployment !== d.name) continue;
-    replicas++;
+    bound.add(u.name);
     const seen = idx.get(u.name);
     const node = u.nodeName ? src.observed.get(u.nodeName) : undefined;
-    if (seen && node?.ready && seen.node.name === u.nodeName && seen.report.phase === 'Running') ready++;
+    if (u.nodeName && !node?.ready) continue; // lost: being replaced
+    const report = seen && seen.node.name === u.nodeName ? seen.report : undefined;
+    const isNew = u.specHash === d.specHash;
+    if (report?.phase === 'Terminating') {
+      if (!isNew) oldAlive++;
+      continue;
+    }
+    if (report && (report.phase === 'Failed' || report.phase === 'Succeeded')) {
+      if (!isQuickFailure(report)) continue; // replaced at once
+      backoff++;
+    }
+    replicas++;
+    if (isNew) updated++;
+    else if (!report || report.phase === 'Running' || report.phase === 'Pending') oldAlive++;
+    if (report?.phase === 'Running' && report.ready !== false) {
+      ready++;
+      if ((report.readySince ?? report.startedAt ?? 0) + minReadyMs <= now) available++;
+    }
   }
+  for (const [name, seen] of idx) {
+    if (bound.has(name) || seen.report.deployment !== d.name || !seen.node.ready) continue;
+    const live = seen.report.phase === 'Running' || seen.report.phase === 'Pending' || seen.report.phase === 'Terminating';
+    if (live && seen.report.specHash !== undefined && seen.report.specHash !== d.specHash) oldAlive++;
+  }
+  return { replicas, updated, ready, available, backoff, oldAlive };
+}
+
+export function deploymentView(d: DeploymentRecord, src: ViewSource, idx = observedUnitIndex(src.observed)): ApiObject {
+  const c = deploymentCounts(d, src, idx);
+  const spec = d.manifest.spec;
+  const strategy =
+    spec.strategy?.type === 'Recreate'
+      ? { type: 'Recreate' }
+      : {
+          type: 'RollingUpdate',
+          rollingUpdate: {
+            maxSurge: spec.strategy?.rollingUpdate?.maxSurge ?? DEFAULT_MAX_SURGE,
+            maxUnavailable: spec.strategy?.rollingUpdate?.maxUnavailable ?? DEFAULT_MAX_UNAVAILABLE,
+          },
+        };
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -173,10 +247,45 @@ export function deploymentView(d: DeploymentRecord, src: ViewSource, idx = obser
       resourceVersion: String(d.resourceVersion),
       generation: d.generation,
       labels: d.manifest.metadata.labels ?? {},
+      annotations: { 'deployment.kubernetes.io/revision': String(d.revision) },
     },
-    spec: { replicas: d.replicas, template: d.manifest.spec.template },
-    status: { replicas, readyReplicas: ready, availableReplicas: ready, observedGeneration: d.generation },
+    spec: {
+      replicas: d.replicas,
+      template: d.manifest.spec.template,
+      strategy,
+      minReadySeconds: spec.minReadySeconds ?? 0,
+      revisionHistoryLimit: spec.revisionHistoryLimit ?? DEFAULT_REVISION_HISTORY_LIMIT,
+      progressDeadlineSeconds: spec.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_SECONDS,
+      ...(spec.paused ? { paused: true } : {}),
+    },
+    status: {
+      observedGeneration: d.status.observedGeneration,
+      replicas: c.replicas,
+      updatedReplicas: c.updated,
+      readyReplicas: c.ready,
+      availableReplicas: c.available,
+      unavailableReplicas: Math.max(0, d.replicas - c.available),
+      /** Units of older revisions still running or stopping (0 once a rollout is done). */
+      oldReplicas: c.oldAlive,
+      /** Failed units waiting out the crash-loop back-off. */
+      crashLoopBackOff: c.backoff,
+      conditions: d.status.conditions.map((x) => ({ ...x, lastUpdateTime: iso(x.lastUpdateTime), lastTransitionTime: iso(x.lastTransitionTime) })),
+    },
   };
+}
+
+/** The revision history, oldest first, as `mo rollout history` shows it. */
+export function revisionViews(d: DeploymentRecord): Array<Record<string, unknown>> {
+  return d.revisions.map((r) => ({
+    revision: r.revision,
+    current: r.revision === d.revision,
+    cause: r.cause,
+    createdAt: iso(r.createdAt),
+    specHash: r.specHash,
+    template: r.template,
+    command: r.unitSpec.command,
+    env: r.unitSpec.env,
+  }));
 }
 
 export function allDeploymentViews(src: ViewSource): ApiObject[] {

@@ -14,7 +14,9 @@ import { nanoid } from 'nanoid';
 import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../agent-server.ts';
 import type { EventLog } from '../events.ts';
-import { formatDiff, reconcile, type Binding, type DesiredDeployment, type ObservedNode, type Plan } from '../reconcile/index.ts';
+import { DEFAULT_PROGRESS_DEADLINE_SECONDS } from '../../shared/manifest.ts';
+import { formatDiff, reconcile, resolveStrategy, type Binding, type DesiredDeployment, type ObservedNode, type Plan } from '../reconcile/index.ts';
+import { rolloutStatus, statusChanged } from '../reconcile/rollout-status.ts';
 import type { NodeRegistry } from '../registry/node-registry.ts';
 import { ClusterSnapshot, Scheduler, type NodeState, type SchedulingDecision, type UnitRequest } from '../scheduler/index.ts';
 import { MAX_RECORDED_NODES, type SchedulingRecord, type StoreCommand, type UnitRecord } from '../store/desired-state.ts';
@@ -51,6 +53,13 @@ export interface ControllerDeps {
 export class Controller {
   private readonly spawns = new Map<string, number>();
   private readonly terminates = new Map<string, number>();
+  private readonly terminateGrace = new Map<string, number>();
+  /** Per deployment: what its rollout counts were and since when (progress deadline). */
+  private readonly progress = new Map<string, { key: string; at: number }>();
+  /** Status writes in flight, so a pass does not propose the same one twice. */
+  private readonly statusWrites = new Set<string>();
+  private wakeTimer: NodeJS.Timeout | null = null;
+  private wakeAt = Number.POSITIVE_INFINITY;
   private running = false;
   private dirty = false;
   private scheduled = false;
@@ -73,12 +82,37 @@ export class Controller {
   stop(): void {
     this.stopped = true;
     if (this.resync) clearInterval(this.resync);
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
   }
 
-  /** A new leader starts with no memory of in-flight commands. */
+  /** A new leader starts with no memory of in-flight commands, and times progress from now. */
   resetInFlight(): void {
     this.spawns.clear();
     this.terminates.clear();
+    this.terminateGrace.clear();
+    this.progress.clear();
+  }
+
+  /**
+   * Stop a unit the user deleted, with the grace period they asked for
+   * (`mo delete unit X --grace-period S`), once its unbinding is committed.
+   * The reconcile loop would stop it too, with the template's grace.
+   */
+  terminateUnit(unit: string, node: string, gracePeriodMs: number, reason: string): void {
+    this.sendTerminate(unit, node, reason, gracePeriodMs);
+  }
+
+  /** Run a pass at `at` (leader clock): a back-off ends, a unit becomes available. */
+  private wakeUpAt(at: number | null): void {
+    if (at === null || at >= this.wakeAt) return;
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.wakeAt = at;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = null;
+      this.wakeAt = Number.POSITIVE_INFINITY;
+      this.trigger();
+    }, Math.max(0, at - this.deps.now()) + 1);
+    this.wakeTimer.unref();
   }
 
   /** Coalesce every trigger of this tick into one pass. */
@@ -136,22 +170,38 @@ export class Controller {
     }
     for (const [unit] of this.terminates) {
       const seen = registry.findUnit(unit);
-      if (!seen || seen.report.phase === 'Failed' || seen.report.phase === 'Succeeded') this.terminates.delete(unit);
+      if (!seen || seen.report.phase === 'Failed' || seen.report.phase === 'Succeeded') {
+        this.terminates.delete(unit);
+        this.terminateGrace.delete(unit);
+      }
     }
 
     const deployments = new Map<string, DesiredDeployment>();
     for (const d of state.deployments.values()) {
-      deployments.set(d.name, { name: d.name, replicas: d.replicas, generation: d.generation, specHash: d.specHash, unitSpec: d.unitSpec });
+      deployments.set(d.name, {
+        name: d.name,
+        replicas: d.replicas,
+        generation: d.generation,
+        specHash: d.specHash,
+        unitSpec: d.unitSpec,
+        revision: d.revision,
+        strategy: resolveStrategy(d.manifest.spec.strategy, d.replicas),
+        minReadyMs: (d.manifest.spec.minReadySeconds ?? 0) * 1000,
+        paused: d.manifest.spec.paused ?? false,
+        backoff: d.backoff,
+      });
     }
     const bindings = new Map<string, Binding>();
     for (const u of state.units.values()) {
-      bindings.set(u.name, { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt: u.creationTimestamp });
+      const b: Binding = { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt: u.creationTimestamp };
+      if (u.spec.gracePeriodMs !== undefined) b.gracePeriodMs = u.spec.gracePeriodMs;
+      bindings.set(u.name, b);
     }
     return reconcile({
       deployments,
       bindings,
       nodes: this.observedNodes(),
-      inFlight: { spawns: this.spawns, terminates: this.terminates },
+      inFlight: { spawns: this.spawns, terminates: this.terminates, terminateGrace: this.terminateGrace },
       now,
       maxActionsPerPass: this.deps.options.maxActionsPerPass,
       spawnTimeoutMs: this.deps.options.spawnTimeoutMs,
@@ -163,7 +213,12 @@ export class Controller {
   private async pass(): Promise<void> {
     const { store } = this.deps;
     const state = store.state;
-    if (this.plan().actions.length === 0) return;
+    const first = this.plan();
+    this.wakeUpAt(first.wakeAt);
+    if (first.actions.length === 0) {
+      this.updateStatuses(first);
+      return;
+    }
     // Nothing is started or stopped without a quorum: confirm this replica
     // still leads (read index: one heartbeat round), then plan again from
     // what is true after the wait.
@@ -174,6 +229,8 @@ export class Controller {
     }
     const now = this.deps.now();
     const plan = this.plan();
+    this.wakeUpAt(plan.wakeAt);
+    this.updateStatuses(plan);
     if (plan.actions.length === 0) return;
     // Memory of what was last said, only for what still exists.
     for (const name of this.lastDiff.keys()) if (!state.deployments.has(name) && !plan.diffs.some((d) => d.deployment === name)) this.lastDiff.delete(name);
@@ -200,8 +257,9 @@ export class Controller {
             snap.forget(a.node, this.request(u));
           }
           const w = this.write({ type: 'unit.delete', at: now, name: a.unit, reason: a.reason }).then(() => {
-              const why = a.reason === 'lost' ? `node ${a.node} is not ready` : a.reason;
-            this.deps.events.record(a.reason === 'surplus' || a.reason === 'deployment deleted' ? 'Normal' : 'Warning', a.reason === 'lost' ? 'UnitLost' : a.reason === 'crashed' ? 'UnitCrashed' : 'Unbound', 'Unit', a.unit, `unbound from ${a.node ?? '(no node)'}: ${why}`);
+            const why = a.reason === 'lost' ? `node ${a.node} is not ready` : a.reason === 'rollout' ? `replaced by revision ${state.deployments.get(a.deployment)?.revision ?? '?'}` : a.reason;
+            const normal = a.reason === 'surplus' || a.reason === 'deployment deleted' || a.reason === 'rollout';
+            this.deps.events.record(normal ? 'Normal' : 'Warning', a.reason === 'lost' ? 'UnitLost' : a.reason === 'crashed' ? 'UnitCrashed' : 'Unbound', 'Unit', a.unit, `unbound from ${a.node ?? '(no node)'}: ${why}`);
           });
           unbinding.set(a.unit, w);
           writes.push(w);
@@ -209,10 +267,29 @@ export class Controller {
         }
         case 'terminate': {
           const first = unbinding.get(a.unit);
-          if (first) writes.push(first.then(() => this.sendTerminate(a.unit, a.node, a.reason)));
-          else this.sendTerminate(a.unit, a.node, a.reason);
+          if (first) writes.push(first.then(() => this.sendTerminate(a.unit, a.node, a.reason, a.gracePeriodMs)));
+          else this.sendTerminate(a.unit, a.node, a.reason, a.gracePeriodMs);
           break;
         }
+        case 'backoff': {
+          if (this.statusWrites.has(`backoff:${a.deployment}`)) break;
+          this.statusWrites.add(`backoff:${a.deployment}`);
+          const delay = a.until - now;
+          const backoff = { failures: a.failures, until: a.until, at: now, lastFailure: a.detail };
+          writes.push(
+            this.write({ type: 'deployment.backoff', at: now, name: a.deployment, backoff }).then((r) => {
+              if (!r) return;
+              const at = new Date(a.until).toISOString().slice(11, 19);
+              const msg = `Back-off ${(delay / 1000).toFixed(0)}s restarting failed unit ${a.unit} of ${a.deployment} (${a.detail}); next try at ${at}`;
+              this.deps.events.record('Warning', 'BackOff', 'Unit', a.unit, msg);
+              this.deps.log(`reconcile ${a.deployment}: CrashLoopBackOff: ${msg}`);
+            }).finally(() => this.statusWrites.delete(`backoff:${a.deployment}`)),
+          );
+          break;
+        }
+        case 'backoff-reset':
+          writes.push(this.write({ type: 'deployment.backoff', at: now, name: a.deployment, backoff: null }).then(() => undefined));
+          break;
         case 'forget':
           this.send(a.node, { v: 1, type: 'forget', commandId: nanoid(10), term: store.term(), leaderId: store.id, name: a.unit });
           break;
@@ -222,7 +299,7 @@ export class Controller {
           break;
         }
         case 'create':
-          writes.push(this.create(a.deployment, snap, now));
+          writes.push(this.create(a.deployment, snap, now, a.specHash));
           break;
         case 'schedule': {
           const u = state.units.get(a.unit);
@@ -281,13 +358,16 @@ export class Controller {
     };
   }
 
-  private async create(deployment: string, snap: ClusterSnapshot, now: number): Promise<void> {
+  private async create(deployment: string, snap: ClusterSnapshot, now: number, specHash?: string): Promise<void> {
     const d = this.deps.store.state.deployments.get(deployment);
     if (!d) return;
-    const req: UnitRequest = { deployment, resources: d.unitSpec.resources, tolerations: d.unitSpec.tolerations };
+    const spec = (specHash !== undefined ? d.revisions.find((r) => r.specHash === specHash)?.unitSpec : undefined) ?? d.unitSpec;
+    const req: UnitRequest = { deployment, resources: spec.resources, tolerations: spec.tolerations };
     const decision = this.deps.scheduler.schedule(req, snap);
     if (decision.chosen) snap.assume(decision.chosen, req);
-    const r = await this.write({ type: 'unit.create', at: now, uid: nanoid(), deployment, nodeName: decision.chosen, scheduling: this.record(decision, now) });
+    const cmd: StoreCommand = { type: 'unit.create', at: now, uid: nanoid(), deployment, nodeName: decision.chosen, scheduling: this.record(decision, now) };
+    if (specHash !== undefined) cmd.specHash = specHash;
+    const r = await this.write(cmd);
     if (!r || !r.name) return;
     this.afterDecision(r.name, decision);
   }
@@ -324,12 +404,13 @@ export class Controller {
   private sendSpawn(u: UnitRecord, node: string): void {
     const { store } = this.deps;
     if (!store.isLeader()) return;
-    const ok = this.send(node, { v: 1, type: 'spawn', commandId: nanoid(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec, revision: 1, specHash: u.specHash } });
+    const ok = this.send(node, { v: 1, type: 'spawn', commandId: nanoid(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec, revision: u.revision, specHash: u.specHash } });
     if (ok) this.spawns.set(u.name, this.deps.now());
   }
 
-  private sendTerminate(unit: string, node: string, reason: string): void {
+  private sendTerminate(unit: string, node: string, reason: string, gracePeriodMs?: number): void {
     const { store } = this.deps;
+    const grace = gracePeriodMs ?? this.deps.options.terminateGracePeriodMs;
     const ok = this.send(node, {
       v: 1,
       type: 'terminate',
@@ -337,12 +418,67 @@ export class Controller {
       term: store.term(),
       leaderId: store.id,
       name: unit,
-      gracePeriodMs: this.deps.options.terminateGracePeriodMs,
+      gracePeriodMs: grace,
       reason,
     });
     if (ok) {
       this.terminates.set(unit, this.deps.now());
-      this.deps.events.record('Normal', 'Killing', 'Unit', unit, `stopping ${unit} on ${node}: ${reason}`);
+      if (gracePeriodMs !== undefined) this.terminateGrace.set(unit, gracePeriodMs);
+      this.deps.events.record('Normal', 'Killing', 'Unit', unit, `stopping ${unit} on ${node} (grace ${grace / 1000}s): ${reason}`);
+    }
+  }
+
+  /**
+   * The leader's conclusions about each deployment's rollout (observed
+   * generation, Available and Progressing), committed when one changes.
+   * Progress is any change of the rollout's counts; the deadline runs from
+   * the last one (a new leader starts the clock anew).
+   */
+  private updateStatuses(plan: Plan): void {
+    const { store } = this.deps;
+    if (!store.isLeader()) return;
+    const now = this.deps.now();
+    for (const name of this.progress.keys()) if (!store.state.deployments.has(name)) this.progress.delete(name);
+    for (const [name, counts] of plan.counts) {
+      const d = store.state.deployments.get(name);
+      if (!d) continue;
+      const key = `${d.revision}|${counts.updated}|${counts.available}|${counts.replicas}|${counts.oldAlive}|${d.manifest.spec.paused ?? false}`;
+      let p = this.progress.get(name);
+      if (!p || p.key !== key) {
+        p = { key, at: now };
+        this.progress.set(name, p);
+      }
+      const next = rolloutStatus(
+        {
+          name,
+          generation: d.generation,
+          revision: d.revision,
+          replicas: d.replicas,
+          strategy: resolveStrategy(d.manifest.spec.strategy, d.replicas),
+          paused: d.manifest.spec.paused ?? false,
+          progressDeadlineMs: (d.manifest.spec.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_SECONDS) * 1000,
+          counts,
+          lastProgressAt: p.at,
+          now,
+        },
+        d.status,
+      );
+      if (!next.conditions.some((c) => c.reason === 'NewReplicaSetAvailable' || c.reason === 'ProgressDeadlineExceeded' || c.reason === 'DeploymentPaused')) {
+        this.wakeUpAt(p.at + (d.manifest.spec.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_SECONDS) * 1000 + 1);
+      }
+      if (!statusChanged(d.status, next) || this.statusWrites.has(name)) continue;
+      const progressing = next.conditions.find((c) => c.type === 'Progressing');
+      const was = d.status.conditions.find((c) => c.type === 'Progressing');
+      if (progressing && progressing.reason !== was?.reason) {
+        if (progressing.reason === 'ProgressDeadlineExceeded') {
+          this.deps.events.record('Warning', 'ProgressDeadlineExceeded', 'Deployment', name, progressing.message);
+          this.deps.log(`reconcile ${name}: rollout failed: ${progressing.message}`);
+        } else if (progressing.reason === 'NewReplicaSetAvailable' && was !== undefined) {
+          this.deps.log(`reconcile ${name}: rollout to revision ${d.revision} complete`);
+        }
+      }
+      this.statusWrites.add(name);
+      void this.write({ type: 'deployment.status', at: now, name, status: next }).finally(() => this.statusWrites.delete(name));
     }
   }
 

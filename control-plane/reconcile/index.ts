@@ -14,9 +14,17 @@ export type {
   Plan,
   ReconcileInput,
   UnbindReason,
+  DeploymentCounts,
+  ResolvedStrategy,
+  RolloutProgress,
 } from './types.ts';
 export {
   reconcile,
+  resolveStrategy,
+  isQuickFailure,
+  ranMs,
+  backoffDelayMs,
+  QUICK_FAILURE_MS,
   compareUnitNames,
   TERMINATE_REASON_DEPLOYMENT_DELETED,
   TERMINATE_REASON_NOT_BOUND,

@@ -32,6 +32,27 @@
 // binding is gone: forgetting earlier would let a failed unbind commit make
 // the next leader re-spawn the crashed unit under its old name.
 //
+// Rollouts (a deployment whose units run an older revision's spec hash):
+//   RollingUpdate  new units are created while alive processes (stopping
+//                  ones included) stay <= replicas + maxSurge; old units are
+//                  removed, unavailable ones first, while available units
+//                  stay >= replicas - maxUnavailable (Kubernetes' rolling
+//                  updater: maxScaledDown = all - minAvailable - new
+//                  unavailable). Available = Running, ready, and ready for
+//                  minReadySeconds, as the agent reports it.
+//   Recreate       every old unit is removed; no new one starts until the
+//                  last old process is gone.
+//   paused         no rollout step; replicas are kept with the running
+//                  template.
+// Crash-loop back-off: a bound unit that finished less than
+// QUICK_FAILURE_MS after it started is not replaced at once. The first such
+// failure (or one after the last round ended) starts a round (`backoff`
+// action: the driver commits it, replicated) of BACKOFF_INITIAL_MS doubling
+// to BACKOFF_MAX_MS; the failed unit stays bound and counted (so nothing
+// else starts in its place) until the round ends, then it is replaced. A
+// unit that ran longer is replaced at once (the lessons' path) and resets
+// the back-off.
+//
 // Rate limit: maxActionsPerPass is a budget of OPERATIONS, not of actions:
 // one create, one schedule, one removal of a bound unit (unbind + its
 // terminate, never split: a removal is one "delete" in the lesson's sense),
@@ -49,9 +70,63 @@
 // between sees a bound unit with nothing in flight and sends again. Agents
 // must treat a spawn for a name they already run as a no-op.
 
-import type { UnitReport } from '../../shared/model.ts';
+import type { DeploymentStrategy, UnitReport } from '../../shared/model.ts';
+import { DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, resolveIntOrPercent } from '../../shared/manifest.ts';
 import { isQuietDiff } from './format-diff.ts';
-import type { Action, Binding, DeploymentDiff, ObservedNode, Plan, ReconcileInput } from './types.ts';
+import type {
+  Action,
+  Binding,
+  DeploymentCounts,
+  DeploymentDiff,
+  DesiredDeployment,
+  ObservedNode,
+  Plan,
+  ReconcileInput,
+  ResolvedStrategy,
+} from './types.ts';
+
+/** A unit that ends sooner than this after it started is crash-looping. */
+export const QUICK_FAILURE_MS = 10_000;
+/** First crash-loop back-off; doubles each round. */
+export const BACKOFF_INITIAL_MS = 1000;
+/** Longest crash-loop back-off. */
+export const BACKOFF_MAX_MS = 60_000;
+/** A quick failure this long after the last round ended starts over at BACKOFF_INITIAL_MS. */
+export const BACKOFF_RESET_MS = 2 * BACKOFF_MAX_MS;
+
+/** The back-off of round n (1-based). */
+export function backoffDelayMs(failures: number): number {
+  return Math.min(BACKOFF_MAX_MS, BACKOFF_INITIAL_MS * 2 ** Math.min(30, Math.max(0, failures - 1)));
+}
+
+/** How long a finished unit ran (0 if it never started). */
+export function ranMs(r: UnitReport): number {
+  return r.startedAt !== undefined && r.finishedAt !== undefined ? Math.max(0, r.finishedAt - r.startedAt) : 0;
+}
+
+/** True for a finished unit that ended soon after it started (or never started). */
+export function isQuickFailure(r: UnitReport): boolean {
+  return (r.phase === 'Failed' || r.phase === 'Succeeded') && r.reason !== 'Terminated' && ranMs(r) < QUICK_FAILURE_MS;
+}
+
+/** maxSurge/maxUnavailable as counts for `replicas` (both 0 would never progress: maxUnavailable becomes 1, as in Kubernetes). */
+export function resolveStrategy(strategy: DeploymentStrategy | undefined, replicas: number): ResolvedStrategy {
+  if (strategy?.type === 'Recreate') return { type: 'Recreate', maxSurge: 0, maxUnavailable: replicas };
+  const maxSurge = resolveIntOrPercent(strategy?.rollingUpdate?.maxSurge ?? DEFAULT_MAX_SURGE, replicas, true);
+  let maxUnavailable = resolveIntOrPercent(strategy?.rollingUpdate?.maxUnavailable ?? DEFAULT_MAX_UNAVAILABLE, replicas, false);
+  if (maxSurge === 0 && maxUnavailable === 0) maxUnavailable = 1;
+  return { type: 'RollingUpdate', maxSurge, maxUnavailable };
+}
+
+/** Ready as the agent says (a report from before readiness existed: Running is ready). */
+function isReady(r: UnitReport): boolean {
+  return r.phase === 'Running' && r.ready !== false;
+}
+
+/** Since when it is ready (agent clock). */
+function readyAt(r: UnitReport): number {
+  return r.readySince ?? r.startedAt ?? 0;
+}
 
 /** Terminate reasons (they reach the agent and the event stream). */
 export const TERMINATE_REASON_SCALED_DOWN = 'scaled down';
@@ -78,9 +153,15 @@ interface DeploymentWork {
 /** A binding that counts toward desired, with its rank for surplus removal. */
 interface Candidate {
   binding: Binding;
-  /** 0: no node yet, 1: Pending or not yet reported, 2: Running. Lower goes first. */
+  /** 0: no node yet or failed in back-off, 1: Pending or not yet reported, 2: Running. Lower goes first. */
   rank: number;
   observed: boolean;
+  /** Finished, kept bound while the crash-loop back-off runs (nothing to stop). */
+  held: boolean;
+  ready: boolean;
+  available: boolean;
+  /** Runs the current revision. */
+  isNew: boolean;
 }
 
 function isFinished(phase: UnitReport['phase']): boolean {
@@ -146,6 +227,8 @@ function emptyDiff(deployment: string, desired: number, deleted: boolean): Deplo
     resend: [],
     deferred: 0,
     detail: {},
+    backoff: [],
+    rollout: null,
   };
 }
 
@@ -153,14 +236,14 @@ function emptyDiff(deployment: string, desired: number, deleted: boolean): Deplo
 export function reconcile(input: ReconcileInput): Plan {
   checkInput(input);
   const { deployments, bindings, nodes, inFlight, now } = input;
-  const terminateResendAfterMs = input.terminateGracePeriodMs + input.spawnTimeoutMs;
+  const terminateResendAfterMs = (unit: string): number => (inFlight.terminateGrace?.get(unit) ?? input.terminateGracePeriodMs) + input.spawnTimeoutMs;
   const spawnFresh = (unit: string): boolean => {
     const sentAt = inFlight.spawns.get(unit);
     return sentAt !== undefined && now - sentAt < input.spawnTimeoutMs;
   };
   const terminateFresh = (unit: string): boolean => {
     const sentAt = inFlight.terminates.get(unit);
-    return sentAt !== undefined && now - sentAt < terminateResendAfterMs;
+    return sentAt !== undefined && now - sentAt < terminateResendAfterMs(unit);
   };
 
   const work = new Map<string, DeploymentWork>();
@@ -187,6 +270,31 @@ export function reconcile(input: ReconcileInput): Plan {
     return node && node.ready ? node : undefined;
   };
 
+  let wakeAt: number | null = null;
+  const wake = (at: number): void => {
+    if (at > now && (wakeAt === null || at < wakeAt)) wakeAt = at;
+  };
+  const minReadyMs = (deployment: string): number => deployments.get(deployment)?.minReadyMs ?? 0;
+  const backoffRounds = new Map<string, Action>();
+  const backoffResets = new Set<string>();
+  /** Per deployment: spec hashes of its processes that are alive but stopping (or about to). */
+  const stopping = new Map<string, Array<string | undefined>>();
+  const addStopping = (deployment: string, specHash: string | undefined): void => {
+    const list = stopping.get(deployment) ?? [];
+    list.push(specHash);
+    stopping.set(deployment, list);
+  };
+  // Units a Ready node runs that no binding wants here: stopping processes.
+  for (const node of nodes.values()) {
+    if (!node.ready) continue;
+    for (const report of node.units.values()) {
+      const b = bindings.get(report.name);
+      if (b && b.nodeName === node.name) continue;
+      if (isFinished(report.phase)) continue;
+      addStopping(report.deployment, report.specHash);
+    }
+  }
+
   // ---- 1. every binding: classify ------------------------------------------
   const sortedBindings = [...bindings.values()].sort(
     (a, b) => compareStrings(a.deployment, b.deployment) || a.index - b.index || compareStrings(a.name, b.name),
@@ -205,9 +313,10 @@ export function reconcile(input: ReconcileInput): Plan {
     const node = readyNode(b.nodeName);
     const report = node?.units.get(b.name);
 
+    const isNew = b.specHash === deployments.get(b.deployment)!.specHash;
     if (b.nodeName === null) {
       w.diff.unscheduled++;
-      pushCandidate(candidates, { binding: b, rank: 0, observed: false });
+      pushCandidate(candidates, { binding: b, rank: 0, observed: false, held: false, ready: false, available: false, isNew });
       continue;
     }
     if (!node) {
@@ -220,6 +329,29 @@ export function reconcile(input: ReconcileInput): Plan {
     if (report) {
       if (report.phase === 'Failed' || report.phase === 'Succeeded') {
         const crashed = report.phase === 'Failed';
+        const desired = deployments.get(b.deployment)!;
+        const bo = desired.backoff ?? null;
+        if (isQuickFailure(report)) {
+          const finishedAt = report.finishedAt ?? 0;
+          const waited = bo !== null && now >= bo.until && finishedAt <= bo.until;
+          if (!waited) {
+            // Held: counted toward replicas, replaced when the round ends.
+            w.diff.backoff.push(b.name);
+            w.diff.detail[b.name] = finishDetail(report);
+            if (bo === null || now >= bo.until) {
+              if (!backoffRounds.has(b.deployment)) {
+                const failures = bo !== null && finishedAt - bo.until < BACKOFF_RESET_MS ? bo.failures + 1 : 1;
+                backoffRounds.set(b.deployment, { type: 'backoff', deployment: b.deployment, failures, until: now + backoffDelayMs(failures), unit: b.name, detail: finishDetail(report) });
+              }
+            } else {
+              wake(bo.until);
+            }
+            pushCandidate(candidates, { binding: b, rank: 0, observed: true, held: true, ready: false, available: false, isNew: b.specHash === desired.specHash });
+            continue;
+          }
+        } else if (bo !== null) {
+          backoffResets.add(b.deployment);
+        }
         (crashed ? w.diff.crashed : w.diff.completed).push(b.name);
         w.diff.detail[b.name] = finishDetail(report);
         w.bookkeeping.push({
@@ -231,13 +363,31 @@ export function reconcile(input: ReconcileInput): Plan {
         });
         continue;
       }
-      // Terminating, or ours to stop: on its way out, neither live nor acted on.
-      if (report.phase === 'Terminating' || terminateFresh(b.name)) continue;
+      // Terminating, or ours to stop: on its way out, neither live nor acted
+      // on, but still a process (a rollout's ceiling counts it).
+      if (report.phase === 'Terminating' || terminateFresh(b.name)) {
+        addStopping(b.deployment, report.specHash ?? b.specHash);
+        continue;
+      }
       w.diff.live++;
-      pushCandidate(candidates, { binding: b, rank: report.phase === 'Running' ? 2 : 1, observed: true });
+      const ready = isReady(report);
+      const available = ready && readyAt(report) + minReadyMs(b.deployment) <= now;
+      if (ready && !available) wake(readyAt(report) + minReadyMs(b.deployment));
+      pushCandidate(candidates, {
+        binding: b,
+        rank: report.phase === 'Running' ? 2 : 1,
+        observed: true,
+        held: false,
+        ready,
+        available,
+        isNew: b.specHash === deployments.get(b.deployment)!.specHash,
+      });
       continue;
     }
-    if (terminateFresh(b.name)) continue;
+    if (terminateFresh(b.name)) {
+      addStopping(b.deployment, b.specHash);
+      continue;
+    }
     // Bound before the node's current agent started, and that agent does not
     // run it: it died with the earlier agent (a dead machine runs nothing).
     // Lost like a dead node's unit, and replaced under a new name; a resend
@@ -249,23 +399,91 @@ export function reconcile(input: ReconcileInput): Plan {
       continue;
     }
     w.diff.live++;
-    pushCandidate(candidates, { binding: b, rank: 1, observed: false });
+    pushCandidate(candidates, { binding: b, rank: 1, observed: false, held: false, ready: false, available: false, isNew });
   }
 
-  // ---- 2. each desired deployment: surplus or gap ---------------------------
+  // ---- 2. each desired deployment: surplus or gap, rollout steps -------------
+  const counts = new Map<string, DeploymentCounts>();
   for (const [name, desired] of [...deployments.entries()].sort((a, b) => compareStrings(a[0], b[0]))) {
     const w = workFor(name);
     const list = candidates.get(name) ?? [];
-    const surplus = list.length - desired.replicas;
+    const stoppingHashes = stopping.get(name) ?? [];
     const removed = new Set<string>();
-    if (surplus > 0) {
-      for (const c of removalOrder(list).slice(0, surplus)) {
-        removed.add(c.binding.name);
-        w.operations.push(removalOperation(c.binding, 'surplus', TERMINATE_REASON_SCALED_DOWN, readyNode(c.binding.nodeName) !== undefined));
+    const remove = (c: Candidate, reason: 'surplus' | 'rollout', why: string): void => {
+      removed.add(c.binding.name);
+      const mustStop = !c.held && readyNode(c.binding.nodeName) !== undefined;
+      w.operations.push(removalOperation(c.binding, reason, why, mustStop));
+    };
+    const oldAlive = list.filter((c) => !c.isNew && !c.held).length + stoppingHashes.filter((h) => h !== undefined && h !== desired.specHash).length;
+    const oldUnits = list.filter((c) => !c.isNew).length;
+    counts.set(name, {
+      replicas: list.length,
+      updated: list.filter((c) => c.isNew).length,
+      ready: list.filter((c) => c.ready).length,
+      available: list.filter((c) => c.available).length,
+      oldAlive,
+      backoff: list.filter((c) => c.held).length,
+    });
+    const R = desired.replicas;
+    const strategy = desired.strategy ?? resolveStrategy(undefined, R);
+    const rolling = (oldAlive > 0 || oldUnits > 0) && !desired.paused;
+    let creates = 0;
+    let createHash: string | undefined;
+
+    if (!rolling) {
+      // Steady state (or paused): keep `replicas` units, whatever their revision.
+      const surplus = list.length - R;
+      if (surplus > 0) for (const c of removalOrder(list).slice(0, surplus)) remove(c, 'surplus', TERMINATE_REASON_SCALED_DOWN);
+      creates = Math.max(0, -surplus);
+      if (desired.paused && oldUnits > 0) createHash = mostCommonOldHash(list, desired.specHash);
+    } else {
+      const newUnits = removalOrder(list.filter((c) => c.isNew));
+      const old = list.filter((c) => !c.isNew);
+      const alive = list.length + stoppingHashes.length;
+      const minAvailable = Math.max(0, R - strategy.maxUnavailable);
+      const maxAlive = R + strategy.maxSurge;
+      // More of the new revision than wanted (scaled down mid-rollout).
+      const newSurplus = Math.max(0, newUnits.length - R);
+      for (const c of newUnits.slice(0, newSurplus)) remove(c, 'surplus', TERMINATE_REASON_SCALED_DOWN);
+      const keptNew = newUnits.length - newSurplus;
+      if (strategy.type === 'Recreate') {
+        // Every old unit goes; the new ones start once no old process is left.
+        for (const c of removalOrder(old)) remove(c, 'rollout', rolloutReason(desired));
+        creates = oldAlive === 0 ? Math.max(0, R - keptNew) : 0;
+      } else {
+        creates = Math.max(0, Math.min(R - keptNew, maxAlive - alive));
+        const available = list.filter((c) => c.available).length;
+        const newUnavailable = newUnits.filter((c) => !c.available && !removed.has(c.binding.name)).length;
+        let maxScaledDown = list.length - removed.size - minAvailable - newUnavailable;
+        // Old units that are not available go first: removing them costs no availability.
+        for (const c of removalOrder(old.filter((c) => !c.available))) {
+          if (maxScaledDown <= 0) break;
+          remove(c, 'rollout', rolloutReason(desired));
+          maxScaledDown--;
+        }
+        let canLose = available - minAvailable;
+        for (const c of removalOrder(old.filter((c) => c.available))) {
+          if (maxScaledDown <= 0 || canLose <= 0) break;
+          remove(c, 'rollout', rolloutReason(desired));
+          maxScaledDown--;
+          canLose--;
+        }
       }
+      w.diff.rollout = {
+        revision: desired.revision ?? 0,
+        strategy: strategy.type,
+        paused: false,
+        updated: newUnits.length,
+        available: list.filter((c) => c.available).length,
+        minAvailable,
+        maxAlive,
+        alive,
+        starting: 0,
+        stopping: [],
+      };
     }
     for (const c of list) {
-      if (removed.has(c.binding.name)) continue;
+      if (removed.has(c.binding.name) || c.held) continue;
       const b = c.binding;
       if (b.nodeName === null) {
         w.operations.push({
@@ -279,9 +497,13 @@ export function reconcile(input: ReconcileInput): Plan {
         w.resends.push({ type: 'spawn', unit: b.name, node: b.nodeName, deployment: name });
       }
     }
-    for (let i = 0; i < -surplus; i++) {
-      w.operations.push({ kind: 'create', unit: null, detail: null, actions: [{ type: 'create', deployment: name }] });
+    for (let i = 0; i < creates; i++) {
+      const action: Action = createHash === undefined ? { type: 'create', deployment: name } : { type: 'create', deployment: name, specHash: createHash };
+      w.operations.push({ kind: 'create', unit: null, detail: null, actions: [action] });
     }
+    const round = backoffRounds.get(name);
+    if (round) w.bookkeeping.push(round);
+    else if (backoffResets.has(name)) w.bookkeeping.push({ type: 'backoff-reset', deployment: name });
   }
 
   // ---- 3. bindings of deployments no longer desired -------------------------
@@ -323,7 +545,7 @@ export function reconcile(input: ReconcileInput): Plan {
         kind: 'unbound',
         unit: report.name,
         detail: reason,
-        actions: [{ type: 'terminate', unit: report.name, node: node.name, reason }],
+        actions: [withGrace({ type: 'terminate', unit: report.name, node: node.name, reason }, deployments.get(deployment)?.unitSpec.gracePeriodMs)],
       });
       strays.set(deployment, list);
     }
@@ -364,9 +586,16 @@ export function reconcile(input: ReconcileInput): Plan {
   for (const name of order) actions.push(...work.get(name)!.resends);
   for (const name of order) actions.push(...work.get(name)!.forgets);
 
+  for (const name of order) {
+    const d = work.get(name)!.diff;
+    if (d.rollout) {
+      d.rollout.starting = d.create;
+      d.rollout.stopping = d.remove;
+    }
+  }
   // A deleted deployment with nothing left to do has no diff.
   const diffs = order.map((name) => work.get(name)!.diff).filter((d) => !d.deleted || !isQuietDiff(d));
-  return { actions, diffs, deferred };
+  return { actions, diffs, deferred, counts, wakeAt };
 }
 
 function pushCandidate(map: Map<string, Candidate[]>, c: Candidate): void {
@@ -382,13 +611,43 @@ function removalOrder(list: readonly Candidate[]): Candidate[] {
 
 function removalOperation(
   b: Binding,
-  reason: 'surplus' | 'deployment deleted',
+  reason: 'surplus' | 'deployment deleted' | 'rollout',
   terminateReason: string,
   terminate: boolean,
 ): Operation {
   const actions: Action[] = [{ type: 'unbind', unit: b.name, node: b.nodeName, deployment: b.deployment, reason }];
-  if (terminate && b.nodeName !== null) actions.push({ type: 'terminate', unit: b.name, node: b.nodeName, reason: terminateReason });
+  if (terminate && b.nodeName !== null) actions.push(withGrace({ type: 'terminate', unit: b.name, node: b.nodeName, reason: terminateReason }, b.gracePeriodMs));
   return { kind: 'remove', unit: b.name, detail: terminateReason, actions };
+}
+
+function withGrace(a: Extract<Action, { type: 'terminate' }>, gracePeriodMs: number | undefined): Action {
+  return gracePeriodMs === undefined ? a : { ...a, gracePeriodMs };
+}
+
+function rolloutReason(d: DesiredDeployment): string {
+  return `replaced by revision ${d.revision ?? 0}`;
+}
+
+/** The spec hash most units of older revisions run (ties: the newest unit's). */
+function mostCommonOldHash(list: readonly Candidate[], current: string): string | undefined {
+  const tally = new Map<string, { n: number; newest: number }>();
+  for (const c of list) {
+    if (c.isNew) continue;
+    const t = tally.get(c.binding.specHash) ?? { n: 0, newest: 0 };
+    t.n++;
+    t.newest = Math.max(t.newest, c.binding.index);
+    tally.set(c.binding.specHash, t);
+  }
+  let best: string | undefined;
+  let bestT = { n: 0, newest: -1 };
+  for (const [hash, t] of tally) {
+    if (hash === current) continue;
+    if (t.n > bestT.n || (t.n === bestT.n && t.newest > bestT.newest)) {
+      best = hash;
+      bestT = t;
+    }
+  }
+  return best;
 }
 
 function recordTaken(diff: DeploymentDiff, op: Operation): void {

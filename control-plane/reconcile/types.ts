@@ -10,8 +10,27 @@ export interface DesiredDeployment {
   name: string;
   replicas: number;
   generation: number;
+  /** The current revision: what new units run. */
   specHash: string;
   unitSpec: UnitSpec;
+  revision?: number;
+  /**
+   * How a new revision replaces units, resolved to counts for `replicas`
+   * (see resolveStrategy). Absent: RollingUpdate 25%/25%.
+   */
+  strategy?: ResolvedStrategy;
+  /** A unit counts as available this long after it turned ready. */
+  minReadyMs?: number;
+  /** No rollout steps while paused; scaling still works. */
+  paused?: boolean;
+  /** The crash-loop back-off in force (replicated), if any. */
+  backoff?: { failures: number; until: number } | null;
+}
+
+export interface ResolvedStrategy {
+  type: 'RollingUpdate' | 'Recreate';
+  maxSurge: number;
+  maxUnavailable: number;
 }
 
 /**
@@ -31,6 +50,8 @@ export interface Binding {
   nodeName: string | null;
   specHash: string;
   boundAt: number; // ms, the leader clock when the binding was committed
+  /** The unit's own grace period (terminationGracePeriodSeconds), if its template set one. */
+  gracePeriodMs?: number;
 }
 
 /** One node as the replicas observe it: liveness plus its agent's reports. */
@@ -56,6 +77,8 @@ export interface ObservedNode {
 export interface InFlight {
   spawns: ReadonlyMap<string, number>;
   terminates: ReadonlyMap<string, number>;
+  /** Grace periods of the terminates above that did not use the default. */
+  terminateGrace?: ReadonlyMap<string, number>;
 }
 
 export interface ReconcileInput {
@@ -85,19 +108,30 @@ export interface ReconcileInput {
   pass?: number;
 }
 
-export type UnbindReason = 'lost' | 'crashed' | 'completed' | 'surplus' | 'deployment deleted';
+export type UnbindReason = 'lost' | 'crashed' | 'completed' | 'surplus' | 'deployment deleted' | 'rollout';
 
 export type Action =
-  /** Schedule + bind one new unit (the driver allocates `<deployment>-<n>`). */
-  | { type: 'create'; deployment: string }
+  /**
+   * Schedule + bind one new unit (the driver allocates `<deployment>-<n>`),
+   * of the current revision, or of `specHash`'s (a paused rollout scales
+   * the template that runs).
+   */
+  | { type: 'create'; deployment: string; specHash?: string }
+  /**
+   * Start a crash-loop back-off round: failed units of this deployment are
+   * replaced no sooner than `until`. `unit` and `detail` name the failure.
+   */
+  | { type: 'backoff'; deployment: string; failures: number; until: number; unit: string; detail: string }
+  /** A unit ran long enough before it failed: the back-off is over. */
+  | { type: 'backoff-reset'; deployment: string }
   /** Retry placement of an existing unit that no node fitted yet. */
   | { type: 'schedule'; unit: string; deployment: string }
   /** Bound, not observed on its Ready node, no spawn in flight (or it timed out): (re)send. Never a second unit. */
   | { type: 'spawn'; unit: string; node: string; deployment: string }
   /** Commit removal of the binding. `node` is null for a unit that was never placed. */
   | { type: 'unbind'; unit: string; node: string | null; deployment: string; reason: UnbindReason }
-  /** The node is Ready and runs a unit that must stop. */
-  | { type: 'terminate'; unit: string; node: string; reason: string }
+  /** The node is Ready and runs a unit that must stop; gracePeriodMs: its own, if its template set one. */
+  | { type: 'terminate'; unit: string; node: string; reason: string; gracePeriodMs?: number }
   /** The agent holds a finished, unbound unit: tell it to drop the record. */
   | { type: 'forget'; unit: string; node: string };
 
@@ -127,10 +161,55 @@ export interface DeploymentDiff {
   deferred: number;
   /** Why, per unit named above: 'on node-a NotReady', 'exit 1', 'signal SIGKILL', a terminate reason. */
   detail: Record<string, string>;
+  /** Failed units kept (not yet replaced) while the crash-loop back-off runs. */
+  backoff: string[];
+  /** Set while units of an older revision are alive (a rollout is under way). */
+  rollout: RolloutProgress | null;
+}
+
+/** Where a rollout stands, counted before this pass acts. */
+export interface RolloutProgress {
+  revision: number;
+  strategy: 'RollingUpdate' | 'Recreate';
+  paused: boolean;
+  /** Units of the current revision (not stopping). */
+  updated: number;
+  /** Units Running, ready, and ready for minReadySeconds (not stopping). */
+  available: number;
+  /** replicas - maxUnavailable: the floor of `available` the rollout keeps. */
+  minAvailable: number;
+  /** replicas + maxSurge: the ceiling of processes alive, stopping ones included. */
+  maxAlive: number;
+  /** Processes alive now, stopping ones included. */
+  alive: number;
+  /** Units started / stopped by this pass for the rollout. */
+  starting: number;
+  stopping: string[];
+}
+
+/** Counts a deployment's status reports, from the same inputs as a pass. */
+export interface DeploymentCounts {
+  /** Units that count toward replicas (not stopping, not finished). */
+  replicas: number;
+  updated: number;
+  ready: number;
+  available: number;
+  /** Processes of older revisions still alive (stopping ones included). */
+  oldAlive: number;
+  /** Failed units waiting out a crash-loop back-off. */
+  backoff: number;
 }
 
 export interface Plan {
   actions: Action[];
   diffs: DeploymentDiff[]; // sorted by deployment name
   deferred: number; // rate-limited operations cut by maxActionsPerPass
+  /** Per desired deployment, its counts before this pass acts (for status). */
+  counts: Map<string, DeploymentCounts>;
+  /**
+   * The earliest later time at which the same input plans differently
+   * (a back-off ends, a unit has been ready for minReadySeconds); null if
+   * none. The driver runs a pass then.
+   */
+  wakeAt: number | null;
 }

@@ -11,13 +11,61 @@
 // info (capacity, taints, labels) goes through the log too, so every replica
 // schedules against the same nodes.
 
-import type { DeploymentManifest, NodeInfo, UnitSpec } from '../../shared/model.ts';
+import type { DeploymentManifest, NodeInfo, PodTemplate, UnitSpec } from '../../shared/model.ts';
+import { DEFAULT_REVISION_HISTORY_LIMIT, unitSpecHash } from '../../shared/manifest.ts';
 
 export interface SchedulingRecord {
   message: string;
   /** Per-node outcome, trimmed to a named maximum (MAX_RECORDED_NODES). */
   nodes: Array<{ node: string; feasible: boolean; reasons: string[]; scores?: Record<string, number>; total?: number }>;
   at: number;
+}
+
+/**
+ * One revision of a deployment's pod template (Kubernetes keeps one
+ * ReplicaSet per revision; here units carry the spec hash instead). A
+ * template applied again, by apply or undo, takes a new revision number and
+ * leaves its old one, as in Kubernetes.
+ */
+export interface RevisionRecord {
+  revision: number;
+  specHash: string;
+  unitSpec: UnitSpec;
+  template: PodTemplate;
+  createdAt: number;
+  /** What made it: 'apply', 'undo to revision 2', 'restart'. */
+  cause: string;
+}
+
+export interface DeploymentCondition {
+  type: 'Available' | 'Progressing';
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastUpdateTime: number;
+  lastTransitionTime: number;
+}
+
+/** What the leader last concluded about a deployment (replicated, so every replica tells it). */
+export interface DeploymentStatusRecord {
+  observedGeneration: number;
+  conditions: DeploymentCondition[];
+}
+
+/**
+ * Crash-loop back-off of a deployment: its units that fail soon after start
+ * are replaced no sooner than `until` (leader clock). Replicated, so a new
+ * leader keeps the back-off and every replica shows it.
+ */
+export interface BackoffRecord {
+  /** Consecutive rounds of quick failures. */
+  failures: number;
+  /** When the current back-off round ends. */
+  until: number;
+  /** When it was decided. */
+  at: number;
+  /** The failure that started it: 'exit code 1 after 0.02s'. */
+  lastFailure: string;
 }
 
 export interface DeploymentRecord {
@@ -28,8 +76,14 @@ export interface DeploymentRecord {
   resourceVersion: number; // log index of the last change
   manifest: DeploymentManifest;
   replicas: number;
+  /** The current revision's spec and its hash (what new units run). */
   unitSpec: UnitSpec;
   specHash: string;
+  revision: number;
+  /** The current revision and up to revisionHistoryLimit older ones, oldest first. */
+  revisions: RevisionRecord[];
+  status: DeploymentStatusRecord;
+  backoff: BackoffRecord | null;
 }
 
 export interface UnitRecord {
@@ -41,6 +95,8 @@ export interface UnitRecord {
   nodeName: string | null;
   spec: UnitSpec;
   specHash: string;
+  /** The deployment revision whose template it runs. */
+  revision: number;
   creationTimestamp: number;
   resourceVersion: number;
   scheduling: SchedulingRecord | null;
@@ -59,15 +115,24 @@ export type StoreCommand =
   | { type: 'deployment.apply'; at: number; uid: string; manifest: DeploymentManifest; unitSpec: UnitSpec; specHash: string }
   | { type: 'deployment.scale'; at: number; name: string; replicas: number }
   | { type: 'deployment.delete'; at: number; name: string }
+  /** Roll back to a revision's template (0: the one before the current). */
+  | { type: 'deployment.undo'; at: number; name: string; toRevision: number }
+  /** A new revision of the same template (`mo rollout restart`). */
+  | { type: 'deployment.restart'; at: number; name: string }
+  | { type: 'deployment.pause'; at: number; name: string; paused: boolean }
+  /** The leader's conclusions: observed generation, Available/Progressing. */
+  | { type: 'deployment.status'; at: number; name: string; status: DeploymentStatusRecord }
+  | { type: 'deployment.backoff'; at: number; name: string; backoff: BackoffRecord | null }
   | { type: 'node.register'; at: number; node: NodeInfo }
   | { type: 'node.cordon'; at: number; name: string; unschedulable: boolean }
-  | { type: 'unit.create'; at: number; uid: string; deployment: string; nodeName: string | null; scheduling: SchedulingRecord | null }
+  /** specHash: run that revision's template (a paused rollout scales the old one); absent: the current. */
+  | { type: 'unit.create'; at: number; uid: string; deployment: string; nodeName: string | null; scheduling: SchedulingRecord | null; specHash?: string }
   | { type: 'unit.bind'; at: number; name: string; nodeName: string; scheduling: SchedulingRecord | null }
   | { type: 'unit.delete'; at: number; name: string; reason: string }
   | { type: 'noop' };
 
 export type ApplyResult =
-  | { ok: true; created?: boolean; name?: string; changed?: boolean }
+  | { ok: true; created?: boolean; name?: string; changed?: boolean; revision?: number }
   | { ok: false; code: 400 | 404 | 409; error: string };
 
 export interface DesiredSnapshot {
@@ -110,18 +175,20 @@ export class DesiredState {
         const prev = this.deployments.get(name);
         const replicas = cmd.manifest.spec.replicas;
         if (prev) {
-          const specChanged = prev.specHash !== cmd.specHash || prev.replicas !== replicas;
-          if (!specChanged && JSON.stringify(prev.manifest) === JSON.stringify(cmd.manifest)) return { ok: true, created: false, changed: false };
+          if (JSON.stringify(prev.manifest) === JSON.stringify(cmd.manifest) && prev.specHash === cmd.specHash) {
+            return { ok: true, created: false, changed: false, revision: prev.revision };
+          }
+          const templateChanged = prev.specHash !== cmd.specHash;
           prev.manifest = cmd.manifest;
-          prev.unitSpec = cmd.unitSpec;
-          prev.specHash = cmd.specHash;
           prev.replicas = replicas;
-          if (specChanged) prev.generation++;
+          prev.generation++;
+          if (templateChanged) this.newRevision(prev, cmd.unitSpec, cmd.specHash, cmd.manifest.spec.template, cmd.at, 'apply');
+          this.trimHistory(prev);
           prev.resourceVersion = index;
           this.changed('deployment', name);
-          return { ok: true, created: false, changed: true };
+          return { ok: true, created: false, changed: true, revision: prev.revision };
         }
-        this.deployments.set(name, {
+        const d: DeploymentRecord = {
           name,
           uid: cmd.uid,
           creationTimestamp: cmd.at,
@@ -131,9 +198,15 @@ export class DesiredState {
           replicas,
           unitSpec: cmd.unitSpec,
           specHash: cmd.specHash,
-        });
+          revision: 0,
+          revisions: [],
+          status: { observedGeneration: 0, conditions: [] },
+          backoff: null,
+        };
+        this.newRevision(d, cmd.unitSpec, cmd.specHash, cmd.manifest.spec.template, cmd.at, 'apply');
+        this.deployments.set(name, d);
         this.changed('deployment', name);
-        return { ok: true, created: true, changed: true };
+        return { ok: true, created: true, changed: true, revision: d.revision };
       }
       case 'deployment.scale': {
         const d = this.deployments.get(cmd.name);
@@ -142,6 +215,72 @@ export class DesiredState {
         d.replicas = cmd.replicas;
         d.manifest = { ...d.manifest, spec: { ...d.manifest.spec, replicas: cmd.replicas } };
         d.generation++;
+        d.resourceVersion = index;
+        this.changed('deployment', cmd.name);
+        return { ok: true, changed: true };
+      }
+      case 'deployment.undo': {
+        const d = this.deployments.get(cmd.name);
+        if (!d) return { ok: false, code: 404, error: `deployments "${cmd.name}" not found` };
+        const target =
+          cmd.toRevision === 0
+            ? [...d.revisions].reverse().find((r) => r.revision < d.revision)
+            : d.revisions.find((r) => r.revision === cmd.toRevision);
+        if (!target) {
+          const known = d.revisions.map((r) => r.revision).join(', ');
+          return {
+            ok: false,
+            code: 400,
+            error: cmd.toRevision === 0 ? `deployment ${cmd.name} has no previous revision to roll back to (revisions: ${known})` : `revision ${cmd.toRevision} of deployment ${cmd.name} not found (revisions: ${known})`,
+          };
+        }
+        if (target.revision === d.revision) return { ok: true, changed: false, revision: d.revision };
+        d.manifest = { ...d.manifest, spec: { ...d.manifest.spec, template: target.template } };
+        d.generation++;
+        this.newRevision(d, target.unitSpec, target.specHash, target.template, cmd.at, `undo to revision ${target.revision}`);
+        this.trimHistory(d);
+        d.resourceVersion = index;
+        this.changed('deployment', cmd.name);
+        return { ok: true, changed: true, revision: d.revision };
+      }
+      case 'deployment.restart': {
+        const d = this.deployments.get(cmd.name);
+        if (!d) return { ok: false, code: 404, error: `deployments "${cmd.name}" not found` };
+        // Like kubectl's restartedAt annotation: a template that differs
+        // only in the restart time, so every unit is replaced by a rollout.
+        const unitSpec: UnitSpec = { ...d.unitSpec, restartedAt: new Date(cmd.at).toISOString() };
+        d.generation++;
+        this.newRevision(d, unitSpec, unitSpecHash(unitSpec), d.manifest.spec.template, cmd.at, 'restart');
+        this.trimHistory(d);
+        d.resourceVersion = index;
+        this.changed('deployment', cmd.name);
+        return { ok: true, changed: true, revision: d.revision };
+      }
+      case 'deployment.pause': {
+        const d = this.deployments.get(cmd.name);
+        if (!d) return { ok: false, code: 404, error: `deployments "${cmd.name}" not found` };
+        if ((d.manifest.spec.paused ?? false) === cmd.paused) return { ok: true, changed: false };
+        const spec = { ...d.manifest.spec };
+        if (cmd.paused) spec.paused = true;
+        else delete spec.paused;
+        d.manifest = { ...d.manifest, spec };
+        d.generation++;
+        d.resourceVersion = index;
+        this.changed('deployment', cmd.name);
+        return { ok: true, changed: true };
+      }
+      case 'deployment.status': {
+        const d = this.deployments.get(cmd.name);
+        if (!d) return { ok: false, code: 404, error: `deployments "${cmd.name}" not found` };
+        d.status = cmd.status;
+        d.resourceVersion = index;
+        this.changed('deployment', cmd.name);
+        return { ok: true, changed: true };
+      }
+      case 'deployment.backoff': {
+        const d = this.deployments.get(cmd.name);
+        if (!d) return { ok: false, code: 404, error: `deployments "${cmd.name}" not found` };
+        d.backoff = cmd.backoff;
         d.resourceVersion = index;
         this.changed('deployment', cmd.name);
         return { ok: true, changed: true };
@@ -177,6 +316,7 @@ export class DesiredState {
       case 'unit.create': {
         const d = this.deployments.get(cmd.deployment);
         if (!d) return { ok: false, code: 404, error: `deployments "${cmd.deployment}" not found` };
+        const rev = cmd.specHash === undefined ? undefined : d.revisions.find((r) => r.specHash === cmd.specHash);
         const n = (this.counters.get(cmd.deployment) ?? 0) + 1;
         this.counters.set(cmd.deployment, n);
         const name = `${cmd.deployment}-${n}`;
@@ -186,8 +326,9 @@ export class DesiredState {
           deployment: cmd.deployment,
           index: n,
           nodeName: cmd.nodeName,
-          spec: d.unitSpec,
-          specHash: d.specHash,
+          spec: rev?.unitSpec ?? d.unitSpec,
+          specHash: rev?.specHash ?? d.specHash,
+          revision: rev?.revision ?? d.revision,
           creationTimestamp: cmd.at,
           resourceVersion: index,
           scheduling: cmd.scheduling,
@@ -228,14 +369,38 @@ export class DesiredState {
     this.units.clear();
     this.nodes.clear();
     this.counters.clear();
-    for (const d of s.deployments) this.deployments.set(d.name, d);
-    for (const u of s.units) this.units.set(u.name, u);
+    for (const d of s.deployments) this.deployments.set(d.name, upgradeDeployment(d));
+    for (const u of s.units) this.units.set(u.name, { ...u, revision: u.revision ?? 1 });
     for (const n of s.nodes) this.nodes.set(n.info.name, n);
     for (const [k, v] of Object.entries(s.counters)) this.counters.set(k, v);
     this.appliedIndex = s.appliedIndex;
     for (const d of s.deployments) this.changed('deployment', d.name);
     for (const u of s.units) this.changed('unit', u.name);
     for (const n of s.nodes) this.changed('node', n.info.name);
+  }
+
+  /**
+   * Make `unitSpec` the current template. One that is already in the
+   * history moves to the new number (Kubernetes: its ReplicaSet is adopted
+   * again), so its running units count as updated. A new template resets
+   * the crash-loop back-off: the next failure is a new story.
+   */
+  private newRevision(d: DeploymentRecord, unitSpec: UnitSpec, specHash: string, template: PodTemplate, at: number, cause: string): void {
+    const next = d.revisions.reduce((m, r) => Math.max(m, r.revision), d.revision) + 1;
+    d.revisions = d.revisions.filter((r) => r.specHash !== specHash);
+    d.revisions.push({ revision: next, specHash, unitSpec, template, createdAt: at, cause });
+    d.unitSpec = unitSpec;
+    d.specHash = specHash;
+    d.revision = next;
+    d.backoff = null;
+  }
+
+  /** Keep the current revision and revisionHistoryLimit older ones. */
+  private trimHistory(d: DeploymentRecord): void {
+    const limit = d.manifest.spec.revisionHistoryLimit ?? DEFAULT_REVISION_HISTORY_LIMIT;
+    const old = d.revisions.filter((r) => r.revision !== d.revision);
+    const keep = new Set(old.slice(Math.max(0, old.length - limit)).map((r) => r.revision));
+    d.revisions = d.revisions.filter((r) => r.revision === d.revision || keep.has(r.revision));
   }
 
   /** Sum of requests bound to each node (capacity invariant, scheduling). */
@@ -250,4 +415,17 @@ export class DesiredState {
     }
     return { cpu, memory };
   }
+}
+
+/** A deployment record from a snapshot written before revisions existed. */
+function upgradeDeployment(d: DeploymentRecord): DeploymentRecord {
+  if (d.revisions !== undefined) return d;
+  const revision = 1;
+  return {
+    ...d,
+    revision,
+    revisions: [{ revision, specHash: d.specHash, unitSpec: d.unitSpec, template: d.manifest.spec.template, createdAt: d.creationTimestamp, cause: 'apply' }],
+    status: { observedGeneration: 0, conditions: [] },
+    backoff: null,
+  };
 }

@@ -362,6 +362,7 @@ export const unitSpec: Validator<UnitSpec> = object<UnitSpec>({
   ports: optional(array(containerPort, MAX_PORTS_PER_UNIT)),
   probes: optional(unitProbes),
   gracePeriodMs: optional(integer({ min: 0, max: MAX_GRACE_PERIOD_MS })),
+  restartedAt: optional(string({ maxChars: 64, nonEmpty: true, printable: true })),
 });
 
 export const nodeInfo: Validator<NodeInfo> = object<NodeInfo>({

@@ -59,8 +59,13 @@ function unit(name: string, node: string, phase: string, pid?: number, rv = '10'
   return {
     kind: 'Unit',
     metadata: { name, uid: `u-${name}`, creationTimestamp: iso(5000), resourceVersion: rv },
-    spec: { deployment: 'web', nodeName: node, resources: { cpu: 1000, memory: 2048 } },
-    status: { phase, ...(pid ? { pid } : {}), ...(phase === 'Failed' ? { exitCode: 3, reason: 'Error' } : {}) },
+    spec: { deployment: 'web', revision: 2, nodeName: node, resources: { cpu: 1000, memory: 2048 } },
+    status: {
+      phase,
+      ready: phase === 'Running' && name !== 'web-10',
+      ...(pid ? { pid } : {}),
+      ...(phase === 'Failed' ? { exitCode: 3, reason: 'Error', message: 'exit code 3 after 1.5s' } : {}),
+    },
   };
 }
 
@@ -298,27 +303,28 @@ describe('mo get', () => {
   test('get units lists units in natural name order with deployment, phase, node and pid', async () => {
     const run = await mo(['get', 'units'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
-    const rows = assertAligned(run.stdout, ['NAME', 'DEPLOYMENT', 'STATUS', 'NODE', 'PID', 'AGE']);
-    assert.deepEqual(rows.map((r) => r.slice(0, 5)), [
-      ['web-2', 'web', 'Running', 'node-b', '1234'],
-      ['web-3', 'web', 'Failed', 'node-a', '<none>'],
-      ['web-10', 'web', 'Running', 'node-b', '999'],
+    const rows = assertAligned(run.stdout, ['NAME', 'DEPLOYMENT', 'READY', 'STATUS', 'NODE', 'PID', 'AGE']);
+    assert.deepEqual(rows.map((r) => r.slice(0, 6)), [
+      ['web-2', 'web', '1/1', 'Running', 'node-b', '1234'],
+      // A failed unit shows why, as kubectl shows a pod's reason.
+      ['web-3', 'web', '0/1', 'Error', 'node-a', '<none>'],
+      ['web-10', 'web', '0/1', 'Running', 'node-b', '999'],
     ]);
-    assert.match(rows[0][5], /^\d+s$/);
+    assert.match(rows[0][6], /^\d+s$/);
   });
 
   test('get units -owide shows requests, exit code and reason', async () => {
     const run = await mo(['get', 'units', '-owide'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
-    const rows = assertAligned(run.stdout, ['NAME', 'DEPLOYMENT', 'STATUS', 'NODE', 'PID', 'AGE', 'CPU', 'MEMORY', 'EXIT', 'REASON']);
-    assert.deepEqual(rows[1].slice(6), ['1000m', '2048Mi', '3', 'Error']);
+    const rows = assertAligned(run.stdout, ['NAME', 'DEPLOYMENT', 'READY', 'STATUS', 'NODE', 'PID', 'AGE', 'REVISION', 'CPU', 'MEMORY', 'EXIT', 'MESSAGE']);
+    assert.deepEqual(rows[1].slice(7), ['2', '1000m', '2048Mi', '3', 'exit code 3 after 1.5s']);
   });
 
   test('get deploy shows ready out of desired replicas', async () => {
     const run = await mo(['get', 'deploy'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
-    const rows = assertAligned(run.stdout, ['NAME', 'READY', 'UP-TO-DATE', 'AVAILABLE', 'AGE']);
-    assert.deepEqual(rows, [['web', '2/3', '3', '2', '20m']]);
+    const rows = assertAligned(run.stdout, ['NAME', 'READY', 'UP-TO-DATE', 'AVAILABLE', 'STATUS', 'AGE']);
+    assert.deepEqual(rows, [['web', '2/3', '3', '2', 'Progressing', '20m']]);
   });
 
   test('get events prints the oldest first with the object each one is about', async () => {

@@ -211,7 +211,8 @@ class World {
   kill(unit: string, signal = 'SIGKILL'): void {
     for (const n of this.nodes.values()) {
       const r = n.units.get(unit);
-      if (r) n.units.set(unit, { ...r, phase: 'Failed', pid: undefined, signal, reason: 'Killed', finishedAt: this.now });
+      // It had run a while (a quick exit is a crash loop, tested on its own).
+      if (r) n.units.set(unit, { ...r, phase: 'Failed', pid: undefined, signal, reason: 'Error', startedAt: this.now - 60_000, finishedAt: this.now });
     }
   }
 
@@ -534,7 +535,7 @@ test('A crashed unit is replaced by a new unit with a new name and a new pid, an
   w.step();
   const oldPid = w.pidOf('web-2');
   w.kill('web-2');
-  w.nodes.get('node-a')!.units.set('web-2', report('web-2', 'web', 'Failed', { exitCode: 1, reason: 'Error' }));
+  w.nodes.get('node-a')!.units.set('web-2', report('web-2', 'web', 'Failed', { exitCode: 1, reason: 'Error', startedAt: 0, finishedAt: 60_000 }));
   let r = w.step();
   assert.deepEqual(
     r.plan.actions.map((a) => a.type),
@@ -556,7 +557,7 @@ test('A unit that completes is replaced too, because a deployment keeps its unit
   const w = lessonWorld();
   w.setDesired('web', 1);
   w.step();
-  w.nodes.get('node-a')!.units.set('web-1', report('web-1', 'web', 'Succeeded', { exitCode: 0, reason: 'Completed' }));
+  w.nodes.get('node-a')!.units.set('web-1', report('web-1', 'web', 'Succeeded', { exitCode: 0, reason: 'Completed', startedAt: 0, finishedAt: 60_000 }));
   const r = w.step();
   assert.deepEqual(ofType(r.plan, 'unbind').map((a) => a.reason), ['completed']);
   assert.deepEqual(r.created, ['web-2']);
