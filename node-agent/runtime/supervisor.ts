@@ -359,14 +359,20 @@ export class UnitSupervisor {
         cwd: this.unitsDir,
         env: rec.env,
         setprivPath: this.setprivPath,
-        trackGroup: (pgid) => {
-          try {
-            this.guard.add(pgid);
-          } catch {
-            // The guard is full: pdeathsig (where there is setpriv) still covers the probe itself.
-          }
-        },
-        untrackGroup: (pgid) => this.guard.remove(pgid),
+        // With setpriv the kernel kills a probe with the agent; the guard only
+        // where there is none (its per-line cost adds up at 100 probes a second).
+        ...(this.setprivPath
+          ? {}
+          : {
+              trackGroup: (pgid: number) => {
+                try {
+                  this.guard.add(pgid);
+                } catch {
+                  // The guard is full; the probe is killed at its timeout or when the unit ends.
+                }
+              },
+              untrackGroup: (pgid: number) => this.guard.remove(pgid),
+            }),
       },
       onChange: () => {
         if (rec.report.phase !== 'Running' || rec.prober !== prober) return;

@@ -1,0 +1,529 @@
+// test/unit/prober.test.ts -- probes: the pure threshold/scheduling logic
+// (probe-logic.ts) against a table of cases, the three handlers against
+// real sockets and processes, and the supervisor wired to them with real
+// units: readiness by httpGet and by exec, kills by liveness and startup
+// probes (checked in /proc), and no probe process outliving its unit.
+// Every process started here is killed by pid in t.after, temp dirs removed.
+
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Probe, UnitProbes, UnitReport, UnitSpec } from '../../shared/model.ts';
+import { ProbeLogic, type ProbeKind } from '../../node-agent/runtime/probe-logic.ts';
+import { runExecProbe, runHttpProbe, runTcpProbe, type ProbeOutcome } from '../../node-agent/runtime/prober.ts';
+import { UnitSupervisor, type UnitChange } from '../../node-agent/runtime/supervisor.ts';
+import { findExecutable } from '../../node-agent/runtime/exec-util.ts';
+import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+function killQuietly(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
+}
+
+function probe(handler: Pick<Probe, 'exec' | 'httpGet' | 'tcpSocket'>, fields: Partial<Probe> = {}): Probe {
+  return { initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 3, successThreshold: 1, ...handler, ...fields };
+}
+const execProbe = (command: string[], fields: Partial<Probe> = {}) => probe({ exec: { command } }, fields);
+
+// ---- the pure logic: a table of cases --------------------------------------
+
+type Step =
+  /** due(t) returns exactly these kinds. */
+  | { t: number; due: ProbeKind[]; next?: number | null }
+  /** result(kind, ok, 'd', t) gives this verdict; then the state is as listed. */
+  | { t: number; result: ProbeKind; ok: boolean; verdict: 'none' | 'changed' | 'kill'; ready?: boolean; readySince?: number; message?: string | null; kill?: string };
+
+interface Case {
+  name: string;
+  probes: UnitProbes | undefined;
+  ready0: boolean;
+  steps: Step[];
+}
+
+const p = (fields: Partial<Probe> = {}) => execProbe(['check'], fields);
+
+const cases: Case[] = [
+  { name: 'no probes: ready from Running on, nothing ever due', probes: undefined, ready0: true, steps: [{ t: 0, due: [], next: null }, { t: 60_000, due: [], next: null }] },
+  {
+    name: 'liveness only: ready at once; three failures in a row kill',
+    probes: { liveness: p() },
+    ready0: true,
+    steps: [
+      { t: 0, due: ['liveness'], next: null },
+      { t: 10, result: 'liveness', ok: false, verdict: 'none', ready: true },
+      { t: 1000, due: ['liveness'] },
+      { t: 1010, result: 'liveness', ok: false, verdict: 'none' },
+      { t: 2000, due: ['liveness'] },
+      { t: 2010, result: 'liveness', ok: false, verdict: 'kill', kill: 'liveness probe failed 3 times: d', ready: false },
+      { t: 3000, due: [], next: null },
+    ],
+  },
+  {
+    name: 'liveness: a success resets the failure count',
+    probes: { liveness: p({ failureThreshold: 2 }) },
+    ready0: true,
+    steps: [
+      { t: 0, due: ['liveness'] },
+      { t: 1, result: 'liveness', ok: false, verdict: 'none' },
+      { t: 1000, due: ['liveness'] },
+      { t: 1001, result: 'liveness', ok: true, verdict: 'none' },
+      { t: 2000, due: ['liveness'] },
+      { t: 2001, result: 'liveness', ok: false, verdict: 'none' },
+      { t: 3000, due: ['liveness'] },
+      { t: 3001, result: 'liveness', ok: false, verdict: 'kill', kill: 'liveness probe failed 2 times: d' },
+    ],
+  },
+  {
+    name: 'readiness: not ready until successThreshold successes, not ready again after failureThreshold failures, reported once',
+    probes: { readiness: p({ successThreshold: 2, failureThreshold: 2 }) },
+    ready0: false,
+    steps: [
+      { t: 0, due: ['readiness'], next: null },
+      { t: 5, result: 'readiness', ok: true, verdict: 'none', ready: false },
+      { t: 1000, due: ['readiness'] },
+      { t: 1005, result: 'readiness', ok: true, verdict: 'changed', ready: true, readySince: 1005, message: null },
+      { t: 2000, due: ['readiness'] },
+      { t: 2005, result: 'readiness', ok: true, verdict: 'none', ready: true, readySince: 1005 },
+      { t: 3000, due: ['readiness'] },
+      { t: 3005, result: 'readiness', ok: false, verdict: 'none', ready: true },
+      { t: 4000, due: ['readiness'] },
+      { t: 4005, result: 'readiness', ok: false, verdict: 'changed', ready: false, readySince: 1005, message: 'readiness probe failed 2 times: d' },
+      { t: 5000, due: ['readiness'] },
+      { t: 5005, result: 'readiness', ok: false, verdict: 'none', ready: false },
+      { t: 6000, due: ['readiness'] },
+      { t: 6005, result: 'readiness', ok: true, verdict: 'none', ready: false },
+      { t: 7000, due: ['readiness'] },
+      { t: 7005, result: 'readiness', ok: true, verdict: 'changed', ready: true, readySince: 7005, message: null },
+    ],
+  },
+  {
+    name: 'readiness that never succeeds: one report when the failure threshold is first reached',
+    probes: { readiness: p({ failureThreshold: 1 }) },
+    ready0: false,
+    steps: [
+      { t: 0, due: ['readiness'] },
+      { t: 1, result: 'readiness', ok: false, verdict: 'changed', ready: false, message: 'readiness probe failed 1 times: d' },
+      { t: 1000, due: ['readiness'] },
+      { t: 1001, result: 'readiness', ok: false, verdict: 'none', ready: false },
+    ],
+  },
+  {
+    name: 'startup gates readiness and liveness; once it succeeds they run at once and it never runs again',
+    probes: { startup: p({ failureThreshold: 5 }), readiness: p(), liveness: p({ initialDelaySeconds: 2 }) },
+    ready0: false,
+    steps: [
+      { t: 0, due: ['startup'], next: null },
+      { t: 1, result: 'startup', ok: false, verdict: 'none', ready: false },
+      { t: 1000, due: ['startup'] },
+      { t: 1001, result: 'startup', ok: false, verdict: 'none' },
+      { t: 2500, due: ['startup'] },
+      { t: 2501, result: 'startup', ok: true, verdict: 'none', ready: false },
+      { t: 2501, due: ['readiness', 'liveness'], next: null },
+      { t: 2502, result: 'readiness', ok: true, verdict: 'changed', ready: true, readySince: 2502 },
+      { t: 2503, result: 'liveness', ok: true, verdict: 'none' },
+      { t: 3501, due: ['readiness', 'liveness'] },
+    ],
+  },
+  {
+    name: 'startup without readiness: ready when it succeeds',
+    probes: { startup: p() },
+    ready0: false,
+    steps: [
+      { t: 0, due: ['startup'] },
+      { t: 700, result: 'startup', ok: true, verdict: 'changed', ready: true, readySince: 700 },
+      { t: 5000, due: [], next: null },
+    ],
+  },
+  {
+    name: 'startup that keeps failing kills, and liveness never ran',
+    probes: { startup: p({ failureThreshold: 2 }), liveness: p({ failureThreshold: 1 }) },
+    ready0: false,
+    steps: [
+      { t: 0, due: ['startup'] },
+      { t: 1, result: 'startup', ok: false, verdict: 'none' },
+      { t: 1000, due: ['startup'] },
+      { t: 1001, result: 'startup', ok: false, verdict: 'kill', kill: 'startup probe failed 2 times: d', ready: false },
+      { t: 2000, due: [], next: null },
+    ],
+  },
+  {
+    name: 'initialDelaySeconds: nothing due before it, then every periodSeconds',
+    probes: { readiness: p({ initialDelaySeconds: 3, periodSeconds: 2 }) },
+    ready0: false,
+    steps: [
+      { t: 0, due: [], next: 3000 },
+      { t: 2999, due: [], next: 3000 },
+      { t: 3000, due: ['readiness'], next: null },
+      { t: 3100, result: 'readiness', ok: true, verdict: 'changed', ready: true },
+      { t: 4999, due: [], next: 5000 },
+      { t: 5000, due: ['readiness'] },
+    ],
+  },
+  {
+    name: 'at most one in flight per kind: a slow probe is not started again; the next starts as soon as it returns when overdue',
+    probes: { liveness: p(), readiness: p() },
+    ready0: false,
+    steps: [
+      { t: 0, due: ['readiness', 'liveness'] },
+      { t: 1500, due: [], next: null },
+      { t: 2500, result: 'liveness', ok: true, verdict: 'none' },
+      { t: 2500, due: ['liveness'], next: null },
+      { t: 2600, result: 'readiness', ok: true, verdict: 'changed', ready: true },
+      { t: 2600, due: ['readiness'] },
+    ],
+  },
+];
+
+for (const c of cases) {
+  test(`probe logic: ${c.name}`, () => {
+    const logic = new ProbeLogic(c.probes, 0);
+    assert.equal(logic.ready, c.ready0, 'ready at Running');
+    if (c.ready0) assert.equal(logic.readySince, 0);
+    for (const [i, step] of c.steps.entries()) {
+      const at = `step ${i} (t=${step.t})`;
+      if ('due' in step) {
+        assert.deepEqual(logic.due(step.t).sort(), [...step.due].sort(), `${at}: due`);
+        if (step.next !== undefined) assert.equal(logic.nextDueAt(), step.next, `${at}: nextDueAt`);
+        continue;
+      }
+      const verdict = logic.result(step.result, step.ok, 'd', step.t);
+      assert.equal(verdict.type, step.verdict, `${at}: verdict`);
+      if (step.kill !== undefined) assert.equal(verdict.type === 'kill' ? verdict.message : null, step.kill, `${at}: kill message`);
+      if (step.ready !== undefined) assert.equal(logic.ready, step.ready, `${at}: ready`);
+      if (step.readySince !== undefined) assert.equal(logic.readySince, step.readySince, `${at}: readySince`);
+      if (step.message !== undefined) assert.equal(logic.message ?? null, step.message, `${at}: message`);
+    }
+  });
+}
+
+test('probe logic: after stop() nothing is due, results are ignored, not ready', () => {
+  const logic = new ProbeLogic({ readiness: p(), liveness: p({ failureThreshold: 1 }) }, 0);
+  assert.deepEqual(logic.due(0).sort(), ['liveness', 'readiness']);
+  assert.equal(logic.result('readiness', true, 'd', 1).type, 'changed');
+  logic.stop();
+  assert.equal(logic.ready, false);
+  assert.equal(logic.result('liveness', false, 'd', 2).type, 'none');
+  assert.deepEqual(logic.due(10_000), []);
+  assert.equal(logic.nextDueAt(), null);
+  // A result nobody asked for is ignored too.
+  const other = new ProbeLogic({ liveness: p({ failureThreshold: 1 }) }, 0);
+  assert.equal(other.result('liveness', false, 'd', 0).type, 'none', 'not in flight');
+});
+
+test('the probe logic is pure: it imports nothing from node:* and reads no clock', () => {
+  const source = fs.readFileSync(fileURLToPath(new URL('../../node-agent/runtime/probe-logic.ts', import.meta.url)), 'utf8');
+  const code = source.replace(/\/\/.*$/gm, '');
+  assert.doesNotMatch(code, /from ['"]node:/);
+  assert.doesNotMatch(code, /Date\.now|new Date|Math\.random|setTimeout|setInterval|setImmediate/);
+});
+
+// ---- the handlers against real sockets and processes ----------------------
+
+function outcome(start: (done: (o: ProbeOutcome) => void) => unknown): Promise<ProbeOutcome> {
+  return new Promise((resolve) => {
+    start(resolve);
+  });
+}
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+test('httpGet: 200-399 succeed, 500 fails with the status, refused and timeouts fail', async (t) => {
+  const hung: http.ServerResponse[] = [];
+  const server = http.createServer((req, res) => {
+    if (req.url === '/hang') return void hung.push(res);
+    const status = Number(req.url?.slice(1)) || 200;
+    res.writeHead(status, status === 302 ? { Location: '/elsewhere' } : {});
+    res.end('x');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    for (const r of hung) r.destroy();
+    server.closeAllConnections();
+    server.close();
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  for (const [urlPath, ok] of [['/200', true], ['/204', true], ['/302', true], ['/399', true], ['/404', false], ['/500', false]] as const) {
+    const o = await outcome((done) => runHttpProbe(port, urlPath, 1000, done));
+    assert.equal(o.ok, ok, `${urlPath}: ${o.detail}`);
+    assert.equal(o.detail, `HTTP GET :${port}${urlPath}: ${urlPath.slice(1)}`);
+  }
+  const closed = await freePort();
+  const refused = await outcome((done) => runHttpProbe(closed, '/healthz', 1000, done));
+  assert.equal(refused.ok, false);
+  assert.match(refused.detail, new RegExp(`^HTTP GET :${closed}/healthz: connect ECONNREFUSED`));
+  const t0 = Date.now();
+  const slow = await outcome((done) => runHttpProbe(port, '/hang', 300, done));
+  assert.equal(slow.ok, false);
+  assert.equal(slow.detail, `HTTP GET :${port}/hang: timed out after 0.3s`);
+  assert.ok(Date.now() - t0 < 2000);
+});
+
+test('tcpSocket: a listening port succeeds, a closed one fails', async (t) => {
+  const server = net.createServer((s) => s.destroy());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const port = (server.address() as net.AddressInfo).port;
+  const open = await outcome((done) => runTcpProbe(port, 1000, done));
+  assert.deepEqual(open, { ok: true, detail: `TCP :${port}: connected` });
+  const closed = await freePort();
+  const shut = await outcome((done) => runTcpProbe(closed, 1000, done));
+  assert.equal(shut.ok, false);
+  assert.match(shut.detail, new RegExp(`^TCP :${closed}: connect ECONNREFUSED`));
+});
+
+test('exec: exit 0 succeeds, other exits fail, a missing program fails with ENOENT, a timeout kills the probe group', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-prober-test-'));
+  const pids = new Set<number>();
+  t.after(() => {
+    for (const pid of pids) killQuietly(pid);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  const setprivPath = process.platform === 'linux' ? findExecutable('setpriv', '/usr/bin:/bin:/usr/sbin:/sbin', '/') : null;
+  const tracked: number[] = [];
+  const untracked: number[] = [];
+  const ctx = {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', MARK: 'x' },
+    setprivPath,
+    trackGroup: (g: number) => tracked.push(g),
+    untrackGroup: (g: number) => untracked.push(g),
+  };
+  assert.deepEqual(await outcome((done) => runExecProbe(['true'], 1000, ctx, done)), { ok: true, detail: 'exec true: exit code 0' });
+  assert.deepEqual(await outcome((done) => runExecProbe(['sh', '-c', 'exit 3'], 1000, ctx, done)), { ok: false, detail: 'exec sh -c exit 3: exit code 3' });
+  // Same cwd and env as the unit.
+  assert.equal((await outcome((done) => runExecProbe(['sh', '-c', `[ "$PWD" = "${dir}" ] && [ "$MARK" = x ]`], 1000, ctx, done))).ok, true);
+  assert.deepEqual(await outcome((done) => runExecProbe(['sleeeep', '1'], 1000, ctx, done)), { ok: false, detail: 'exec sleeeep 1: spawn sleeeep ENOENT' });
+  assert.equal(tracked.length, 3, 'every spawned probe group went to the guard');
+  assert.deepEqual(untracked, tracked, 'and came back from it once the probe ended');
+
+  // A probe that hangs, with a child of its own: both die at the timeout.
+  const t0 = Date.now();
+  const pending = outcome((done) => runExecProbe(['sh', '-c', 'sleep 43 & sleep 44; :'], 500, ctx, done));
+  await waitUntil(() => childrenOf(process.pid).some((c) => cmdlineOf(c).startsWith('sh -c sleep 43')), 2000, 'the probe to run');
+  const probePid = childrenOf(process.pid).find((c) => cmdlineOf(c).startsWith('sh -c sleep 43'))!;
+  pids.add(probePid);
+  await waitUntil(() => childrenOf(probePid).length === 2, 2000, 'the probe to start its children');
+  const kids = childrenOf(probePid);
+  for (const k of kids) pids.add(k);
+  assert.equal(readStat(probePid)?.pgid, probePid, 'the probe leads its own process group');
+  const timedOut = await pending;
+  assert.deepEqual(timedOut, { ok: false, detail: 'exec sh -c sleep 43 & sleep 44; :: timed out after 0.5s' });
+  assert.ok(Date.now() - t0 < 2500);
+  await waitUntil(() => !pidAlive(probePid) && kids.every((k) => !pidAlive(k)), 2000, 'the probe and its children to die');
+});
+
+// ---- wired into the supervisor, with real units --------------------------
+
+function harness(t: TestContext) {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-prober-test-'));
+  const reports: Array<UnitReport & { change: UnitChange }> = [];
+  const waiters: Array<{ match: (r: UnitReport, c: UnitChange) => boolean; resolve: (r: UnitReport) => void }> = [];
+  const sup = new UnitSupervisor({
+    stateDir,
+    nodeName: 'node-p',
+    defaultGracePeriodMs: 2000,
+    onChange: (r, change) => {
+      reports.push({ ...r, change });
+      for (const w of [...waiters]) {
+        if (w.match(r, change)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(r);
+        }
+      }
+    },
+  });
+  const pids = new Set<number>();
+  t.after(() => {
+    sup.killAllNow();
+    for (const r of sup.list()) if (r.pid) pids.add(r.pid);
+    for (const pid of pids) killQuietly(pid);
+    sup.close();
+    killQuietly(sup.guardPid);
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  });
+  /** The first report from now on (or already seen) that matches. */
+  function until(what: string, match: (r: UnitReport, c: UnitChange) => boolean, timeoutMs = 6000): Promise<UnitReport> {
+    const seen = reports.find((r) => match(r, r.change));
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no report (${what}) within ${timeoutMs}ms`)), timeoutMs);
+      waiters.push({
+        match,
+        resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+      });
+    });
+  }
+  function start(name: string, command: string[], extra: Partial<UnitSpec> = {}) {
+    const spec: UnitSpec = { containerName: 'main', command, env: [], resources: { cpu: 100, memory: 64 }, tolerations: [], ...extra };
+    const res = sup.start({ name, deployment: 'web', spec, term: 1, specHash: '0123456789abcdef', revision: 2 });
+    assert.ok(res.ok, 'start was refused');
+    if (res.report.pid) pids.add(res.report.pid);
+    return res.report;
+  }
+  /** Processes this test process spawned whose command line starts with `prefix` (probes run as our children). */
+  const ourChildren = (prefix: string) => childrenOf(process.pid).filter((c) => cmdlineOf(c).startsWith(prefix));
+  return { sup, stateDir, reports, until, start, pids, ourChildren };
+}
+
+test('an httpGet readiness probe against the server the unit runs turns it ready, in a report of its own', async (t) => {
+  const h = harness(t);
+  const port = await freePort();
+  const server = `require('http').createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1')`;
+  const first = h.start('web-1', [process.execPath, '-e', server], {
+    env: [{ name: 'PORT', value: String(port) }],
+    ports: [{ containerPort: port, protocol: 'TCP' }],
+    probes: { readiness: probe({ httpGet: { path: '/healthz', port } }, { periodSeconds: 1, failureThreshold: 3 }) },
+  });
+  assert.equal(first.ready, false);
+  const running = await h.until('Running', (r) => r.name === 'web-1' && r.phase === 'Running');
+  assert.equal(running.ready, false, 'not ready before the probe said so');
+  const ready = await h.until('ready', (r, c) => r.name === 'web-1' && c === 'readiness' && r.ready === true);
+  assert.equal(ready.phase, 'Running');
+  assert.ok(ready.readySince! >= running.startedAt!, 'readySince is when it turned ready');
+  assert.equal(ready.message, undefined);
+  assert.equal(h.sup.get('web-1')?.ready, true);
+  // Stopping: not ready at once.
+  const done = h.sup.stop('web-1', 2000)!;
+  assert.equal((await h.until('Terminating', (r) => r.name === 'web-1' && r.phase === 'Terminating')).ready, false);
+  assert.equal((await done).ready, false);
+});
+
+test('an exec readiness probe (test -f FILE): ready only once the file exists, not ready once it is removed', async (t) => {
+  const h = harness(t);
+  const flag = path.join(h.stateDir, 'ready-flag');
+  h.start('web-2', ['sleep', '30'], { probes: { readiness: execProbe(['test', '-f', flag], { failureThreshold: 1 }) } });
+  // The first probe ran and said no: a report with the reason, still not ready.
+  const notYet = await h.until('not ready', (r, c) => r.name === 'web-2' && c === 'readiness');
+  assert.equal(notYet.ready, false);
+  assert.equal(notYet.message, `readiness probe failed 1 times: exec test -f ${flag}: exit code 1`);
+  assert.ok(!h.reports.some((r) => r.name === 'web-2' && r.ready), 'never ready without the file');
+  fs.writeFileSync(flag, '');
+  const ready = await h.until('ready', (r, c) => r.name === 'web-2' && c === 'readiness' && r.ready === true, 4000);
+  assert.equal(ready.message, undefined);
+  fs.rmSync(flag);
+  const gone = await h.until('not ready again', (r, c) => r.name === 'web-2' && c === 'readiness' && r.ready === false && r.readySince !== undefined, 4000);
+  assert.equal(gone.phase, 'Running');
+  assert.equal(gone.readySince, ready.readySince, 'readySince stays the last time it turned ready');
+  assert.match(gone.message ?? '', /^readiness probe failed 1 times: exec test -f .*: exit code 1$/);
+});
+
+test('a failing liveness probe kills the unit gracefully: Terminating, then Failed/LivenessProbeFailed, pid gone from /proc', async (t) => {
+  const h = harness(t);
+  const port = await freePort();
+  // A server whose /healthz answers 500 and which ignores SIGTERM: killed after its grace period (spec.gracePeriodMs).
+  const server = `process.on('SIGTERM', () => {}); require('http').createServer((q, s) => { s.statusCode = q.url === '/healthz' ? 500 : 200; s.end(); }).listen(Number(process.env.PORT), '127.0.0.1')`;
+  h.start('web-3', [process.execPath, '-e', server], {
+    env: [{ name: 'PORT', value: String(port) }],
+    gracePeriodMs: 300,
+    probes: {
+      liveness: probe({ httpGet: { path: '/healthz', port } }, { initialDelaySeconds: 1, failureThreshold: 2 }),
+      readiness: probe({ httpGet: { path: '/', port } }),
+    },
+  });
+  const running = await h.until('Running', (r) => r.name === 'web-3' && r.phase === 'Running');
+  const pid = running.pid!;
+  h.pids.add(pid);
+  await h.until('ready', (r) => r.name === 'web-3' && r.ready === true);
+  const terminating = await h.until('Terminating', (r) => r.name === 'web-3' && r.phase === 'Terminating');
+  assert.equal(terminating.ready, false);
+  assert.equal(terminating.reason, 'LivenessProbeFailed');
+  assert.equal(terminating.message, `liveness probe failed 2 times: HTTP GET :${port}/healthz: 500`);
+  const tTerm = Date.now();
+  assert.ok(pidAlive(pid), 'SIGTERM is ignored: alive during the grace period');
+  const failed = await h.until('Failed', (r) => r.name === 'web-3' && r.phase === 'Failed');
+  assert.ok(Date.now() - tTerm >= 200, 'SIGKILL waited for the grace period');
+  assert.equal(failed.reason, 'LivenessProbeFailed');
+  assert.equal(failed.message, `liveness probe failed 2 times: HTTP GET :${port}/healthz: 500; killed after grace period 300ms`);
+  assert.equal(failed.signal, 'SIGKILL');
+  assert.equal(failed.ready, false);
+  await waitUntil(() => !pidAlive(pid), 1000, 'the pid to leave /proc');
+
+  // A unit that honours SIGTERM ends within the grace period: the message is the probe's alone.
+  h.start('web-4', ['sleep', '30'], { probes: { liveness: execProbe(['false'], { failureThreshold: 2 }) } });
+  const r4 = await h.until('Running', (r) => r.name === 'web-4' && r.phase === 'Running');
+  const f4 = await h.until('Failed', (r) => r.name === 'web-4' && r.phase === 'Failed');
+  assert.equal(f4.reason, 'LivenessProbeFailed');
+  assert.equal(f4.message, 'liveness probe failed 2 times: exec false: exit code 1');
+  assert.equal(f4.signal, 'SIGTERM');
+  assert.ok(!pidAlive(r4.pid!));
+});
+
+test('a startup probe that never succeeds kills the unit; readiness and liveness never ran meanwhile', async (t) => {
+  const h = harness(t);
+  const marker = path.join(h.stateDir, 'liveness-ran');
+  h.start('web-5', ['sleep', '30'], {
+    probes: {
+      startup: execProbe(['false'], { failureThreshold: 2 }),
+      readiness: execProbe(['true']),
+      liveness: execProbe(['touch', marker], { failureThreshold: 1 }),
+    },
+  });
+  const running = await h.until('Running', (r) => r.name === 'web-5' && r.phase === 'Running');
+  const failed = await h.until('Failed', (r) => r.name === 'web-5' && r.phase === 'Failed');
+  assert.equal(failed.reason, 'LivenessProbeFailed');
+  assert.equal(failed.message, 'startup probe failed 2 times: exec false: exit code 1');
+  assert.ok(!h.reports.some((r) => r.name === 'web-5' && r.ready), 'never ready');
+  assert.equal(fs.existsSync(marker), false, 'the liveness probe never ran');
+  await waitUntil(() => !pidAlive(running.pid!), 1000, 'the pid to leave /proc');
+});
+
+test('probe processes do not outlive their unit: stopping the unit, or closing the supervisor, kills a probe in flight', async (t) => {
+  const h = harness(t);
+  // Readiness probes that take far longer than the test: in flight until killed.
+  h.start('web-6', ['sleep', '30'], { probes: { readiness: execProbe(['sleep', '46'], { timeoutSeconds: 60 }) } });
+  h.start('web-7', ['sleep', '31'], { probes: { liveness: execProbe(['sleep', '47'], { timeoutSeconds: 60 }) } });
+  await waitUntil(() => h.ourChildren('sleep 46').length === 1 && h.ourChildren('sleep 47').length === 1, 4000, 'both probes to run');
+  const [probe6] = h.ourChildren('sleep 46');
+  const [probe7] = h.ourChildren('sleep 47');
+  h.pids.add(probe6);
+  h.pids.add(probe7);
+  assert.equal(readStat(probe6)?.pgid, probe6, 'a probe runs in its own process group');
+  const unit6 = h.sup.get('web-6')!.pid!;
+  const final = await h.sup.stop('web-6', 2000)!;
+  assert.equal(final.reason, 'Terminated');
+  await waitUntil(() => !pidAlive(probe6), 1000, 'the probe of the stopped unit to die');
+  assert.ok(!pidAlive(unit6));
+  assert.ok(pidAlive(probe7), 'the other unit keeps probing');
+  // A unit that ends on its own takes its probe with it as well.
+  const unit7 = h.sup.get('web-7')!.pid!;
+  process.kill(unit7, 'SIGKILL');
+  const f7 = await h.until('Failed', (r) => r.name === 'web-7' && r.phase === 'Failed');
+  assert.equal(f7.reason, 'Error');
+  await waitUntil(() => !pidAlive(probe7), 1000, 'the probe of the dead unit to die');
+
+  // close() stops the probes of whatever still runs.
+  h.start('web-8', ['sleep', '32'], { probes: { readiness: execProbe(['sleep', '48'], { timeoutSeconds: 60 }) } });
+  await waitUntil(() => h.ourChildren('sleep 48').length === 1, 4000, 'the probe to run');
+  const [probe8] = h.ourChildren('sleep 48');
+  h.pids.add(probe8);
+  h.sup.close();
+  await waitUntil(() => !pidAlive(probe8), 2000, 'the probe to die on close');
+});
