@@ -139,7 +139,12 @@ export function runProbe(probe: Probe, exec: ExecContext, done: (outcome: ProbeO
   if (probe.exec) return runExecProbe(probe.exec.command, timeoutMs, exec, done);
   if (probe.httpGet) return runHttpProbe(probe.httpGet.port, probe.httpGet.path, timeoutMs, done);
   if (probe.tcpSocket) return runTcpProbe(probe.tcpSocket.port, timeoutMs, done);
-  const t = setImmediate(() => done({ ok: false, detail: 'probe has no handler' }));
+  return failSoon({ ok: false, detail: 'probe has no handler' }, done);
+}
+
+/** An outcome known at once, delivered asynchronously like every other. */
+function failSoon(outcome: ProbeOutcome, done: (outcome: ProbeOutcome) => void): CancelProbe {
+  const t = setImmediate(() => done(outcome));
   return () => clearImmediate(t);
 }
 
@@ -158,14 +163,7 @@ export function runExecProbe(argv: string[], timeoutMs: number, ctx: ExecContext
   const cached = ctx.resolved?.get(program);
   const resolved = cached !== undefined ? { ok: true as const, path: cached } : resolveExecutable(program, ctx.env.PATH ?? '', ctx.cwd);
   if (resolved.ok) ctx.resolved?.set(program, resolved.path);
-  else {
-    // Asynchronously, like every other outcome.
-    const t = setImmediate(() => finish(false, `spawn ${program} ${resolved.errno}`));
-    return () => {
-      finished = true;
-      clearImmediate(t);
-    };
-  }
+  else return failSoon({ ok: false, detail: `${what}: spawn ${program} ${resolved.errno}` }, done);
   // setpriv execvp's the program with the same PATH and cwd, so the program sees its argv as given.
   const file = ctx.setprivPath ?? resolved.path;
   const args = ctx.setprivPath ? ['--pdeathsig', 'KILL', '--', ...argv] : argv.slice(1);
@@ -173,11 +171,8 @@ export function runExecProbe(argv: string[], timeoutMs: number, ctx: ExecContext
   try {
     child = spawn(file, args, { cwd: ctx.cwd, env: ctx.env, detached: true, stdio: 'ignore', argv0: ctx.setprivPath ? undefined : program });
   } catch (err) {
-    const t = setImmediate(() => finish(false, `spawn ${program}: ${(err as Error).message}`));
-    return () => {
-      finished = true;
-      clearImmediate(t);
-    };
+    // Synchronous refusals: NUL bytes in argv or env, and the like.
+    return failSoon({ ok: false, detail: `${what}: spawn ${program}: ${(err as Error).message}` }, done);
   }
   const pgid = child.pid;
   if (pgid !== undefined) ctx.trackGroup?.(pgid);
@@ -214,14 +209,20 @@ export function runExecProbe(argv: string[], timeoutMs: number, ctx: ExecContext
 export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, done: (outcome: ProbeOutcome) => void): CancelProbe {
   const what = `HTTP GET :${port}${urlPath}`;
   let finished = false;
-  const req = http.request({
-    host: '127.0.0.1',
-    port,
-    path: urlPath,
-    method: 'GET',
-    agent: false,
-    headers: { 'User-Agent': 'mo-probe/1', Accept: '*/*', Connection: 'close' },
-  });
+  let req: http.ClientRequest;
+  try {
+    req = http.request({
+      host: '127.0.0.1',
+      port,
+      path: urlPath,
+      method: 'GET',
+      agent: false,
+      headers: { 'User-Agent': 'mo-probe/1', Accept: '*/*', Connection: 'close' },
+    });
+  } catch (err) {
+    // A path Node refuses to send (a space, a control character): a failure, never a crash.
+    return failSoon({ ok: false, detail: `${what}: ${(err as Error).message}` }, done);
+  }
   const finish = (ok: boolean, detail: string): void => {
     if (finished) return;
     finished = true;
@@ -248,7 +249,12 @@ export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, d
 export function runTcpProbe(port: number, timeoutMs: number, done: (outcome: ProbeOutcome) => void): CancelProbe {
   const what = `TCP :${port}`;
   let finished = false;
-  const socket = net.connect({ host: '127.0.0.1', port });
+  let socket: net.Socket;
+  try {
+    socket = net.connect({ host: '127.0.0.1', port });
+  } catch (err) {
+    return failSoon({ ok: false, detail: `${what}: ${(err as Error).message}` }, done);
+  }
   const finish = (ok: boolean, detail: string): void => {
     if (finished) return;
     finished = true;

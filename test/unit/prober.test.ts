@@ -276,6 +276,10 @@ test('httpGet: 200-399 succeed, 500 fails with the status, refused and timeouts 
   const refused = await outcome((done) => runHttpProbe(closed, '/healthz', 1000, done));
   assert.equal(refused.ok, false);
   assert.match(refused.detail, new RegExp(`^HTTP GET :${closed}/healthz: connect ECONNREFUSED`));
+  // A path Node will not send is a failed probe, not a crash of the agent.
+  const bad = await outcome((done) => runHttpProbe(port, '/a b', 1000, done));
+  assert.equal(bad.ok, false);
+  assert.match(bad.detail, new RegExp(`^HTTP GET :${port}/a b: .*unescaped`, 'i'));
   const t0 = Date.now();
   const slow = await outcome((done) => runHttpProbe(port, '/hang', 300, done));
   assert.equal(slow.ok, false);
@@ -318,6 +322,8 @@ test('exec: exit 0 succeeds, other exits fail, a missing program fails with ENOE
   // Same cwd and env as the unit.
   assert.equal((await outcome((done) => runExecProbe(['sh', '-c', `[ "$PWD" = "${dir}" ] && [ "$MARK" = x ]`], 1000, ctx, done))).ok, true);
   assert.deepEqual(await outcome((done) => runExecProbe(['sleeeep', '1'], 1000, ctx, done)), { ok: false, detail: 'exec sleeeep 1: spawn sleeeep ENOENT' });
+  const nul = await outcome((done) => runExecProbe(['true', 'a\0b'], 1000, ctx, done));
+  assert.equal(nul.ok, false, 'an argv Node refuses is a failed probe, not a crash');
   assert.equal(tracked.length, 3, 'every spawned probe group went to the guard');
   assert.deepEqual(untracked, tracked, 'and came back from it once the probe ended');
 
