@@ -45,6 +45,7 @@ function grouped(units: readonly string[], detail: Readonly<Record<string, strin
 }
 
 export function formatDiff(d: DeploymentDiff): string {
+  if (d.rollout && (d.create > 0 || d.remove.length > 0)) return formatRollout(d);
   const head = d.deleted
     ? `${d.deployment}: deleted`
     : `${d.deployment}: desired=${d.desired} live=${d.live}${d.unscheduled > 0 ? ` unscheduled=${d.unscheduled}` : ''}`;
@@ -61,8 +62,27 @@ export function formatDiff(d: DeploymentDiff): string {
   if (d.lost.length > 0) causes.push(`lost: ${grouped(d.lost, d.detail, false)}`);
   if (d.crashed.length > 0) causes.push(`crashed: ${grouped(d.crashed, d.detail, false)}`);
   if (d.completed.length > 0) causes.push(`completed: ${grouped(d.completed, d.detail, false)}`);
+  if (d.backoff.length > 0) causes.push(`CrashLoopBackOff: ${grouped(d.backoff, d.detail, false)}`);
 
   if (parts.length === 0 && causes.length === 0) return `${head} -> no action -- observed already matches desired`;
   const action = parts.length > 0 ? parts.join(', ') : 'no action';
   return `${head} -> ${action}${causes.length > 0 ? ` (${causes.join('; ')})` : ''}`;
+}
+
+/**
+ * A rollout step, in the words a user follows it by:
+ *   web: rollout to revision 3: 2/5 updated, 4 available (min 4); starting 1, stopping web-7
+ */
+function formatRollout(d: DeploymentDiff): string {
+  const r = d.rollout!;
+  const head = `${d.deployment}: rollout to revision ${r.revision}${r.strategy === 'Recreate' ? ' (Recreate)' : ''}: ${r.updated}/${d.desired} updated, ${r.available} available (min ${r.minAvailable}), ${r.alive} alive (max ${r.maxAlive})`;
+  const steps: string[] = [];
+  if (r.starting > 0) steps.push(`starting ${r.starting}`);
+  if (r.stopping.length > 0) steps.push(`stopping ${r.stopping.join(', ')}`);
+  if (d.deferred > 0) steps.push(`${d.deferred} deferred by rate limit`);
+  const causes: string[] = [];
+  if (d.lost.length > 0) causes.push(`lost: ${grouped(d.lost, d.detail, false)}`);
+  if (d.crashed.length > 0) causes.push(`crashed: ${grouped(d.crashed, d.detail, false)}`);
+  if (d.backoff.length > 0) causes.push(`CrashLoopBackOff: ${grouped(d.backoff, d.detail, false)}`);
+  return `${head}; ${steps.join(', ')}${causes.length > 0 ? ` (${causes.join('; ')})` : ''}`;
 }

@@ -180,8 +180,9 @@ function compareStrings(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** Why a unit finished, short: 'exit 1', 'signal SIGKILL', 'SpawnFailed: ENOENT ...'. */
+/** Why a unit finished, short: 'exit code 1 after 0.02s', 'StartError: spawn sleeeep ENOENT', 'signal SIGKILL'. */
 function finishDetail(r: UnitReport): string {
+  if (r.message) return r.reason === 'Error' || r.reason === 'Completed' || !r.reason ? r.message : `${r.reason}: ${r.message}`;
   const parts: string[] = [];
   if (r.signal) parts.push(`signal ${r.signal}`);
   else if (r.exitCode !== undefined) parts.push(`exit ${r.exitCode}`);

@@ -39,7 +39,7 @@ test('mo drives a real cluster: apply, get, describe with the decision, scale, c
     return g.code === 0 && JSON.parse(g.out).items.filter((u: any) => u.status.phase === 'Running').length === 3;
   }, 15000, 200);
   r = await mo(c, ['get', 'units']);
-  assert.match(r.out.split('\n')[0], /NAME\s+DEPLOYMENT\s+STATUS\s+NODE\s+PID/);
+  assert.match(r.out.split("\n")[0], /NAME\s+DEPLOYMENT\s+READY\s+STATUS\s+NODE\s+PID/);
   assert.equal(r.out.trim().split('\n').length, 4);
 
   r = await mo(c, ['describe', 'unit', 'web-1']);
