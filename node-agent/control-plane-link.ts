@@ -34,6 +34,8 @@ export interface LinkHandlers {
   onOpen: (link: ControlPlaneLink) => void;
   onMessage: (link: ControlPlaneLink, msg: ControlPlaneMessage) => void;
   log: (line: string) => void;
+  /** An open connection closed (the link reconnects by itself); frames sent on it are gone. */
+  onClose?: (link: ControlPlaneLink) => void;
 }
 
 export class ControlPlaneLink {
@@ -76,6 +78,17 @@ export class ControlPlaneLink {
       return false;
     }
     ws.send(encodeMessage(msg));
+    return true;
+  }
+
+  /**
+   * Send one frame and be told when it left for the socket (err: it never
+   * will): the log streams' backpressure. False when not connected.
+   */
+  sendLog(msg: AgentMessage, onWritten: (err?: Error) => void): boolean {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    ws.send(encodeMessage(msg), (err) => onWritten(err ?? undefined));
     return true;
   }
 
@@ -156,6 +169,7 @@ export class ControlPlaneLink {
           const reason = reasonBuf.toString().slice(0, 120);
           this.handlers.log(`lost connection to ${this.name} (code ${code}${reason ? `: ${reason}` : ''}); reconnecting`);
         }
+        this.handlers.onClose?.(this);
         markClosed();
       });
       ws.on('open', () => {

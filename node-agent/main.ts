@@ -22,6 +22,8 @@ import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
 import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
+import { LogStreams } from './runtime/log-streams.ts';
+import { LogDirectory } from './runtime/unit-log.ts';
 
 const MiB = 1024 * 1024;
 
@@ -58,6 +60,8 @@ function main(): void {
   const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels };
   const core = new AgentCore(node, process.pid);
   const links: ControlPlaneLink[] = [];
+  // Unit logs (runtime/unit-log.ts) and the log-open streams reading them.
+  const logStreams = new LogStreams({ directory: LogDirectory.for(`${config.stateDir}/units`), nodeName: config.name });
   let shuttingDown = false;
 
   const broadcast = (msg: Parameters<ControlPlaneLink['send']>[0]) => {
@@ -207,6 +211,12 @@ function main(): void {
       case 'forget':
         onCommand(link, msg);
         return;
+      case 'log-open':
+        logStreams.open(link, msg);
+        return;
+      case 'log-close':
+        logStreams.close(link, msg.requestId);
+        return;
     }
   }
 
@@ -224,6 +234,7 @@ function main(): void {
       onOpen: (l) => {
         l.send(core.hello(supervisor.list()));
       },
+      onClose: (l) => logStreams.closeConnection(l),
     });
     links.push(link);
   }

@@ -283,7 +283,7 @@ export class UnitSupervisor {
 
     const log = rec.log;
     child.stdout?.on('data', (chunk: Buffer) => log.write(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => log.write(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => log.write(chunk, 'stderr'));
     child.on('close', () => log.close());
     child.once('spawn', () => {
       if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
@@ -419,7 +419,7 @@ export class UnitSupervisor {
     }
   }
 
-  /** Drop a finished unit's record and its log files. */
+  /** Drop a finished unit's record (its log files stay until log retention removes them). */
   forget(name: string): ForgetResult {
     const rec = this.units.get(name);
     if (!rec) return 'unknown';
@@ -489,8 +489,9 @@ export class UnitSupervisor {
     if (i >= 0) this.finishedOrder.splice(i, 1);
     rec.child?.stdout?.destroy();
     rec.child?.stderr?.destroy();
-    if (rec.log) rec.log.remove();
-    else fs.rmSync(this.logPath(name), { force: true });
+    // The log stays readable (mo logs of a crashed or forgotten unit): the
+    // node's log retention (unit-log.ts) decides when it goes.
+    rec.log?.close();
   }
 
   private emit(rec: UnitRecord, change: UnitChange = 'phase'): void {

@@ -294,7 +294,8 @@ test('a unit gets only a minimal environment plus its own variables and MO_UNIT_
   h.start('env-1', ['sh', '-c', 'env | sort'], [{ name: 'GREETING', value: 'hello' }]);
   await h.next('env-1', 'Succeeded');
   await waitUntil(() => fs.readFileSync(h.sup.logPath('env-1'), 'utf8').includes('PATH='), 2000, 'log output');
-  const lines = fs.readFileSync(h.sup.logPath('env-1'), 'utf8').split('\n');
+  // Records are `<RFC 3339 time> <stdout|stderr> <text>` (unit-log.ts): keep the text.
+  const lines = fs.readFileSync(h.sup.logPath('env-1'), 'utf8').split('\n').map((l) => l.replace(/^\S+ stdout /, ''));
   assert.ok(lines.includes('GREETING=hello'));
   assert.ok(lines.includes('MO_UNIT_NAME=env-1'));
   assert.ok(lines.includes('MO_NODE_NAME=node-t'));
@@ -316,12 +317,13 @@ test('a unit log file stays bounded and keeps the newest output', async (t) => {
   assert.ok(size <= maxLogBytes, `log is ${size} bytes`);
   assert.ok(rotated <= maxLogBytes, `rotated log is ${rotated} bytes`);
   const text = fs.readFileSync(logPath, 'utf8');
-  assert.ok(text.includes('err-line'), 'stderr goes to the same log');
+  assert.match(text, /^\S+Z stderr err-line$/m, 'stderr goes to the same log, tagged');
+  assert.match(text, /^\S+Z stdout THE-END$/m);
   assert.ok(!text.includes('line 0 ') && !fs.readFileSync(`${logPath}.1`, 'utf8').includes('line 0 '), 'the oldest output was dropped');
-  // forget() removes the record and the files.
+  // forget() removes the record; the log stays readable until node-wide retention removes it.
   assert.equal(h.sup.forget('noisy-1'), 'forgotten');
-  assert.equal(fs.existsSync(logPath), false);
   assert.equal(h.sup.get('noisy-1'), undefined);
+  assert.ok(fs.readFileSync(logPath, 'utf8').includes('THE-END'), 'the log of a forgotten unit is still there');
 });
 
 test('forget refuses a live unit and reports an unknown one', async (t) => {
