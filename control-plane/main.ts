@@ -182,12 +182,20 @@ async function main(): Promise<void> {
         break;
       case 'unit': {
         const u = c.unit;
-        if (c.previous?.phase === u.phase) break;
-        const what =
-          u.phase === 'Running' ? `Running pid=${u.pid}` : u.phase === 'Failed' || u.phase === 'Succeeded' ? `${u.phase} (${u.signal ? 'signal ' + u.signal : 'exit code ' + u.exitCode}${u.reason ? ', ' + u.reason : ''})` : u.phase;
+        if (c.previous?.phase === u.phase) {
+          // Readiness changes (probes) are news too; a first ready on start is not.
+          if (u.phase === 'Running' && c.previous.ready !== u.ready && (c.previous.ready !== undefined || !u.ready)) {
+            narrate(`unit ${u.name} on ${c.node}: ${u.ready ? 'Ready' : `NotReady${u.message ? `: ${u.message}` : ''}`}`);
+            if (!u.ready) events.record('Warning', 'Unhealthy', 'Unit', u.name, `not ready on ${c.node}${u.message ? `: ${u.message}` : ''}`);
+          }
+          break;
+        }
+        const ended = u.phase === 'Failed' || u.phase === 'Succeeded';
+        const how = u.message ?? (u.signal ? `signal ${u.signal}` : `exit code ${u.exitCode}`);
+        const what = u.phase === 'Running' ? `Running pid=${u.pid}` : ended ? `${u.phase} (${u.reason ? `${u.reason}: ` : ''}${how})` : u.phase;
         if (u.phase !== 'Pending') narrate(`unit ${u.name} on ${c.node}: ${what}`);
         if (u.phase === 'Running') events.record('Normal', 'Started', 'Unit', u.name, `started on ${c.node} with pid ${u.pid}`);
-        if (u.phase === 'Failed') events.record('Warning', 'Crashed', 'Unit', u.name, `exited on ${c.node}: ${u.signal ? 'signal ' + u.signal : 'exit code ' + u.exitCode}`);
+        if (u.phase === 'Failed') events.record('Warning', u.reason === 'LivenessProbeFailed' ? 'Killing' : 'Crashed', 'Unit', u.name, `${u.reason ?? 'failed'} on ${c.node}: ${how}`);
         break;
       }
       case 'unit-gone':

@@ -103,7 +103,18 @@ export class NodeRegistry {
     const n = this.nodes.get(node);
     if (!n) return;
     const prev = n.units.get(u.name);
-    if (prev && prev.phase === u.phase && prev.pid === u.pid && prev.exitCode === u.exitCode && prev.signal === u.signal) return;
+    if (
+      prev &&
+      prev.phase === u.phase &&
+      prev.pid === u.pid &&
+      prev.exitCode === u.exitCode &&
+      prev.signal === u.signal &&
+      prev.ready === u.ready &&
+      prev.reason === u.reason &&
+      prev.message === u.message
+    ) {
+      return;
+    }
     n.units.set(u.name, u);
     this.emit({ type: 'unit', node, unit: u, previous: prev });
   }
