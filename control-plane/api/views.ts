@@ -303,5 +303,8 @@ export function eventView(e: ClusterEvent): ApiObject {
     involvedObject: e.involvedObject,
     source: e.source,
     timestamp: iso(e.timestamp),
+    count: e.count,
+    firstTimestamp: iso(e.firstTimestamp),
+    lastTimestamp: iso(e.timestamp),
   };
 }

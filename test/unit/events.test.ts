@@ -1,0 +1,46 @@
+// test/unit/events.test.ts -- the event log's bounds: equal events are
+// counted rather than repeated, and one owner (a crash-looping deployment
+// whose units get new names every round) cannot push out other objects'
+// events however long it runs.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { EventLog, MAX_EVENTS, MAX_EVENTS_PER_OWNER, eventOwner } from '../../control-plane/events.ts';
+
+test('an event equal to one already kept is counted, with its first and last time, and moves to the end', () => {
+  let now = 1000;
+  const log = new EventLog('cp-1', () => now);
+  log.record('Warning', 'Unhealthy', 'Unit', 'web-1', 'readiness probe failed');
+  now = 2000;
+  log.record('Normal', 'Started', 'Unit', 'web-2', 'started');
+  now = 3000;
+  const again = log.record('Warning', 'Unhealthy', 'Unit', 'web-1', 'readiness probe failed');
+  const list = log.list();
+  assert.equal(list.length, 2);
+  assert.deepEqual(list[1], again);
+  assert.equal(again.count, 2);
+  assert.equal(again.firstTimestamp, 1000);
+  assert.equal(again.timestamp, 3000);
+});
+
+test("a deployment crash-looping for 10,000 rounds keeps at most MAX_EVENTS_PER_OWNER events and never pushes out another deployment's", () => {
+  const log = new EventLog('cp-1', () => 0);
+  log.record('Normal', 'Scheduled', 'Unit', 'good-1', 'assigned good-1 to node-a');
+  log.record('Normal', 'Started', 'Unit', 'good-1', 'started on node-a');
+  for (let i = 1; i <= 10_000; i++) {
+    log.record('Normal', 'Scheduled', 'Unit', `bad-${i}`, `assigned bad-${i} to node-b`);
+    log.record('Warning', 'BackOff', 'Unit', `bad-${i}`, `Back-off ${i}s restarting failed unit bad-${i}`);
+  }
+  const list = log.list();
+  assert.ok(list.length <= MAX_EVENTS);
+  assert.equal(list.filter((e) => e.involvedObject.name.startsWith('bad-')).length, MAX_EVENTS_PER_OWNER);
+  assert.ok(list.some((e) => e.involvedObject.name === 'good-1' && e.reason === 'Scheduled'), "good-1's first event is still there");
+  assert.ok(list.some((e) => e.involvedObject.name === 'bad-10000'), 'the newest of the loop is kept');
+});
+
+test('owners: a unit belongs to its deployment, other objects to themselves', () => {
+  assert.equal(eventOwner('Unit', 'web-17'), 'Deployment/web');
+  assert.equal(eventOwner('Unit', 'my-app-3'), 'Deployment/my-app');
+  assert.equal(eventOwner('Deployment', 'web'), 'Deployment/web');
+  assert.equal(eventOwner('Node', 'node-a'), 'Node/node-a');
+});
