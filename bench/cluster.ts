@@ -24,7 +24,7 @@ export const pct = (xs: number[], p: number): number => {
 };
 
 /** Follow the units watch stream; resolve waiters when a predicate holds. */
-class UnitWatch {
+export class UnitWatch {
   readonly units = new Map<string, any>();
   private waiters: Array<{ pred: () => boolean; resolve: (t: number) => void }> = [];
   private ac = new AbortController();
@@ -75,7 +75,7 @@ class UnitWatch {
   }
 }
 
-const BIG_NODES: NodeInfo[] = ['node-a', 'node-b', 'node-c', 'node-d'].map((name) => ({ name, capacity: { cpu: 64000, memory: 65536 }, taints: [], labels: {} }));
+export const BIG_NODES: NodeInfo[] = ['node-a', 'node-b', 'node-c', 'node-d'].map((name) => ({ name, capacity: { cpu: 64000, memory: 65536 }, taints: [], labels: {} }));
 
 async function plainSpawn(n: number): Promise<number> {
   const t0 = performance.now();

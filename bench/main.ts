@@ -1,12 +1,13 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
 // printed beside its target. Run on an otherwise idle machine; `--only NAME`
 // runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
-// failover, writes, catch-up).
+// failover, writes, catch-up, rollout, probes, crashloop).
 
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cluster.ts';
 import { benchCatchUp, benchFailover, benchWrites } from './raft.ts';
+import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
@@ -84,6 +85,30 @@ if (want('catch-up')) {
   console.log('\n== a restarted replica 10,000 entries behind catching up ==');
   const r = await benchCatchUp(10000);
   const line = `catch-up of ${r.entries} entries: ${f(r.catchUpMs, 0)} ms from restart to applied`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('rollout')) {
+  console.log('\n== rolling update of 100 units (25%/25%) vs applying 100 fresh units, same cluster ==');
+  const r = await benchRollout(100);
+  const line = `rollout of ${r.units} units: ${f(r.rolloutMs, 0)} ms until all run the new revision, ready, old ones gone; fresh apply of ${r.units}: ${f(r.freshMs, 0)} ms until all ready; ratio ${f(r.ratio, 2)} (a rollout is N creates plus N stops in steps of maxSurge/maxUnavailable)`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('probes')) {
+  console.log('\n== agent CPU with 100 units under 1 s exec readiness probes vs the same units without probes (10 s window) ==');
+  const r = await benchProbeCpu(100);
+  const line = `agent CPU with ${r.units} units: ${f(r.withProbesPct)}% of a core with 1 s exec probes (agent + its probe processes), ${f(r.withoutPct)}% without probes`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('crashloop')) {
+  console.log('\n== 60 s of crash loops (false x3, a typo x2) beside a healthy deployment ==');
+  const r = await benchCrashLoop(60);
+  const line = `crash loop for ${r.seconds} s: bad made ${r.badUnits} units, typo ${r.typoUnits} (back-off 1 s doubling to 60 s); leader CPU ${f(r.leaderCpuPct)}% of a core, RSS ${f(r.leaderRssMiB)} MiB, Raft data ${f(r.raftBytes / 1024, 0)} KiB, ${r.events} events kept; a healthy unit's kill -9 replaced in ${f(r.healMs, 0)} ms meanwhile`;
   console.log(line);
   summary.push(line);
 }
