@@ -4,6 +4,7 @@
 // scores), for a node and a deployment their units, and for every object
 // its recent events.
 
+import { unitStatus } from '../format.ts';
 import { expectPositionals, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { RequestError } from '../errors.ts';
@@ -142,11 +143,14 @@ async function describeUnit(ctx: Context, name: string): Promise<string> {
   let out = fields([
     ['Name', show(u.metadata?.name)],
     ['Deployment', show(u.spec?.deployment)],
+    ['Revision', show(u.spec?.revision)],
     ['Node', show(u.spec?.nodeName)],
     ['Status', show(u.status?.phase)],
+    ['Ready', u.status?.ready ? 'True' : 'False'],
     ['PID', show(u.status?.pid)],
     ['Exit Code', show(u.status?.exitCode)],
     ['Reason', show(u.status?.reason)],
+    ...(u.status?.message ? ([['Message', u.status.message]] as Field[]) : []),
     ['Requests', `cpu=${cpu(u.spec?.resources?.cpu)}, memory=${memory(u.spec?.resources?.memory)}`],
     ...(u.spec?.command ? ([['Command', u.spec.command.join(' ')]] as Field[]) : []),
     ['Created', when(u.metadata?.creationTimestamp, now)],
@@ -213,9 +217,22 @@ async function describeDeployment(ctx: Context, name: string): Promise<string> {
     ['Name', show(d.metadata?.name)],
     ['Created', when(d.metadata?.creationTimestamp, now)],
     ['Generation', `${show(d.metadata?.generation)} (observed ${show(d.status?.observedGeneration)})`],
+    ['Revision', show(d.metadata?.annotations?.['deployment.kubernetes.io/revision'])],
     [
       'Replicas',
-      `${d.spec?.replicas ?? 0} desired | ${d.status?.replicas ?? 0} current | ${d.status?.readyReplicas ?? 0} ready`,
+      `${d.spec?.replicas ?? 0} desired | ${d.status?.updatedReplicas ?? 0} updated | ${d.status?.replicas ?? 0} total | ${d.status?.availableReplicas ?? 0} available | ${d.status?.unavailableReplicas ?? 0} unavailable${d.status?.crashLoopBackOff ? ` | ${d.status.crashLoopBackOff} in CrashLoopBackOff` : ''}`,
+    ],
+    [
+      'Strategy',
+      d.spec?.strategy?.type === 'Recreate'
+        ? 'Recreate'
+        : `RollingUpdate (max surge ${show(d.spec?.strategy?.rollingUpdate?.maxSurge)}, max unavailable ${show(d.spec?.strategy?.rollingUpdate?.maxUnavailable)})`,
+    ],
+    ['MinReadySeconds', show(d.spec?.minReadySeconds ?? 0)],
+    ['Progress Deadline', `${show(d.spec?.progressDeadlineSeconds)}s${d.spec?.paused ? ' (paused)' : ''}`],
+    [
+      'Conditions',
+      (d.status?.conditions ?? []).map((x) => `${x.type}=${x.status} (${x.reason}): ${x.message}`).join('; ') || NONE,
     ],
     ['Container', show(c?.name)],
     ['Command', containerCommand(d).join(' ') || NONE],
@@ -232,10 +249,12 @@ async function describeDeployment(ctx: Context, name: string): Promise<string> {
     const units = await unitsWhere(ctx, (u) => u.spec?.deployment === name);
     if (units.length === 0) return '';
     return table(
-      ['NAME', 'STATUS', 'NODE', 'PID', 'AGE'],
+      ['NAME', 'REVISION', 'READY', 'STATUS', 'NODE', 'PID', 'AGE'],
       units.map((u) => [
         show(u.metadata?.name),
-        show(u.status?.phase),
+        show(u.spec?.revision),
+        u.status?.ready ? '1/1' : '0/1',
+        unitStatus(u),
         show(u.spec?.nodeName),
         show(u.status?.pid),
         age(u.metadata?.creationTimestamp, now),
