@@ -12,6 +12,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import type { NodeRegistry } from './registry/node-registry.ts';
+import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 
 export const HELLO_TIMEOUT_MS = 5000;
 
@@ -30,6 +31,8 @@ export interface AgentServerDeps {
 export class AgentServer {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   private readonly sockets = new Map<string, WebSocket>();
+  /** Log streams asked of agents (log-requests.ts): log-data/log-end routed by requestId. */
+  private readonly logs = new LogRequests<WebSocket>((ws, msg) => this.sendTo(ws, msg));
 
   constructor(private readonly deps: AgentServerDeps) {}
 
@@ -56,6 +59,7 @@ export class AgentServer {
     }, HELLO_TIMEOUT_MS);
     ws.on('error', (err) => this.deps.log(`agent ${node ?? peer}: socket error: ${err.message}`));
     ws.on('close', () => {
+      this.logs.connectionClosed(ws);
       clearTimeout(helloTimer);
       if (node && this.sockets.get(node) === ws) {
         this.sockets.delete(node);
@@ -93,6 +97,9 @@ export class AgentServer {
           this.deps.log(`agent ${node} refused command ${msg.commandId}: ${msg.reason}`);
           this.deps.onRefused?.(node!, msg.commandId, msg.reason);
           return;
+        case 'log-data':
+        case 'log-end':
+          return this.logs.receive(ws, msg);
       }
     });
   }
@@ -117,6 +124,18 @@ export class AgentServer {
   /** Tell every connected agent about a leadership change (fencing). */
   broadcastLeader(term: number, leaderId: string | null): void {
     for (const ws of this.sockets.values()) this.sendTo(ws, { v: 1, type: 'leader', term, leaderId });
+  }
+
+  /** Ask a node's agent for a unit's log over this replica's connection; an error string if not connected. */
+  openLog(node: string, params: LogParams, handlers: LogRequestHandlers): LogHandle | string {
+    const ws = this.sockets.get(node);
+    if (!ws) return `node ${node}'s agent is not connected to ${this.deps.replicaId}`;
+    return this.logs.start(ws, node, params, handlers);
+  }
+
+  /** Nodes whose agent is connected to this replica. */
+  connectedNodes(): string[] {
+    return [...this.sockets.keys()];
   }
 
   connected(node: string): boolean {

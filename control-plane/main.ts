@@ -23,6 +23,7 @@ import { Scheduler } from './scheduler/index.ts';
 import { RaftStore, SNAPSHOT_EVERY_ENTRIES } from './store/raft-store.ts';
 import { NoQuorumError, type ReplicatedStore } from './store/store.ts';
 import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
+import { serveUnitLog } from './api/logs.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -255,6 +256,8 @@ async function main(): Promise<void> {
       return () => changeListeners.delete(fn);
     },
     terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
+    unitLog: (req, res, name, query) =>
+      serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
   });
   const replicaStatus = () => {
     const s = store.status();

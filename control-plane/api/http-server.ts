@@ -50,6 +50,8 @@ export interface ApiDeps {
   forward?: (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => Promise<boolean>;
   /** A change signal for watch streams (desired or observed state changed). */
   subscribe: (fn: () => void) => () => void;
+  /** GET /v1/units/NAME/log, answered by this replica itself (api/logs.ts). */
+  unitLog?: (req: http.IncomingMessage, res: http.ServerResponse, name: string, query: URLSearchParams) => Promise<void>;
   /** On the leader: stop a deleted unit with the grace period the user asked for. */
   terminateUnit?: (unit: string, node: string, gracePeriodMs: number, reason: string) => void;
 }
@@ -165,6 +167,8 @@ export class ApiServer {
     if (parts[0] !== 'v1') throw new HttpError(404, `no such path ${url.pathname}`);
     if (parts[1] === 'replica' && parts.length === 2) return sendJson(res, 200, this.deps.replicaStatus());
     if (parts[1] === 'cluster' && parts.length === 2) return sendJson(res, 200, await this.deps.clusterStatus());
+    // Logs come from this replica's own agent connections: not forwarded to the leader.
+    if (parts[1] === 'units' && parts[3] === 'log' && parts.length === 4 && this.deps.unitLog) return this.deps.unitLog(req, res, parts[2], url.searchParams);
 
     const body = method === 'GET' || method === 'DELETE' ? Buffer.alloc(0) : await readBody(req);
     if (!this.deps.store.isLeader() && this.deps.forward) {
