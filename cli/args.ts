@@ -11,6 +11,8 @@ export interface FlagSpec {
   short?: string;
   /** true: the flag takes a value (`-o json`, `-o=json`, `-ojson`, `--output=json`). */
   takesValue: boolean;
+  /** The short letter means this flag only after these commands (`-f` is --follow in `mo logs`, as in kubectl). */
+  shortIn?: readonly string[];
 }
 
 /** Every flag `mo` knows; commands accept a subset (see requireFlags). */
@@ -27,6 +29,10 @@ export const FLAGS: readonly FlagSpec[] = [
   { name: 'grace-period', takesValue: true },
   { name: 'now', takesValue: false },
   { name: 'version', takesValue: false },
+  { name: 'follow', short: 'f', shortIn: ['logs'], takesValue: false },
+  { name: 'tail', takesValue: true },
+  { name: 'since', takesValue: true },
+  { name: 'timestamps', takesValue: false },
 ];
 
 /** Flags every command accepts. */
@@ -40,8 +46,10 @@ export interface ParsedArgs {
 
 export const USAGE_HINT = "see 'mo --help'";
 
-function findFlag(word: string, isShort: boolean): FlagSpec {
-  const spec = FLAGS.find((f) => (isShort ? f.short === word : f.name === word));
+function findFlag(word: string, isShort: boolean, command: string | undefined): FlagSpec {
+  const spec = isShort
+    ? (FLAGS.find((f) => f.short === word && command !== undefined && f.shortIn?.includes(command)) ?? FLAGS.find((f) => f.short === word && !f.shortIn))
+    : FLAGS.find((f) => f.name === word);
   if (!spec) throw new UsageError(`unknown flag ${isShort ? '-' : '--'}${word}`);
   return spec;
 }
@@ -66,10 +74,10 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
       const eq = arg.indexOf('=');
       const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
       if (eq !== -1) inline = arg.slice(eq + 1);
-      spec = findFlag(name, false);
+      spec = findFlag(name, false, positionals[0]);
     } else {
       // -o json | -o=json | -ojson ; booleans may not carry anything attached.
-      spec = findFlag(arg.slice(1, 2), true);
+      spec = findFlag(arg.slice(1, 2), true, positionals[0]);
       const rest = arg.slice(2);
       if (rest !== '') inline = rest.startsWith('=') ? rest.slice(1) : rest;
     }

@@ -285,6 +285,52 @@ export class Client {
     }
   }
 
+  /**
+   * Opens a streamed GET (a unit's log) on the first replica that answers
+   * 2xx: any replica will do, and one that cannot (503) is skipped like for
+   * other reads. `endless`: no answer deadline once the headers came (a
+   * followed log never ends by itself). Throws ApiError for a refusal,
+   * RequestError when no replica answered.
+   */
+  async stream(path: string, endless: boolean): Promise<{ res: IncomingMessage; server: string }> {
+    const unreachable: string[] = [];
+    let firstUnavailable: ApiError | undefined;
+    for (const base of this.serverOrder()) {
+      let url = new URL(path, base + '/');
+      let opened: Opened | undefined;
+      try {
+        for (let hop = 0; ; hop++) {
+          opened = await this.open(url, 'GET', undefined);
+          const location = headerString(opened.headers.location);
+          if (!isRedirect(opened.status) || !location || hop >= MAX_REDIRECTS) break;
+          opened.clearDeadline();
+          opened.res.resume();
+          url = new URL(location, url);
+        }
+      } catch (err) {
+        if (err instanceof ConnectFailure || err instanceof AnswerLost) {
+          unreachable.push(`${url.origin} (${err.code})`);
+          continue;
+        }
+        throw err;
+      }
+      if (opened === undefined) continue;
+      if (opened.status >= 200 && opened.status < 300) {
+        if (endless) opened.clearDeadline();
+        else opened.res.once('close', opened.clearDeadline);
+        this.remember(url.origin, opened.headers);
+        return { res: opened.res, server: url.origin };
+      }
+      const text = await readAll(opened.res).catch(() => '');
+      opened.clearDeadline();
+      const err = new ApiError(errorMessageOf(opened.status, text, url.origin), opened.status, url.href);
+      if (opened.status !== 503) throw err;
+      firstUnavailable ??= err;
+    }
+    if (firstUnavailable) throw firstUnavailable;
+    throw new RequestError(`unreachable servers: ${unreachable.join(', ')}`);
+  }
+
   /** Servers in the order to try them: the preferred one first, each once. */
   private serverOrder(): string[] {
     const order = this.preferred ? [this.preferred, ...this.servers] : [...this.servers];

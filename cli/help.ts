@@ -16,6 +16,11 @@ const COMMANDS: Array<[command: string, usage: string]> = [
     '  mo rollout status|history|undo|restart|pause|resume deployment/NAME\n' +
       '                                         undo [--to-revision N]; status [--timeout 10m] exits 1 on a failed rollout',
   ],
+  [
+    'logs',
+    '  mo logs UNIT [-f] [--tail N] [--since 10s|5m|1h] [--timestamps]\n' +
+      '  mo logs deployment/NAME [-f] ...       a unit\'s output; a deployment\'s units each line prefixed [unit]',
+  ],
   ['cordon', '  mo cordon NODE | mo uncordon NODE      stop / resume scheduling onto a node'],
   ['drain', '  mo drain NODE [--timeout 60s]          cordon, evict every unit, wait until the node is empty'],
   ['cluster', '  mo cluster status [-o json|yaml]       every control-plane replica: role, term, commit index, pid'],
@@ -33,6 +38,9 @@ Flags:
   -o, --output FORMAT    wide | json | yaml
   -w, --watch            after listing, keep printing changes (get)
   --output-watch-events  add an EVENT column (ADDED/MODIFIED/DELETED) when watching
+  -f, --follow           keep printing new log lines (logs; elsewhere -f is --filename)
+  --tail N, --since D    logs: only the last N lines / lines newer than D (10s, 5m, 1h)
+  --timestamps           logs: prefix each line with its RFC 3339 time
 
 Environment:
   MO_SERVER   comma-separated server URLs, overriding the config's "servers"

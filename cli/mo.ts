@@ -9,6 +9,7 @@ import { Client } from './client.ts';
 import { runCluster } from './commands/cluster.ts';
 import { runDescribe } from './commands/describe.ts';
 import { runGet } from './commands/get.ts';
+import { runLogs } from './commands/logs.ts';
 import { runRollout } from './commands/rollout.ts';
 import { runApply, runCordon, runDelete, runDrain, runScale } from './commands/mutate.ts';
 import { loadConfig } from './config.ts';
@@ -102,6 +103,8 @@ async function main(argv: string[]): Promise<void> {
       return runCordon(ctx, args, words, command);
     case 'drain':
       return runDrain(ctx, args, words);
+    case 'logs':
+      return runLogs(ctx, args, words);
     case 'cluster':
       return runCluster(ctx, args, words);
     case 'rollout':
