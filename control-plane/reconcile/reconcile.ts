@@ -45,7 +45,8 @@
 //   paused         no rollout step; replicas are kept with the running
 //                  template.
 // Crash-loop back-off: a bound unit that finished less than
-// QUICK_FAILURE_MS after it started is not replaced at once. The first such
+// QUICK_FAILURE_MS after it started (and was not SIGKILLed from outside,
+// see isQuickFailure) is not replaced at once. The first such
 // failure (or one after the last round ended) starts a round (`backoff`
 // action: the driver commits it, replicated) of BACKOFF_INITIAL_MS doubling
 // to BACKOFF_MAX_MS; the failed unit stays bound and counted (so nothing
@@ -104,9 +105,18 @@ export function ranMs(r: UnitReport): number {
   return r.startedAt !== undefined && r.finishedAt !== undefined ? Math.max(0, r.finishedAt - r.startedAt) : 0;
 }
 
-/** True for a finished unit that ended soon after it started (or never started). */
+/**
+ * True for a finished unit that ended soon after it started (or never
+ * started): its program crash-loops. A unit SIGKILLed from outside (`kill
+ * -9`, a chaos script) did not fail by itself, however young it was: it is
+ * replaced at once, as the lessons promise. The kernel's OOM kill is a
+ * SIGKILL too, but the agent names it (OOMKilled), and it does loop.
+ */
 export function isQuickFailure(r: UnitReport): boolean {
-  return (r.phase === 'Failed' || r.phase === 'Succeeded') && r.reason !== 'Terminated' && ranMs(r) < QUICK_FAILURE_MS;
+  if (r.phase !== 'Failed' && r.phase !== 'Succeeded') return false;
+  if (r.reason === 'Terminated') return false;
+  if (r.signal === 'SIGKILL' && r.reason !== 'OOMKilled' && r.reason !== 'LivenessProbeFailed') return false;
+  return ranMs(r) < QUICK_FAILURE_MS;
 }
 
 /** maxSurge/maxUnavailable as counts for `replicas` (both 0 would never progress: maxUnavailable becomes 1, as in Kubernetes). */

@@ -238,3 +238,11 @@ test('whole rollouts with late readiness and slow stops, 200 seeds: available ne
     }
   }
 });
+
+test('a young unit SIGKILLed from outside is replaced at once: it did not crash by itself', () => {
+  const d = desired({ replicas: 1, specHash: OLD });
+  const i = input(d, [{ n: 1, hash: OLD, phase: 'Failed', startedAt: NOW - 300, finishedAt: NOW - 10 }]);
+  const r = i.nodes.get('node-a')!.units.get('web-1')!;
+  (i.nodes.get('node-a')!.units as Map<string, UnitReport>).set('web-1', { ...r, signal: 'SIGKILL', exitCode: undefined, message: 'signal SIGKILL after 0.29s' });
+  assert.deepEqual(types(reconcile(i)), ['unbind web-1', 'create']);
+});
