@@ -1,16 +1,24 @@
-// control-plane/events.ts -- the event log users read with `mo get events`
-// and `mo describe`: a bounded ring buffer in memory (not replicated; the
-// newest MAX_EVENTS are kept), with listeners for watch streams and the
-// launcher's live output.
+// control-plane/events.ts -- the events users read with `mo get events` and
+// `mo describe`.
 //
-// Two bounds keep one noisy object from pushing out everyone else's story,
+// EventRing (pure) is the bounded history: the newest MAX_EVENTS, with two
+// bounds that keep one noisy object from pushing out everyone else's story,
 // as Kubernetes' event correlator does: an event equal to one already kept
 // (same object, type, reason and message) is not added again but counted
 // (`count`, first and last time); and each owner (a deployment for its
 // units, `<deployment>-<n>`; the object itself otherwise) keeps at most
-// MAX_EVENTS_PER_OWNER events, dropping its own oldest first. A crash
-// loop that creates a new unit name every round therefore costs at most
+// MAX_EVENTS_PER_OWNER events, dropping its own oldest first. A crash loop
+// that creates a new unit name every round therefore costs at most
 // MAX_EVENTS_PER_OWNER slots, however long it runs.
+//
+// The ring is replicated: it lives in the desired state (store/desired-
+// state.ts), and the leader's EventLog batches what it records into one
+// `events.record` command every EVENT_FLUSH_MS (at most MAX_EVENTS_PER_BATCH
+// per entry), so after a failover every replica tells the same story. What
+// the old leader recorded in its last EVENT_FLUSH_MS before dying is lost;
+// a replica that is not leader records nothing (the leader sees the same
+// observations, since every agent reports to every replica). Without a
+// store (tests, tools), an EventLog keeps its own ring.
 
 export interface ClusterEvent {
   type: 'Normal' | 'Warning';
@@ -25,9 +33,18 @@ export interface ClusterEvent {
   firstTimestamp: number;
 }
 
+/** What a replica records; the ring adds seq, count and firstTimestamp. */
+export type NewEvent = Omit<ClusterEvent, 'seq' | 'count' | 'firstTimestamp'>;
+
 export const MAX_EVENTS = 1000;
 /** Most events one owner (a deployment and its units, or one object) keeps. */
 export const MAX_EVENTS_PER_OWNER = 100;
+/** How often the leader commits the events it recorded. */
+export const EVENT_FLUSH_MS = 50;
+/** Most events in one replicated entry. */
+export const MAX_EVENTS_PER_BATCH = 128;
+/** Most events waiting for a flush; beyond, the oldest waiting are dropped (and counted). */
+export const MAX_PENDING_EVENTS = 4 * MAX_EVENTS_PER_BATCH;
 
 /** Whose events these are: a unit's deployment (`web` for `web-17`), else the object. */
 export function eventOwner(kind: ClusterEvent['involvedObject']['kind'], name: string): string {
@@ -38,30 +55,28 @@ export function eventOwner(kind: ClusterEvent['involvedObject']['kind'], name: s
   return `${kind === 'Unit' ? 'Deployment' : kind}/${name}`;
 }
 
-export class EventLog {
+export class EventRing {
   private ring: ClusterEvent[] = [];
   private seq = 0;
   private readonly perOwner = new Map<string, number>();
-  private listeners = new Set<(e: ClusterEvent) => void>();
 
-  constructor(private readonly source: string, private readonly now: () => number) {}
-
-  record(type: ClusterEvent['type'], reason: string, kind: ClusterEvent['involvedObject']['kind'], name: string, message: string): ClusterEvent {
-    const now = this.now();
+  /** Adds (or counts) one event; returns it as kept. Deterministic: every replica applying the same events keeps the same ring. */
+  add(n: NewEvent): ClusterEvent {
+    const { kind, name } = n.involvedObject;
     const owner = eventOwner(kind, name);
     let count = 1;
-    let firstTimestamp = now;
+    let firstTimestamp = n.timestamp;
     // The same thing again: counted, and moved to the end as the newest.
     for (let i = this.ring.length - 1; i >= 0 && i >= this.ring.length - MAX_EVENTS_PER_OWNER * 4; i--) {
       const old = this.ring[i];
-      if (old.involvedObject.name === name && old.involvedObject.kind === kind && old.reason === reason && old.type === type && old.message === message) {
+      if (old.involvedObject.name === name && old.involvedObject.kind === kind && old.reason === n.reason && old.type === n.type && old.message === n.message) {
         count = old.count + 1;
         firstTimestamp = old.firstTimestamp;
         this.remove(i);
         break;
       }
     }
-    const e: ClusterEvent = { type, reason, message, involvedObject: { kind, name }, source: this.source, timestamp: now, seq: ++this.seq, count, firstTimestamp };
+    const e: ClusterEvent = { ...n, involvedObject: { kind, name }, seq: ++this.seq, count, firstTimestamp };
     this.ring.push(e);
     this.perOwner.set(owner, (this.perOwner.get(owner) ?? 0) + 1);
     if ((this.perOwner.get(owner) ?? 0) > MAX_EVENTS_PER_OWNER) {
@@ -69,8 +84,27 @@ export class EventLog {
       if (oldest >= 0) this.remove(oldest);
     }
     while (this.ring.length > MAX_EVENTS) this.remove(0);
-    for (const fn of this.listeners) fn(e);
     return e;
+  }
+
+  list(): ClusterEvent[] {
+    return this.ring.slice();
+  }
+
+  /** For snapshots. */
+  save(): { seq: number; events: ClusterEvent[] } {
+    return { seq: this.seq, events: this.ring.slice() };
+  }
+
+  load(s: { seq: number; events: ClusterEvent[] } | undefined): void {
+    this.ring = [];
+    this.perOwner.clear();
+    this.seq = s?.seq ?? 0;
+    for (const e of s?.events ?? []) {
+      this.ring.push(e);
+      const owner = eventOwner(e.involvedObject.kind, e.involvedObject.name);
+      this.perOwner.set(owner, (this.perOwner.get(owner) ?? 0) + 1);
+    }
   }
 
   private remove(i: number): void {
@@ -80,13 +114,83 @@ export class EventLog {
     if (n <= 0) this.perOwner.delete(owner);
     else this.perOwner.set(owner, n);
   }
+}
+
+/** How an EventLog replicates: the store's ring, leadership, and a way to commit a batch. */
+export interface EventReplication {
+  ring: EventRing;
+  isLeader: () => boolean;
+  commit: (events: NewEvent[]) => Promise<void>;
+  /** Told once per batch that could not be committed. */
+  onDropped?: (count: number, why: string) => void;
+}
+
+export class EventLog {
+  private readonly ownRing = new EventRing();
+  private pending: NewEvent[] = [];
+  private flushTimer: NodeJS.Timeout | null = null;
+  private listeners = new Set<(e: ClusterEvent) => void>();
+
+  constructor(
+    private readonly source: string,
+    private readonly now: () => number,
+    private readonly replication?: EventReplication,
+  ) {}
+
+  /**
+   * Record an event. Standalone: kept at once. Replicated: on the leader,
+   * queued for the next batch (listeners hear it when it is applied, see
+   * applied()); elsewhere, dropped.
+   */
+  record(type: ClusterEvent['type'], reason: string, kind: ClusterEvent['involvedObject']['kind'], name: string, message: string): void {
+    const n: NewEvent = { type, reason, message, involvedObject: { kind, name }, source: this.source, timestamp: this.now() };
+    const r = this.replication;
+    if (!r) {
+      this.applied(this.ownRing.add(n));
+      return;
+    }
+    if (!r.isLeader()) return;
+    this.pending.push(n);
+    if (this.pending.length > MAX_PENDING_EVENTS) {
+      const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING_EVENTS);
+      r.onDropped?.(dropped.length, 'too many events waiting for the log');
+    }
+    if (this.pending.length >= MAX_EVENTS_PER_BATCH) this.flush();
+    else this.flushTimer ??= setTimeout(() => this.flush(), EVENT_FLUSH_MS);
+  }
+
+  /** Commit what is waiting, in batches. */
+  flush(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    const r = this.replication;
+    if (!r) return;
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0, MAX_EVENTS_PER_BATCH);
+      if (!r.isLeader()) {
+        r.onDropped?.(batch.length, 'no longer leader');
+        continue;
+      }
+      r.commit(batch).catch((err: unknown) => r.onDropped?.(batch.length, (err as Error)?.message ?? String(err)));
+    }
+  }
+
+  /** An event became part of the history (replicated: applied from the log). */
+  applied(e: ClusterEvent): void {
+    for (const fn of this.listeners) fn(e);
+  }
 
   list(): ClusterEvent[] {
-    return this.ring.slice();
+    return (this.replication?.ring ?? this.ownRing).list();
   }
 
   subscribe(fn: (e: ClusterEvent) => void): () => void {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
+  }
+
+  stop(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
   }
 }

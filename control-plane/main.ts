@@ -126,10 +126,18 @@ async function main(): Promise<void> {
   const cfg = config();
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
-  const events = new EventLog(cfg.id, now);
   const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `ws://${cfg.host}:${cfg.port}`]]);
   const raftStore = await RaftStore.open({ id: cfg.id, peers, dataDir: path.join(cfg.dataDir, 'raft'), token: cfg.token, log, snapshotEvery: cfg.snapshotEvery });
   const store: ReplicatedStore = raftStore;
+  const events = new EventLog(cfg.id, now, {
+    ring: store.state.events,
+    isLeader: () => store.isLeader(),
+    commit: async (batch) => {
+      await store.propose({ type: 'events.record', at: now(), events: batch });
+    },
+    onDropped: (count, why) => log(`events: ${count} not recorded: ${why}`),
+  });
+  store.state.onEvent((e) => events.applied(e));
   const changeListeners = new Set<() => void>();
   const changed = () => {
     for (const fn of changeListeners) fn();

@@ -13,6 +13,7 @@
 
 import type { DeploymentManifest, NodeInfo, PodTemplate, UnitSpec } from '../../shared/model.ts';
 import { DEFAULT_REVISION_HISTORY_LIMIT, unitSpecHash } from '../../shared/manifest.ts';
+import { EventRing, type ClusterEvent, type NewEvent } from '../events.ts';
 
 export interface SchedulingRecord {
   message: string;
@@ -129,6 +130,8 @@ export type StoreCommand =
   | { type: 'unit.create'; at: number; uid: string; deployment: string; nodeName: string | null; scheduling: SchedulingRecord | null; specHash?: string }
   | { type: 'unit.bind'; at: number; name: string; nodeName: string; scheduling: SchedulingRecord | null }
   | { type: 'unit.delete'; at: number; name: string; reason: string }
+  /** A batch of the leader's events (see events.ts). */
+  | { type: 'events.record'; at: number; events: NewEvent[] }
   | { type: 'noop' };
 
 export type ApplyResult =
@@ -141,6 +144,8 @@ export interface DesiredSnapshot {
   units: UnitRecord[];
   nodes: NodeRecord[];
   counters: Record<string, number>;
+  /** Absent in snapshots written before events were replicated. */
+  events?: { seq: number; events: ClusterEvent[] };
 }
 
 export type ChangeKind = 'deployment' | 'unit' | 'node';
@@ -151,8 +156,16 @@ export class DesiredState {
   readonly units = new Map<string, UnitRecord>();
   readonly nodes = new Map<string, NodeRecord>();
   readonly counters = new Map<string, number>();
+  /** The replicated event history (bounded; see events.ts). */
+  readonly events = new EventRing();
   appliedIndex = 0;
   private listeners: ChangeListener[] = [];
+  private eventListeners: Array<(e: ClusterEvent) => void> = [];
+
+  /** Told of every event as it is applied (watch streams, the live stream). */
+  onEvent(fn: (e: ClusterEvent) => void): void {
+    this.eventListeners.push(fn);
+  }
 
   onChange(fn: ChangeListener): void {
     this.listeners.push(fn);
@@ -170,6 +183,13 @@ export class DesiredState {
     switch (cmd.type) {
       case 'noop':
         return { ok: true };
+      case 'events.record': {
+        for (const n of cmd.events) {
+          const e = this.events.add(n);
+          for (const fn of this.eventListeners) fn(e);
+        }
+        return { ok: true, changed: true };
+      }
       case 'deployment.apply': {
         const name = cmd.manifest.metadata.name;
         const prev = this.deployments.get(name);
@@ -361,6 +381,7 @@ export class DesiredState {
       units: [...this.units.values()],
       nodes: [...this.nodes.values()],
       counters: Object.fromEntries(this.counters),
+      events: this.events.save(),
     };
   }
 
@@ -373,6 +394,7 @@ export class DesiredState {
     for (const u of s.units) this.units.set(u.name, { ...u, revision: u.revision ?? 1 });
     for (const n of s.nodes) this.nodes.set(n.info.name, n);
     for (const [k, v] of Object.entries(s.counters)) this.counters.set(k, v);
+    this.events.load(s.events);
     this.appliedIndex = s.appliedIndex;
     for (const d of s.deployments) this.changed('deployment', d.name);
     for (const u of s.units) this.changed('unit', u.name);

@@ -43,6 +43,17 @@ test('SIGKILL of the leader: a new leader with a higher term, writes intact, new
   await victim.exited;
   const next = await leaderOf(c, old.id);
   assert.ok(next.term > old.term, `new term ${next.term} > old term ${old.term}`);
+  // The story survives: the old leader's events and decisions, read through every replica.
+  for (const url of c.urls.filter((_, i) => i !== old.index - 1)) {
+    const r = await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${c.token}` } });
+    const evs = (await r.json()).items as any[];
+    for (const u of before) {
+      assert.ok(evs.some((e) => e.reason === 'Scheduled' && e.involvedObject.name === u.metadata.name), `${url}: the Scheduled event of ${u.metadata.name} from before the failover`);
+      assert.ok(evs.some((e) => e.reason === 'Started' && e.involvedObject.name === u.metadata.name && e.source === old.id), `${url}: its Started event, recorded by ${old.id}`);
+    }
+    const unit = await (await fetch(`${url}/v1/units/${before[0].metadata.name}`, { headers: { authorization: `Bearer ${c.token}` } })).json();
+    assert.ok(unit.status.scheduling?.message, `${url}: the scheduling decision of ${before[0].metadata.name}`);
+  }
   // earlier writes intact, new ones accepted
   const deps = (await c.api('GET', '/v1/deployments')).json.items.map((d: any) => d.metadata.name).sort();
   assert.deepEqual(deps, ['d1', 'd2', 'd3', 'd4', 'd5']);
