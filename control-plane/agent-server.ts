@@ -63,7 +63,7 @@ export class AgentServer {
       clearTimeout(helloTimer);
       if (node && this.sockets.get(node) === ws) {
         this.sockets.delete(node);
-        this.deps.registry.disconnected(node);
+        this.deps.registry.disconnected(node, this.deps.now());
       }
     });
     ws.on('message', (data, isBinary) => {

@@ -186,8 +186,8 @@ async function main(): Promise<void> {
         events.record('Normal', 'NodeReady', 'Node', c.node, `node ${c.node} is Ready (heartbeats arriving)`);
         break;
       case 'node-not-ready':
-        narrate(`node ${c.node} NotReady: no heartbeat for ${(c.silentForMs / 1000).toFixed(1)}s`);
-        events.record('Warning', 'NodeNotReady', 'Node', c.node, `node ${c.node} is NotReady: no heartbeat for ${(c.silentForMs / 1000).toFixed(1)}s`);
+        narrate(`node ${c.node} NotReady: ${c.why}`);
+        events.record('Warning', 'NodeNotReady', 'Node', c.node, `node ${c.node} is NotReady: ${c.why}`);
         break;
       case 'unit': {
         const u = c.unit;

@@ -6,6 +6,12 @@
 //
 // Liveness: a node is NotReady once no heartbeat arrived for
 // `notReadyAfterMs` (default 1000 ms) and Ready again at the next heartbeat.
+// Death by socket, silence by timer: when the agent's connection to this
+// replica closes (its process died: the kernel closes its sockets) and no
+// new connection from it arrives within CLOSE_GRACE_MS (room for the
+// agent's reconnect after a close it survived), the node is NotReady at
+// once, without waiting out the heartbeat timeout. A silent failure
+// (SIGSTOP, a partition) closes nothing and still waits for the timer.
 // The registry does not read a clock itself: `now` is passed in.
 
 import type { NodeInfo, UnitReport } from '../../shared/model.ts';
@@ -23,17 +29,25 @@ export interface ObservedNodeState {
   highestTerm: number;
   /** When this replica first heard the current agent process (its pid). */
   reportsSince?: number;
+  /** When the agent's connection to this replica closed (null while connected). */
+  disconnectedAtMs?: number | null;
 }
 
 export type RegistryChange =
   | { type: 'node-ready'; node: string }
-  | { type: 'node-not-ready'; node: string; silentForMs: number }
+  | { type: 'node-not-ready'; node: string; silentForMs: number; why: string }
   | { type: 'node-registered'; node: string; info: NodeInfo }
   | { type: 'unit'; node: string; unit: UnitReport; previous: UnitReport | undefined }
   | { type: 'unit-gone'; node: string; name: string };
 
 /** A liveness check this late after the previous one means we stalled. */
 export const STALL_SKIP_MS = 250;
+/**
+ * How long a closed agent connection may stay closed before the node is
+ * NotReady: an agent that lives reconnects 100 ms after a close (its
+ * RECONNECT_AFTER_CLOSE_MS) plus the connect itself.
+ */
+export const CLOSE_GRACE_MS = 150;
 
 export class NodeRegistry {
   readonly nodes = new Map<string, ObservedNodeState>();
@@ -63,6 +77,7 @@ export class NodeRegistry {
     n.info = info;
     n.agentPid = agentPid;
     n.connected = true;
+    n.disconnectedAtMs = null;
     n.highestTerm = Math.max(n.highestTerm, highestTerm);
     if (infoChanged) this.emit({ type: 'node-registered', node: info.name, info });
     // The hello carries everything the agent holds: units we knew of that it
@@ -125,9 +140,11 @@ export class NodeRegistry {
     this.emit({ type: 'unit-gone', node, name });
   }
 
-  disconnected(node: string): void {
+  disconnected(node: string, now: number): void {
     const n = this.nodes.get(node);
-    if (n) n.connected = false; // liveness still comes from heartbeats alone
+    if (!n) return;
+    n.connected = false;
+    n.disconnectedAtMs = now;
   }
 
   /** Turn silent nodes NotReady. Called on a short period by the shell. */
@@ -139,11 +156,16 @@ export class NodeRegistry {
     this.lastCheckMs = now;
     if (stalledMs > STALL_SKIP_MS) return;
     for (const n of this.nodes.values()) {
+      if (!n.ready) continue;
       const silentForMs = now - n.lastHeartbeatMs;
-      if (n.ready && silentForMs > this.notReadyAfterMs) {
+      const closedForMs = !n.connected && n.disconnectedAtMs != null ? now - n.disconnectedAtMs : -1;
+      let why: string | null = null;
+      if (closedForMs > CLOSE_GRACE_MS) why = `agent connection closed ${(closedForMs / 1000).toFixed(2)}s ago, no reconnect`;
+      else if (silentForMs > this.notReadyAfterMs) why = `no heartbeat for ${(silentForMs / 1000).toFixed(1)}s`;
+      if (why !== null) {
         n.ready = false;
         n.notReadySinceMs = now;
-        this.emit({ type: 'node-not-ready', node: n.name, silentForMs });
+        this.emit({ type: 'node-not-ready', node: n.name, silentForMs, why });
       }
     }
   }

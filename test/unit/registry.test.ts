@@ -1,0 +1,55 @@
+// test/unit/registry.test.ts -- liveness in the node registry: death by
+// socket (a closed agent connection with no reconnect turns the node
+// NotReady after CLOSE_GRACE_MS), silence by timer (no heartbeat for
+// notReadyAfterMs), and a reconnect within the grace changing nothing.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CLOSE_GRACE_MS, NodeRegistry, type RegistryChange } from '../../control-plane/registry/node-registry.ts';
+
+const INFO = { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} };
+
+function registry(): { r: NodeRegistry; changes: RegistryChange[] } {
+  const r = new NodeRegistry(1000);
+  const changes: RegistryChange[] = [];
+  r.onChange((c) => changes.push(c));
+  r.hello(INFO, 42, [], 1, 0);
+  return { r, changes };
+}
+
+/** Liveness checks every 50 ms from `from` to `to`, as the shell runs them. */
+function run(r: NodeRegistry, from: number, to: number): void {
+  for (let t = from; t <= to; t += 50) r.checkLiveness(t);
+}
+
+test('a closed connection with no reconnect makes the node NotReady after the grace, saying so, long before the heartbeat timeout', () => {
+  const { r, changes } = registry();
+  run(r, 0, 100);
+  r.disconnected('node-a', 100);
+  run(r, 150, 100 + CLOSE_GRACE_MS);
+  assert.equal(r.nodes.get('node-a')!.ready, true, 'not within the grace');
+  run(r, 100 + CLOSE_GRACE_MS + 50, 400);
+  assert.equal(r.nodes.get('node-a')!.ready, false);
+  const c = changes.find((x) => x.type === 'node-not-ready');
+  assert.ok(c && c.type === 'node-not-ready' && /^agent connection closed 0\.\d\ds ago, no reconnect$/.test(c.why), JSON.stringify(c));
+});
+
+test('a reconnect within the grace keeps the node Ready', () => {
+  const { r } = registry();
+  run(r, 0, 100);
+  r.disconnected('node-a', 100);
+  run(r, 150, 200);
+  r.hello(INFO, 42, [], 1, 220);
+  run(r, 250, 900);
+  assert.equal(r.nodes.get('node-a')!.ready, true);
+});
+
+test('silence keeps the timer: heartbeats stop without a close, NotReady only after notReadyAfterMs', () => {
+  const { r, changes } = registry();
+  run(r, 0, 950);
+  assert.equal(r.nodes.get('node-a')!.ready, true);
+  run(r, 1000, 1100);
+  assert.equal(r.nodes.get('node-a')!.ready, false);
+  const c = changes.find((x) => x.type === 'node-not-ready');
+  assert.ok(c && c.type === 'node-not-ready' && c.why.startsWith('no heartbeat for 1.'), JSON.stringify(c));
+});
