@@ -32,6 +32,8 @@ export interface PeerTransportOptions {
   token: string;
   onMessage: (m: Message) => void;
   log: (line: string) => void;
+  /** A connection to or from `peer` that was open has closed (it may have died). */
+  onPeerClosed?: (peer: string) => void;
 }
 
 export class PeerTransport {
@@ -62,7 +64,10 @@ export class PeerTransport {
                 if (!this.out.has(peer) || this.out.get(peer) !== ws) reject(err);
               });
               ws.on('close', () => {
-                if (this.out.get(peer) === ws) this.out.delete(peer);
+                if (this.out.get(peer) === ws) {
+                  this.out.delete(peer);
+                  if (!this.closed) this.opts.onPeerClosed?.(peer);
+                }
                 resolve(); // dial again
               });
               // Peers never send on our outbound socket; ignore anything that arrives.
@@ -87,13 +92,18 @@ export class PeerTransport {
       socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n');
       return true;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, String(req.headers['x-mo-replica'] ?? req.socket.remoteAddress)));
+    const claimed = req.headers['x-mo-replica'];
+    const peer = typeof claimed === 'string' && this.opts.peers.has(claimed) && claimed !== this.opts.id ? claimed : null;
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, peer ?? String(req.socket.remoteAddress), peer));
     return true;
   }
 
-  private accept(ws: WebSocket, who: string): void {
+  private accept(ws: WebSocket, who: string, peer: string | null): void {
     this.inbound.add(ws);
-    ws.on('close', () => this.inbound.delete(ws));
+    ws.on('close', () => {
+      this.inbound.delete(ws);
+      if (peer !== null && !this.closed) this.opts.onPeerClosed?.(peer);
+    });
     ws.on('error', () => ws.terminate());
     ws.on('message', (data, isBinary) => {
       let m: unknown;

@@ -425,6 +425,25 @@ export class RaftNode {
     }
   }
 
+  /**
+   * The host saw its connection to `peer` close: on a crash-stop the kernel
+   * closes the dead process's sockets, so a follower learns of its leader's
+   * death at once instead of after an election timeout of silence. If
+   * `peer` is the leader we follow, forget it (our lease on it is over, so
+   * we grant pre-votes and votes again) and campaign after 1..5 ticks,
+   * randomized so two followers that both saw the close rarely split the
+   * vote. Safety is untouched (votes stay one per term, §5.2); pre-vote
+   * still protects a live leader: a follower that keeps hearing it rejects
+   * the pre-vote, and no term moves. A silent failure closes nothing and
+   * waits for the timer as before.
+   */
+  peerLinkClosed(peer: NodeId): void {
+    if (this.role !== 'follower' || this.lead !== peer) return;
+    this.lead = null;
+    const jitter = 1 + Math.floor(this.cfg.random() * 5);
+    this.electionElapsed = Math.max(this.electionElapsed, this.randomizedElectionTimeout - jitter);
+  }
+
   private hup(): void {
     if (this.role === 'leader') return;
     this.campaign(this.cfg.preVote ? 'pre' : 'election');

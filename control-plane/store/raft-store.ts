@@ -70,7 +70,15 @@ export class RaftStore implements ReplicatedStore {
 
   private constructor(private readonly opts: RaftStoreOptions, private readonly disk: DiskStorage, private readonly raft: RaftNode) {
     this.id = opts.id;
-    this.transport = new PeerTransport({ id: opts.id, peers: opts.peers, token: opts.token, log: opts.log, onMessage: (m) => this.onMessage(m) });
+    this.transport = new PeerTransport({
+      id: opts.id,
+      peers: opts.peers,
+      token: opts.token,
+      log: opts.log,
+      onMessage: (m) => this.onMessage(m),
+      // Death by socket: a follower campaigns soon after its leader's connection closes.
+      onPeerClosed: (peer) => this.raft.peerLinkClosed(peer),
+    });
     this.lastTerm = raft.status().term;
     const hs = raft.hardState();
     this.savedTerm = hs.term;

@@ -647,3 +647,37 @@ test('the Raft core is pure: no node:* imports, clocks, timers or Math.random', 
     }
   }
 });
+
+// ---------------------------------------------------------------- death by socket
+
+test('leader link closed: followers that both saw it elect a new leader within a few ticks, not an election timeout', () => {
+  const c = new Cluster(['n1', 'n2', 'n3'], { preVote: true, checkQuorum: true });
+  c.elect('n1');
+  const term = c.n('n1').status().term;
+  c.isolate('n1'); // it died: nothing more from or to it
+  c.n('n2').peerLinkClosed('n1');
+  c.n('n3').peerLinkClosed('n1');
+  let ticks = 0;
+  while (ticks < T && ![c.n('n2'), c.n('n3')].some((n) => n.status().role === 'leader')) {
+    c.tickAll();
+    ticks++;
+  }
+  const leader = [c.n('n2'), c.n('n3')].find((n) => n.status().role === 'leader');
+  assert.ok(leader, 'a new leader');
+  assert.ok(ticks <= 8, `elected after ${ticks} ticks (an election timeout is ${T} to ${2 * T})`);
+  assert.equal(leader!.status().term, term + 1, 'one new term: no split vote');
+});
+
+test('leader link closed on one follower only: its pre-vote is refused by the follower that still hears the leader, and no term moves (§9.6 still guards)', () => {
+  const c = new Cluster(['n1', 'n2', 'n3'], { preVote: true, checkQuorum: true });
+  c.elect('n1');
+  const term = c.n('n1').status().term;
+  c.n('n3').peerLinkClosed('n1'); // a broken link, the leader alive
+  for (let i = 0; i < 2 * T; i++) c.tickAll();
+  assert.equal(c.n('n1').status().role, 'leader');
+  assert.equal(c.n('n1').status().term, term);
+  assert.equal(c.n('n3').status().term, term);
+  // And a link closing to someone who is not our leader changes nothing.
+  c.n('n2').peerLinkClosed('n3');
+  assert.equal(c.n('n2').status().leader, 'n1');
+});

@@ -289,6 +289,9 @@ class Simulation {
     h.phase = 'idle';
     h.proposals.clear();
     h.reads = [];
+    // The kernel closes a dead process's sockets: its peers see the links
+    // close (the production host calls this from its transport).
+    for (const other of this.hosts.values()) if (other.id !== id && other.node) other.node.peerLinkClosed(id);
   }
 
   private restartOne(): void {
