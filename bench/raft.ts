@@ -89,7 +89,13 @@ export async function benchFailover(rounds = 10): Promise<{ medianMs: number; p9
   return { medianMs: median(samples), p99Ms: pct(samples, 99), samples, electionTimeoutMs: `${t.electionTimeoutTicks * t.tickMs}-${2 * t.electionTimeoutTicks * t.tickMs}` };
 }
 
-export async function benchWrites(durationMs = 5000): Promise<Array<{ concurrency: number; writesPerSec: number }>> {
+/**
+ * Acknowledged writes per second. `mode` 'new': every write creates a
+ * deployment under a name never used before (what etcd's benchmark does:
+ * new keys; the state grows with every write); 'overwrite': each worker
+ * rewrites 50 names of its own.
+ */
+export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' = 'new'): Promise<Array<{ concurrency: number; writesPerSec: number; mode: string }>> {
   const c = await Cluster.start({ replicas: 3, nodes: NODES });
   const out = [];
   try {
@@ -102,12 +108,13 @@ export async function benchWrites(durationMs = 5000): Promise<Array<{ concurrenc
         Array.from({ length: concurrency }, async (_, w) => {
           let k = 0;
           while (performance.now() - t0 < durationMs) {
-            const s = await put(url, c.token, `w${concurrency}-${w}-${k++ % 50}`);
+            const name = mode === 'new' ? `w${concurrency}-${w}-${k++}` : `w${concurrency}-${w}-${k++ % 50}`;
+            const s = await put(url, c.token, name);
             if (s < 300) count++;
           }
         }),
       );
-      out.push({ concurrency, writesPerSec: count / ((performance.now() - t0) / 1000) });
+      out.push({ concurrency, writesPerSec: count / ((performance.now() - t0) / 1000), mode });
     }
   } finally {
     await c.stop();
