@@ -15,11 +15,11 @@ import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../agent-server.ts';
 import type { EventLog } from '../events.ts';
 import { DEFAULT_PROGRESS_DEADLINE_SECONDS } from '../../shared/manifest.ts';
-import { formatDiff, reconcile, resolveStrategy, type Binding, type DesiredDeployment, type ObservedNode, type Plan } from '../reconcile/index.ts';
+import { formatDiff, reconcile, resolveStrategy, type Binding, type DeploymentCounts, type DesiredDeployment, type ObservedNode, type Plan } from '../reconcile/index.ts';
 import { rolloutStatus, statusChanged } from '../reconcile/rollout-status.ts';
 import type { NodeRegistry } from '../registry/node-registry.ts';
 import { ClusterSnapshot, Scheduler, type NodeState, type SchedulingDecision, type UnitRequest } from '../scheduler/index.ts';
-import { MAX_RECORDED_NODES, type SchedulingRecord, type StoreCommand, type UnitRecord } from '../store/desired-state.ts';
+import { MAX_RECORDED_NODES, type DeploymentStatusRecord, type SchedulingRecord, type StoreCommand, type UnitRecord } from '../store/desired-state.ts';
 import type { ReplicatedStore } from '../store/store.ts';
 
 export interface ControllerOptions {
@@ -28,6 +28,9 @@ export interface ControllerOptions {
   spawnTimeoutMs: number;
   terminateGracePeriodMs: number;
 }
+
+/** Status changes are committed together at most this often (one log entry for many deployments). */
+export const STATUS_FLUSH_MS = 50;
 
 /** Under a stream of changes, passes start at most this often. */
 export const MIN_PASS_SPACING_MS = 10;
@@ -58,6 +61,12 @@ export class Controller {
   private readonly progress = new Map<string, { key: string; at: number }>();
   /** Status writes in flight, so a pass does not propose the same one twice. */
   private readonly statusWrites = new Set<string>();
+  private readonly pendingStatus = new Map<string, DeploymentStatusRecord>();
+  /** Deployments whose status was settled when last looked at, with what they looked like. */
+  private readonly settled = new Map<string, DeploymentCounts & { status: DeploymentStatusRecord; generation: number; revision: number; paused: boolean }>();
+  /** The reconciler's view of each deployment, rebuilt only when its record changes. */
+  private readonly desiredCache = new Map<string, { rv: number; d: DesiredDeployment }>();
+  private statusTimer: NodeJS.Timeout | null = null;
   private wakeTimer: NodeJS.Timeout | null = null;
   private wakeAt = Number.POSITIVE_INFINITY;
   private running = false;
@@ -83,6 +92,7 @@ export class Controller {
     this.stopped = true;
     if (this.resync) clearInterval(this.resync);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    if (this.statusTimer) clearTimeout(this.statusTimer);
   }
 
   /** A new leader starts with no memory of in-flight commands, and times progress from now. */
@@ -91,6 +101,7 @@ export class Controller {
     this.terminates.clear();
     this.terminateGrace.clear();
     this.progress.clear();
+    this.settled.clear();
   }
 
   /**
@@ -177,8 +188,14 @@ export class Controller {
     }
 
     const deployments = new Map<string, DesiredDeployment>();
+    for (const name of this.desiredCache.keys()) if (!state.deployments.has(name)) this.desiredCache.delete(name);
     for (const d of state.deployments.values()) {
-      deployments.set(d.name, {
+      const cached = this.desiredCache.get(d.name);
+      if (cached && cached.rv === d.resourceVersion) {
+        deployments.set(d.name, cached.d);
+        continue;
+      }
+      const desired: DesiredDeployment = {
         name: d.name,
         replicas: d.replicas,
         generation: d.generation,
@@ -189,7 +206,9 @@ export class Controller {
         minReadyMs: (d.manifest.spec.minReadySeconds ?? 0) * 1000,
         paused: d.manifest.spec.paused ?? false,
         backoff: d.backoff,
-      });
+      };
+      this.desiredCache.set(d.name, { rv: d.resourceVersion, d: desired });
+      deployments.set(d.name, desired);
     }
     const bindings = new Map<string, Binding>();
     for (const u of state.units.values()) {
@@ -439,10 +458,28 @@ export class Controller {
     if (!store.isLeader()) return;
     const now = this.deps.now();
     for (const name of this.progress.keys()) if (!store.state.deployments.has(name)) this.progress.delete(name);
+    for (const name of this.settled.keys()) if (!store.state.deployments.has(name)) this.settled.delete(name);
     for (const [name, counts] of plan.counts) {
       const d = store.state.deployments.get(name);
       if (!d) continue;
-      const key = `${d.revision}|${counts.updated}|${counts.available}|${counts.replicas}|${counts.oldAlive}|${d.manifest.spec.paused ?? false}`;
+      // Nothing moved for a deployment whose status is settled: skip it
+      // without building anything (a pass must stay cheap per deployment).
+      const last = this.settled.get(name);
+      const paused = d.manifest.spec.paused ?? false;
+      if (
+        last !== undefined &&
+        last.status === d.status &&
+        last.generation === d.generation &&
+        last.revision === d.revision &&
+        last.paused === paused &&
+        last.updated === counts.updated &&
+        last.available === counts.available &&
+        last.replicas === counts.replicas &&
+        last.oldAlive === counts.oldAlive
+      ) {
+        continue;
+      }
+      const key = `${d.revision}|${counts.updated}|${counts.available}|${counts.replicas}|${counts.oldAlive}|${paused}`;
       let p = this.progress.get(name);
       if (!p || p.key !== key) {
         p = { key, at: now };
@@ -463,10 +500,12 @@ export class Controller {
         },
         d.status,
       );
-      if (!next.conditions.some((c) => c.reason === 'NewReplicaSetAvailable' || c.reason === 'ProgressDeadlineExceeded' || c.reason === 'DeploymentPaused')) {
-        this.wakeUpAt(p.at + (d.manifest.spec.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_SECONDS) * 1000 + 1);
-      }
-      if (!statusChanged(d.status, next) || this.statusWrites.has(name)) continue;
+      const settled = next.conditions.some((c) => c.reason === 'NewReplicaSetAvailable' || c.reason === 'ProgressDeadlineExceeded' || c.reason === 'DeploymentPaused');
+      if (!settled) this.wakeUpAt(p.at + (d.manifest.spec.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_SECONDS) * 1000 + 1);
+      const changed = statusChanged(d.status, next);
+      if (settled && !changed) this.settled.set(name, { status: d.status, generation: d.generation, revision: d.revision, paused, ...counts });
+      else this.settled.delete(name);
+      if (!changed || this.statusWrites.has(name)) continue;
       const progressing = next.conditions.find((c) => c.type === 'Progressing');
       const was = d.status.conditions.find((c) => c.type === 'Progressing');
       if (progressing && progressing.reason !== was?.reason) {
@@ -478,8 +517,20 @@ export class Controller {
         }
       }
       this.statusWrites.add(name);
-      void this.write({ type: 'deployment.status', at: now, name, status: next }).finally(() => this.statusWrites.delete(name));
+      this.pendingStatus.set(name, next);
+      this.statusTimer ??= setTimeout(() => this.flushStatuses(), STATUS_FLUSH_MS);
     }
+  }
+
+  /** Commit the statuses decided since the last flush, in one entry. */
+  private flushStatuses(): void {
+    this.statusTimer = null;
+    const items = [...this.pendingStatus].map(([name, status]) => ({ name, status }));
+    this.pendingStatus.clear();
+    if (items.length === 0) return;
+    void this.write({ type: 'deployment.status', at: this.deps.now(), items }).finally(() => {
+      for (const { name } of items) this.statusWrites.delete(name);
+    });
   }
 
   private send(node: string, cmd: Command): boolean {

@@ -95,6 +95,8 @@ export const BACKOFF_MAX_MS = 60_000;
 /** A quick failure this long after the last round ended starts over at BACKOFF_INITIAL_MS. */
 export const BACKOFF_RESET_MS = 2 * BACKOFF_MAX_MS;
 
+const EMPTY_COUNTS: DeploymentCounts = Object.freeze({ replicas: 0, updated: 0, ready: 0, available: 0, oldAlive: 0, backoff: 0 });
+
 /** The back-off of round n (1-based). */
 export function backoffDelayMs(failures: number): number {
   return Math.min(BACKOFF_MAX_MS, BACKOFF_INITIAL_MS * 2 ** Math.min(30, Math.max(0, failures - 1)));
@@ -419,6 +421,12 @@ export function reconcile(input: ReconcileInput): Plan {
     const w = workFor(name);
     const list = candidates.get(name) ?? [];
     const stoppingHashes = stopping.get(name) ?? [];
+    // Nothing wanted, nothing there: nothing to decide (a cluster holding
+    // thousands of empty deployments pays no more per pass than this).
+    if (desired.replicas === 0 && list.length === 0 && stoppingHashes.length === 0) {
+      counts.set(name, EMPTY_COUNTS);
+      continue;
+    }
     const removed = new Set<string>();
     const remove = (c: Candidate, reason: 'surplus' | 'rollout', why: string): void => {
       removed.add(c.binding.name);

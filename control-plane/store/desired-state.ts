@@ -122,7 +122,8 @@ export type StoreCommand =
   | { type: 'deployment.restart'; at: number; name: string }
   | { type: 'deployment.pause'; at: number; name: string; paused: boolean }
   /** The leader's conclusions: observed generation, Available/Progressing. */
-  | { type: 'deployment.status'; at: number; name: string; status: DeploymentStatusRecord }
+  /** The leader's conclusions about several deployments, batched (one log entry per flush, not per deployment). */
+  | { type: 'deployment.status'; at: number; items: Array<{ name: string; status: DeploymentStatusRecord }> }
   | { type: 'deployment.backoff'; at: number; name: string; backoff: BackoffRecord | null }
   | { type: 'node.register'; at: number; node: NodeInfo }
   | { type: 'node.cordon'; at: number; name: string; unschedulable: boolean }
@@ -290,11 +291,14 @@ export class DesiredState {
         return { ok: true, changed: true };
       }
       case 'deployment.status': {
-        const d = this.deployments.get(cmd.name);
-        if (!d) return { ok: false, code: 404, error: `deployments "${cmd.name}" not found` };
-        d.status = cmd.status;
-        d.resourceVersion = index;
-        this.changed('deployment', cmd.name);
+        // A deployment deleted meanwhile is skipped, not an error.
+        for (const item of cmd.items) {
+          const d = this.deployments.get(item.name);
+          if (!d) continue;
+          d.status = item.status;
+          d.resourceVersion = index;
+          this.changed('deployment', item.name);
+        }
         return { ok: true, changed: true };
       }
       case 'deployment.backoff': {
