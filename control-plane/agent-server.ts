@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
-import { MAX_FRAME_BYTES, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import { MAX_FRAME_BYTES, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
 import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 
@@ -26,6 +26,8 @@ export interface AgentServerDeps {
   log: (line: string) => void;
   /** A command was refused by an agent (stale term, ...). */
   onRefused?: (node: string, commandId: string, reason: string) => void;
+  /** An agent said hello on this replica (the leader sends it the Service table). */
+  onHello?: (node: string) => void;
 }
 
 export class AgentServer {
@@ -85,6 +87,7 @@ export class AgentServer {
           const { term, leaderId } = this.deps.leadership();
           this.sendTo(ws, { v: 1, type: 'welcome', replicaId: this.deps.replicaId, term, leaderId, heartbeatIntervalMs: this.deps.heartbeatIntervalMs });
           this.deps.registry.hello(msg.node, msg.agentPid, msg.units, msg.highestTerm, now);
+          this.deps.onHello?.(node);
           return;
         }
         case 'heartbeat':
@@ -119,6 +122,15 @@ export class AgentServer {
   send(node: string, cmd: Command): boolean {
     const ws = this.sockets.get(node);
     return ws ? this.sendTo(ws, cmd) : false;
+  }
+
+  /** Send the Service table to one node's agent, or (node null) to every connected agent. */
+  sendServices(node: string | null, msg: ServicesMessage): void {
+    if (node === null) for (const ws of this.sockets.values()) this.sendTo(ws, msg);
+    else {
+      const ws = this.sockets.get(node);
+      if (ws) this.sendTo(ws, msg);
+    }
   }
 
   /** Tell every connected agent about a leadership change (fencing). */

@@ -18,6 +18,7 @@ import { AgentServer } from './agent-server.ts';
 import { ApiServer } from './api/http-server.ts';
 import { Controller, DEFAULT_CONTROLLER_OPTIONS } from './controller/controller.ts';
 import { EventLog } from './events.ts';
+import { ServicePublisher } from './services/publisher.ts';
 import { NodeRegistry } from './registry/node-registry.ts';
 import { Scheduler } from './scheduler/index.ts';
 import { RaftStore, SNAPSHOT_EVERY_ENTRIES } from './store/raft-store.ts';
@@ -151,7 +152,9 @@ async function main(): Promise<void> {
     heartbeatIntervalMs: cfg.heartbeatIntervalMs,
     leadership: () => ({ term: store.term(), leaderId: store.leaderId() }),
     log,
+    onHello: (node) => services.hello(node),
   });
+  const services = new ServicePublisher({ state: store.state, registry, agents, isLeader: () => store.isLeader(), term: () => store.term(), id: cfg.id });
   const controller = new Controller({
     store,
     registry,
@@ -212,10 +215,12 @@ async function main(): Promise<void> {
     }
     changed();
     controller.trigger();
+    services.changed();
   });
   store.state.onChange(() => {
     changed();
     controller.trigger();
+    services.changed();
   });
 
   const registerNode = (name: string) => {
@@ -240,6 +245,7 @@ async function main(): Promise<void> {
     if (s.role === 'leader' && !wasLeader) {
       wasLeader = true;
       events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${s.term}`);
+      services.leadershipChanged();
       controller.resetInFlight();
       for (const rec of store.state.nodes.values()) registry.seed(rec.info, now() + STARTUP_GRACE_MS);
       for (const name of registry.nodes.keys()) registerNode(name);

@@ -30,7 +30,7 @@
 // than Kubernetes' 30 s.
 
 import { parseDocument } from 'yaml';
-import type { ContainerPort, DeploymentManifest, DeploymentStrategy, EnvVar, IntOrPercent, ManifestProbe, PodTemplate, Probe, TaintEffect, Toleration, UnitProbes, UnitSpec } from './model.ts';
+import type { ContainerPort, DeploymentManifest, DeploymentStrategy, EnvVar, IntOrPercent, ManifestProbe, PodTemplate, Probe, ServiceManifest, ServicePort, TaintEffect, Toleration, UnitProbes, UnitSpec } from './model.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
 import {
   MAX_ARGV_ENTRIES,
@@ -638,4 +638,88 @@ export function unitSpecHash(spec: UnitSpec): string {
   }
   const hex = (n: number) => n.toString(16).padStart(4, '0');
   return hex(h3) + hex(h2) + hex(h1) + hex(h0);
+}
+
+// ---- Services ---------------------------------------------------------------
+
+/** NodePorts the cluster hands out, as Kubernetes' default range. */
+export const NODE_PORT_MIN = 30000;
+export const NODE_PORT_MAX = 32767;
+
+/**
+ * A Service (v1) as we accept it: `type: NodePort` (the default here, since
+ * a cluster address would need a virtual network), TCP, a selector over
+ * the units' template labels, ports with `port`, `targetPort` (a
+ * containerPort number or a port name; default: `port`) and an optional
+ * `nodePort` in NODE_PORT_MIN..NODE_PORT_MAX. Throws ManifestError naming
+ * the field, like validateManifest.
+ */
+export function validateService(obj: unknown): ServiceManifest {
+  const root = object(obj, '', ['apiVersion', 'kind', 'metadata', 'spec']);
+  if (root.apiVersion !== 'v1') throw new ManifestError('apiVersion', `expected "v1", got ${show(root.apiVersion)}`);
+  if (root.kind !== 'Service') throw new ManifestError('kind', `expected "Service", got ${show(root.kind)}`);
+  if (!has(root, 'metadata')) throw new ManifestError('metadata', 'missing');
+  const metadata = object(root.metadata, 'metadata', ['name', 'labels', 'annotations']);
+  if (!has(metadata, 'name')) throw new ManifestError('metadata.name', 'missing');
+  const name = dnsLabel(metadata.name, 'metadata.name', MAX_DNS_LABEL_CHARS);
+  const labels = has(metadata, 'labels') ? labelMap(metadata.labels, 'metadata.labels') : undefined;
+  if (has(metadata, 'annotations')) annotations(metadata.annotations, 'metadata.annotations');
+  if (!has(root, 'spec')) throw new ManifestError('spec', 'missing');
+  const spec = object(root.spec, 'spec', ['type', 'selector', 'ports']);
+  const type = has(spec, 'type') ? spec.type : 'NodePort';
+  if (type !== 'NodePort') {
+    throw new ManifestError('spec.type', `only "NodePort" is supported (every node's proxy listens on its nodePort), got ${show(type)}`);
+  }
+  if (!has(spec, 'selector')) throw new ManifestError('spec.selector', 'missing (a Service picks its units by their template labels)');
+  const selector = labelMap(spec.selector, 'spec.selector');
+  if (Object.keys(selector).length === 0) throw new ManifestError('spec.selector', 'needs at least one label');
+  if (!has(spec, 'ports')) throw new ManifestError('spec.ports', 'missing');
+  const raw = list(spec.ports, 'spec.ports', MAX_PORTS_PER_UNIT);
+  if (raw.length === 0) throw new ManifestError('spec.ports', 'needs at least one port');
+  const seenNames = new Set<string>();
+  const seenPorts = new Set<number>();
+  const seenNodePorts = new Set<number>();
+  const ports = raw.map((p, i): ServicePort => {
+    const pPath = `spec.ports[${i}]`;
+    const o = object(p, pPath, ['name', 'protocol', 'port', 'targetPort', 'nodePort']);
+    if (has(o, 'protocol') && o.protocol !== 'TCP') throw new ManifestError(`${pPath}.protocol`, `only "TCP" is supported, got ${show(o.protocol)}`);
+    if (!has(o, 'port')) throw new ManifestError(`${pPath}.port`, 'missing');
+    const port = portNumber(o.port, `${pPath}.port`);
+    if (seenPorts.has(port)) throw new ManifestError(`${pPath}.port`, `duplicate port ${port}`);
+    seenPorts.add(port);
+    const out: ServicePort = { protocol: 'TCP', port, targetPort: port };
+    if (has(o, 'name')) {
+      const n = string(o.name, `${pPath}.name`, 15);
+      if (!PORT_NAME.test(n)) throw new ManifestError(`${pPath}.name`, `expected at most 15 lower-case letters, digits and '-', got ${show(n)}`);
+      if (seenNames.has(n)) throw new ManifestError(`${pPath}.name`, `duplicate port name ${show(n)}`);
+      seenNames.add(n);
+      out.name = n;
+    } else if (raw.length > 1) {
+      throw new ManifestError(`${pPath}.name`, 'required when a Service has more than one port');
+    }
+    if (has(o, 'targetPort')) {
+      if (typeof o.targetPort === 'string') {
+        if (!PORT_NAME.test(o.targetPort) || !/[a-z]/.test(o.targetPort)) throw new ManifestError(`${pPath}.targetPort`, `expected a port number or a container port's name, got ${show(o.targetPort)}`);
+        out.targetPort = o.targetPort;
+      } else {
+        out.targetPort = portNumber(o.targetPort, `${pPath}.targetPort`);
+      }
+    }
+    if (has(o, 'nodePort')) {
+      const np = o.nodePort;
+      if (typeof np !== 'number' || !Number.isInteger(np) || np < NODE_PORT_MIN || np > NODE_PORT_MAX) {
+        throw new ManifestError(`${pPath}.nodePort`, `expected a port in ${NODE_PORT_MIN}..${NODE_PORT_MAX}, got ${show(np)}`);
+      }
+      if (seenNodePorts.has(np)) throw new ManifestError(`${pPath}.nodePort`, `duplicate nodePort ${np}`);
+      seenNodePorts.add(np);
+      out.nodePort = np;
+    }
+    return out;
+  });
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: labels === undefined ? { name } : { name, labels },
+    spec: { type: 'NodePort', selector, ports },
+  };
 }

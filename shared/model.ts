@@ -84,6 +84,46 @@ export interface NodeInfo {
   capacity: Resources;
   taints: Taint[];
   labels: Record<string, string>;
+  /** Where the node's Service proxies listen and its units' ports are reached (its InternalIP). */
+  address?: string;
+}
+
+/** A declared container port and the host port the agent gave it (status.ports). */
+export interface UnitPortStatus {
+  name?: string;
+  containerPort: number;
+  hostPort: number;
+  hostIP: string;
+}
+
+/** A Service (v1) as we accept it: NodePort only, TCP only. */
+export interface ServiceManifest {
+  apiVersion: 'v1';
+  kind: 'Service';
+  metadata: { name: string; labels?: Record<string, string> };
+  spec: {
+    type: 'NodePort';
+    selector: Record<string, string>;
+    ports: ServicePort[];
+  };
+}
+
+export interface ServicePort {
+  name?: string;
+  protocol: 'TCP';
+  port: number;
+  /** A containerPort number, or the name of a container port. */
+  targetPort: number | string;
+  /** Filled in by the cluster when not given. */
+  nodePort?: number;
+}
+
+/** What a node's proxy needs: per Service port, its nodePort and where to send connections. */
+export interface ProxyTable {
+  services: Array<{
+    name: string;
+    ports: Array<{ name?: string; nodePort: number; endpoints: Array<{ ip: string; port: number; unit: string }> }>;
+  }>;
 }
 
 /** Phases of a unit (contract: status.phase). */
@@ -116,6 +156,8 @@ export interface UnitReport {
   /** The spec's identity and the deployment revision it was started for. */
   specHash?: string;
   revision?: number;
+  /** Host ports given to the unit's declared ports. */
+  ports?: UnitPortStatus[];
 }
 
 /** The Deployment manifest subset we accept (validated form). */

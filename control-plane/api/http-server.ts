@@ -10,7 +10,7 @@
 import http from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import { nanoid } from 'nanoid';
-import { MAX_REPLICAS, ManifestError, unitSpecHash, validateManifest } from '../../shared/manifest.ts';
+import { MAX_REPLICAS, ManifestError, unitSpecHash, validateManifest, validateService } from '../../shared/manifest.ts';
 import type { EventLog } from '../events.ts';
 import type { NodeRegistry } from '../registry/node-registry.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
@@ -22,6 +22,8 @@ import {
   deploymentView,
   eventView,
   revisionViews,
+  allServiceViews,
+  allEndpointsViews,
   type ApiObject,
   type ViewSource,
 } from './views.ts';
@@ -59,9 +61,9 @@ export interface ApiDeps {
 /** Longest grace period a delete may ask for (an hour, as the manifest allows). */
 export const MAX_DELETE_GRACE_SECONDS = 3600;
 
-type Resource = 'nodes' | 'units' | 'deployments' | 'events';
-const RESOURCES = new Set<Resource>(['nodes', 'units', 'deployments', 'events']);
-const KIND: Record<Resource, string> = { nodes: 'Node', units: 'Unit', deployments: 'Deployment', events: 'Event' };
+type Resource = 'nodes' | 'units' | 'deployments' | 'events' | 'services' | 'endpoints';
+const RESOURCES = new Set<Resource>(['nodes', 'units', 'deployments', 'events', 'services', 'endpoints']);
+const KIND: Record<Resource, string> = { nodes: 'Node', units: 'Unit', deployments: 'Deployment', events: 'Event', services: 'Service', endpoints: 'Endpoints' };
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent) {
@@ -176,7 +178,7 @@ export class ApiServer {
     }
 
     const resource = parts[1] as Resource;
-    if (!RESOURCES.has(resource)) throw new HttpError(404, `unknown resource "${parts[1] ?? ''}" (nodes, units, deployments, events)`);
+    if (!RESOURCES.has(resource)) throw new HttpError(404, `unknown resource "${parts[1] ?? ''}" (nodes, units, deployments, events, services, endpoints)`);
     const name = parts[2];
 
     if (resource === 'deployments' && name && parts.length === 4 && parts[3] !== 'scale') return this.rollout(method, name, parts[3], body, res);
@@ -193,6 +195,17 @@ export class ApiServer {
       return sendJson(res, 200, found);
     }
 
+    if (resource === 'services' && name && method === 'PUT' && parts.length === 3) {
+      const manifest = validateService(parseJson(body));
+      if (manifest.metadata.name !== name) throw new HttpError(400, `metadata.name "${manifest.metadata.name}" does not match the URL name "${name}"`);
+      const r = await this.write({ type: 'service.apply', at: this.deps.now(), uid: nanoid(), manifest });
+      return sendJson(res, r.created ? 201 : 200, this.one('services', name));
+    }
+    if (resource === 'services' && name && method === 'DELETE' && parts.length === 3) {
+      const before = this.list('services').find((o) => o.metadata.name === name);
+      await this.write({ type: 'service.delete', at: this.deps.now(), name });
+      return sendJson(res, 200, before ?? { kind: 'Service', metadata: { name } });
+    }
     if (resource === 'deployments' && name && method === 'PUT' && parts.length === 3) {
       const obj = parseJson(body);
       const { manifest, unitSpec } = validateManifest(obj);
@@ -294,6 +307,10 @@ export class ApiServer {
         return allDeploymentViews(this.src());
       case 'events':
         return this.deps.events.list().map(eventView);
+      case 'services':
+        return allServiceViews(this.src());
+      case 'endpoints':
+        return allEndpointsViews(this.src());
     }
   }
 

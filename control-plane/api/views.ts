@@ -7,6 +7,7 @@ import { DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, DEFAULT_PROGRESS_DEADLINE_S
 import type { UnitReport } from '../../shared/model.ts';
 import type { ClusterEvent } from '../events.ts';
 import { isQuickFailure } from '../reconcile/reconcile.ts';
+import { serviceEndpoints } from '../services/endpoints.ts';
 import type { ObservedNodeState } from '../registry/node-registry.ts';
 import type { DeploymentRecord, DesiredState, NodeRecord, UnitRecord } from '../store/desired-state.ts';
 
@@ -82,6 +83,7 @@ export function unitView(
     status: {
       phase,
       ready: report !== undefined && phase === 'Running' && report.ready !== false,
+      ports: report?.ports ?? [],
       pid: report?.pid ?? null,
       exitCode: report?.exitCode ?? null,
       signal: report?.signal ?? null,
@@ -159,6 +161,7 @@ export function nodeView(name: string, rec: NodeRecord | undefined, obs: Observe
     spec: { taints: info?.taints ?? [], unschedulable: rec?.unschedulable ?? false },
     status: {
       ready: obs?.ready ?? false,
+      addresses: info?.address ? [{ type: 'InternalIP', address: info.address }] : [],
       capacity: info?.capacity ?? { cpu: 0, memory: 0 },
       allocated,
       lastHeartbeatTime: iso(obs?.lastHeartbeatMs),
@@ -307,4 +310,50 @@ export function eventView(e: ClusterEvent): ApiObject {
     firstTimestamp: iso(e.firstTimestamp),
     lastTimestamp: iso(e.timestamp),
   };
+}
+
+/** A Service: as applied (nodePorts filled in), and its endpoints in status. */
+export function allServiceViews(src: ViewSource): ApiObject[] {
+  return [...src.state.services.values()]
+    .sort((a, b) => (a.name < b.name ? -1 : 1))
+    .map((svc) => {
+      const ports = serviceEndpoints(svc, src.state, src.observed);
+      const all = new Map<string, { unit: string; node: string; hostIP: string; hostPort: number; ready: boolean; port: string | number }>();
+      for (const { port, endpoints } of ports) for (const e of endpoints) all.set(`${e.unit}/${port.port}`, { ...e, port: port.name ?? port.port });
+      const endpoints = [...all.values()];
+      return {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: {
+          name: svc.name,
+          uid: svc.uid,
+          creationTimestamp: iso(svc.creationTimestamp),
+          resourceVersion: String(svc.resourceVersion),
+          labels: svc.manifest.metadata.labels ?? {},
+        },
+        spec: svc.manifest.spec,
+        status: {
+          endpoints,
+          // Where to connect: every Ready node's address, on the nodePort.
+          nodeAddresses: [...src.observed.values()].filter((n) => n.ready && n.info.address).map((n) => ({ node: n.name, address: n.info.address! })),
+          ...(endpoints.length === 0 ? { message: `no unit matches selector ${Object.entries(svc.manifest.spec.selector).map(([k, v]) => `${k}=${v}`).join(',')} with the target port` } : {}),
+        },
+      };
+    });
+}
+
+/** Kubernetes' Endpoints object per Service: ready and not-ready addresses per port. */
+export function allEndpointsViews(src: ViewSource): ApiObject[] {
+  return [...src.state.services.values()]
+    .sort((a, b) => (a.name < b.name ? -1 : 1))
+    .map((svc) => ({
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata: { name: svc.name, resourceVersion: String(svc.resourceVersion) },
+      subsets: serviceEndpoints(svc, src.state, src.observed).map(({ port, endpoints }) => ({
+        port: { name: port.name ?? null, port: port.port, nodePort: port.nodePort, targetPort: port.targetPort },
+        addresses: endpoints.filter((e) => e.ready).map((e) => ({ ip: e.hostIP, port: e.hostPort, unit: e.unit, nodeName: e.node })),
+        notReadyAddresses: endpoints.filter((e) => !e.ready).map((e) => ({ ip: e.hostIP, port: e.hostPort, unit: e.unit, nodeName: e.node })),
+      })),
+    }));
 }

@@ -11,8 +11,8 @@
 // info (capacity, taints, labels) goes through the log too, so every replica
 // schedules against the same nodes.
 
-import type { DeploymentManifest, NodeInfo, PodTemplate, UnitSpec } from '../../shared/model.ts';
-import { DEFAULT_REVISION_HISTORY_LIMIT, unitSpecHash } from '../../shared/manifest.ts';
+import type { DeploymentManifest, NodeInfo, PodTemplate, ServiceManifest, UnitSpec } from '../../shared/model.ts';
+import { DEFAULT_REVISION_HISTORY_LIMIT, NODE_PORT_MAX, NODE_PORT_MIN, unitSpecHash } from '../../shared/manifest.ts';
 import { EventRing, type ClusterEvent, type NewEvent } from '../events.ts';
 
 export interface SchedulingRecord {
@@ -112,6 +112,15 @@ export interface NodeRecord {
 
 export const MAX_RECORDED_NODES = 16;
 
+export interface ServiceRecord {
+  name: string;
+  uid: string;
+  creationTimestamp: number;
+  resourceVersion: number;
+  /** As applied, with every nodePort filled in. */
+  manifest: ServiceManifest;
+}
+
 export type StoreCommand =
   | { type: 'deployment.apply'; at: number; uid: string; manifest: DeploymentManifest; unitSpec: UnitSpec; specHash: string }
   | { type: 'deployment.scale'; at: number; name: string; replicas: number }
@@ -131,6 +140,9 @@ export type StoreCommand =
   | { type: 'unit.create'; at: number; uid: string; deployment: string; nodeName: string | null; scheduling: SchedulingRecord | null; specHash?: string }
   | { type: 'unit.bind'; at: number; name: string; nodeName: string; scheduling: SchedulingRecord | null }
   | { type: 'unit.delete'; at: number; name: string; reason: string }
+  /** Create or update a Service; nodePorts not given are picked here (lowest free), deterministically. */
+  | { type: 'service.apply'; at: number; uid: string; manifest: ServiceManifest }
+  | { type: 'service.delete'; at: number; name: string }
   /** A batch of the leader's events (see events.ts). */
   | { type: 'events.record'; at: number; events: NewEvent[] }
   | { type: 'noop' };
@@ -147,9 +159,11 @@ export interface DesiredSnapshot {
   counters: Record<string, number>;
   /** Absent in snapshots written before events were replicated. */
   events?: { seq: number; events: ClusterEvent[] };
+  /** Absent in snapshots written before Services existed. */
+  services?: ServiceRecord[];
 }
 
-export type ChangeKind = 'deployment' | 'unit' | 'node';
+export type ChangeKind = 'deployment' | 'unit' | 'node' | 'service';
 export type ChangeListener = (kind: ChangeKind, name: string) => void;
 
 export class DesiredState {
@@ -157,6 +171,7 @@ export class DesiredState {
   readonly units = new Map<string, UnitRecord>();
   readonly nodes = new Map<string, NodeRecord>();
   readonly counters = new Map<string, number>();
+  readonly services = new Map<string, ServiceRecord>();
   /** The replicated event history (bounded; see events.ts). */
   readonly events = new EventRing();
   appliedIndex = 0;
@@ -184,6 +199,47 @@ export class DesiredState {
     switch (cmd.type) {
       case 'noop':
         return { ok: true };
+      case 'service.apply': {
+        const name = cmd.manifest.metadata.name;
+        const prev = this.services.get(name);
+        // nodePorts taken by other Services; a port this Service already
+        // has stays with it across updates.
+        const taken = new Map<number, string>();
+        for (const other of this.services.values()) {
+          if (other.name === name) continue;
+          for (const p of other.manifest.spec.ports) if (p.nodePort !== undefined) taken.set(p.nodePort, other.name);
+        }
+        const ports = cmd.manifest.spec.ports.map((p) => ({ ...p }));
+        for (const p of ports) {
+          if (p.nodePort !== undefined && taken.has(p.nodePort)) {
+            return { ok: false, code: 409, error: `spec.ports: nodePort ${p.nodePort} of service ${name} is already used by service ${taken.get(p.nodePort)}` };
+          }
+        }
+        const mine = new Set(ports.map((p) => p.nodePort).filter((n): n is number => n !== undefined));
+        for (const p of ports) {
+          if (p.nodePort !== undefined) continue;
+          const kept = prev?.manifest.spec.ports.find((q) => q.port === p.port)?.nodePort;
+          if (kept !== undefined && !taken.has(kept) && !mine.has(kept)) {
+            p.nodePort = kept;
+          } else {
+            let n = NODE_PORT_MIN;
+            while (n <= NODE_PORT_MAX && (taken.has(n) || mine.has(n))) n++;
+            if (n > NODE_PORT_MAX) return { ok: false, code: 409, error: `no free nodePort left in ${NODE_PORT_MIN}..${NODE_PORT_MAX}` };
+            p.nodePort = n;
+          }
+          mine.add(p.nodePort);
+        }
+        const manifest: ServiceManifest = { ...cmd.manifest, spec: { ...cmd.manifest.spec, ports } };
+        if (prev && JSON.stringify(prev.manifest) === JSON.stringify(manifest)) return { ok: true, created: false, changed: false };
+        this.services.set(name, { name, uid: prev?.uid ?? cmd.uid, creationTimestamp: prev?.creationTimestamp ?? cmd.at, resourceVersion: index, manifest });
+        this.changed('service', name);
+        return { ok: true, created: !prev, changed: true };
+      }
+      case 'service.delete': {
+        if (!this.services.delete(cmd.name)) return { ok: false, code: 404, error: `services "${cmd.name}" not found` };
+        this.changed('service', cmd.name);
+        return { ok: true, changed: true };
+      }
       case 'events.record': {
         for (const n of cmd.events) {
           const e = this.events.add(n);
@@ -386,6 +442,7 @@ export class DesiredState {
       nodes: [...this.nodes.values()],
       counters: Object.fromEntries(this.counters),
       events: this.events.save(),
+      services: [...this.services.values()],
     };
   }
 
@@ -399,6 +456,8 @@ export class DesiredState {
     for (const n of s.nodes) this.nodes.set(n.info.name, n);
     for (const [k, v] of Object.entries(s.counters)) this.counters.set(k, v);
     this.events.load(s.events);
+    this.services.clear();
+    for (const svc of s.services ?? []) this.services.set(svc.name, svc);
     this.appliedIndex = s.appliedIndex;
     for (const d of s.deployments) this.changed('deployment', d.name);
     for (const u of s.units) this.changed('unit', u.name);

@@ -57,7 +57,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { UnitReport, UnitSpec } from '../../shared/model.ts';
+import type { UnitPortStatus, UnitReport, UnitSpec } from '../../shared/model.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
 import { UnitProber } from './prober.ts';
@@ -86,6 +86,8 @@ export interface StartRequest {
   /** The spec's identity and the deployment revision (MO_REVISION), copied into reports. */
   specHash: string;
   revision: number;
+  /** Host ports the agent gave the unit's declared ports (PORT, PORT_<NAME>, HOST_IP; status.ports). */
+  ports?: UnitPortStatus[];
 }
 
 /** What a report tells: a phase change (or the first report), or a change of readiness only. */
@@ -220,6 +222,7 @@ export class UnitSupervisor {
         ready: false,
         specHash: req.specHash,
         revision: req.revision,
+        ...(req.ports && req.ports.length > 0 ? { ports: req.ports.map((p) => ({ ...p })) } : {}),
       },
       spec: req.spec,
       env: this.unitEnv(req),
@@ -510,6 +513,14 @@ export class UnitSupervisor {
     env.MO_NODE_NAME = this.nodeName;
     env.MO_DEPLOYMENT = req.deployment;
     env.MO_REVISION = String(req.revision);
+    // Units share their node's network: each declared port has a host port
+    // of its own, the first as PORT (Heroku's and Cloud Run's name), each
+    // named one as PORT_<NAME>, and the node's address as HOST_IP.
+    if (req.ports && req.ports.length > 0) {
+      env.PORT = String(req.ports[0].hostPort);
+      env.HOST_IP = req.ports[0].hostIP;
+      for (const p of req.ports) if (p.name) env[`PORT_${p.name.toUpperCase().replace(/-/g, '_')}`] = String(p.hostPort);
+    }
     return env;
   }
 }

@@ -7,7 +7,7 @@
 // which its sender is leader. An agent refuses commands whose term is below
 // the highest term it has seen, and answers `command-refused`.
 
-import type { NodeInfo, UnitReport, UnitSpec } from '../model.ts';
+import type { NodeInfo, ProxyTable, UnitReport, UnitSpec } from '../model.ts';
 
 export const PROTOCOL_VERSION = 1;
 /** Largest frame either side accepts; bigger frames close the connection. */
@@ -167,7 +167,22 @@ export interface LogCloseMessage {
   requestId: string;
 }
 
+/**
+ * The leader's Service table for every node's proxy: each Service port's
+ * nodePort and its ready endpoints. Sent whole whenever it changes (and on
+ * every agent's hello); an agent keeps the table of the highest term it has
+ * seen and serves with the last one it has while there is no leader.
+ */
+export interface ServicesMessage {
+  v: 1;
+  type: 'services';
+  term: number;
+  leaderId: string;
+  table: ProxyTable;
+}
+
 export type ControlPlaneMessage =
+  | ServicesMessage
   | WelcomeMessage
   | SpawnCommand
   | TerminateCommand

@@ -20,7 +20,7 @@
 //   model.ts without a validator is a compile error here.
 // Pure: no I/O, no clock, no node:* imports.
 
-import type { ContainerPort, NodeInfo, Probe, Resources, Taint, Toleration, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
+import type { ContainerPort, NodeInfo, Probe, ProxyTable, Resources, Taint, Toleration, UnitPortStatus, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
 import {
   PROTOCOL_VERSION,
   type AgentMessage,
@@ -34,6 +34,7 @@ import {
   type LogDataMessage,
   type LogEndMessage,
   type LogOpenMessage,
+  type ServicesMessage,
   MAX_LOG_CHUNK_CHARS,
   type SpawnCommand,
   type TerminateCommand,
@@ -84,6 +85,12 @@ export const MAX_GRACE_PERIOD_MS = 3600 * 1000;
 export const MAX_PROBE_PATH_CHARS = 2048;
 /** A spec hash: 16 hex digits. */
 export const MAX_SPEC_HASH_CHARS = 64;
+/** IPv4 or IPv6 literal. */
+export const MAX_ADDRESS_CHARS = 64;
+/** Services in one proxy table, ports per Service, endpoints per port. */
+export const MAX_SERVICES = 1024;
+export const MAX_SERVICE_PORTS = 64;
+export const MAX_ENDPOINTS = 4096;
 
 // ---- the schema helper ----------------------------------------------------
 
@@ -365,11 +372,41 @@ export const unitSpec: Validator<UnitSpec> = object<UnitSpec>({
   restartedAt: optional(string({ maxChars: 64, nonEmpty: true, printable: true })),
 });
 
+const address = string({ maxChars: MAX_ADDRESS_CHARS, nonEmpty: true, printable: true });
+
 export const nodeInfo: Validator<NodeInfo> = object<NodeInfo>({
   name,
   capacity: resources,
   taints: array(taint, MAX_TAINTS_PER_NODE),
   labels,
+  address: optional(address),
+});
+
+const unitPortStatus = object<UnitPortStatus>({
+  name: optional(string({ maxChars: 15, nonEmpty: true, printable: true })),
+  containerPort: integer({ min: 1, max: 65535 }),
+  hostPort: integer({ min: 1, max: 65535 }),
+  hostIP: address,
+});
+
+type ProxyService = ProxyTable['services'][number];
+type ProxyPort = ProxyService['ports'][number];
+type ProxyEndpoint = ProxyPort['endpoints'][number];
+export const proxyTable: Validator<ProxyTable> = object<ProxyTable>({
+  services: array(
+    object<ProxyService>({
+      name,
+      ports: array(
+        object<ProxyPort>({
+          name: optional(string({ maxChars: 15, nonEmpty: true, printable: true })),
+          nodePort: integer({ min: 1, max: 65535 }),
+          endpoints: array(object<ProxyEndpoint>({ ip: address, port: integer({ min: 1, max: 65535 }), unit: name }), MAX_ENDPOINTS),
+        }),
+        MAX_SERVICE_PORTS,
+      ),
+    }),
+    MAX_SERVICES,
+  ),
 });
 
 export const unitReport: Validator<UnitReport> = object<UnitReport>({
@@ -390,6 +427,7 @@ export const unitReport: Validator<UnitReport> = object<UnitReport>({
   readySince: optional(timestampMs),
   specHash: optional(string({ maxChars: MAX_SPEC_HASH_CHARS, nonEmpty: true, printable: true })),
   revision: optional(integer({ min: 0 })),
+  ports: optional(array(unitPortStatus, MAX_PORTS_PER_UNIT)),
 });
 
 // ---- the messages ---------------------------------------------------------
@@ -471,6 +509,7 @@ const controlPlaneSchemas: {
     timestamps: boolean,
   }),
   'log-close': object<LogCloseMessage>({ v, type: literal('log-close'), requestId: id }),
+  services: object<ServicesMessage>({ v, type: literal('services'), term, leaderId: id, table: proxyTable }),
 };
 
 export type Validated<M> = { ok: true; msg: M } | { ok: false; error: string };
