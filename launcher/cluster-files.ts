@@ -57,11 +57,11 @@ export function ensureToken(dataDir: string): TokenResult {
 }
 
 /** Writes `<dataDir>/config.json` atomically (0600: it holds the token). Returns its path. */
-export function writeClientConfig(dataDir: string, servers: readonly string[], token: string): string {
+export function writeClientConfig(dataDir: string, servers: readonly string[], token: string, nodes?: ReadonlyArray<{ name: string; address: string }>): string {
   const path = join(dataDir, CONFIG_FILE);
   const tmp = `${path}.${process.pid}.tmp`;
   try {
-    writeFileSync(tmp, `${JSON.stringify({ servers, token }, null, 2)}\n`, { mode: 0o600 });
+    writeFileSync(tmp, `${JSON.stringify(nodes ? { servers, token, nodes } : { servers, token }, null, 2)}\n`, { mode: 0o600 });
     renameSync(tmp, path);
   } catch (err) {
     rmSync(tmp, { force: true });

@@ -124,11 +124,24 @@ export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
   });
 }
 
+/** Host ports each agent hands its units, in disjoint slices per node on one machine. */
+export const UNIT_PORT_BASE = 20000;
+export const UNIT_PORTS_PER_NODE = 500;
+
+/**
+ * Where node i's Service proxy listens and its units are reached: its own
+ * loopback address (127.0.1.<i+1>) so every node can listen on the same
+ * nodePort on one machine; under --netns, its namespace's address.
+ */
+export function nodeAddress(layout: Pick<ClusterLayout, 'network'>, index: number, name: string): string {
+  return layout.network?.addresses[name] ?? `127.0.1.${index + 1}`;
+}
+
 export function nodeAgentCommands(layout: ClusterLayout): ChildSpec[] {
   const controlPlanes = replicaIds(layout.replicas)
     .map((id, i) => wsUrl(hostOf(layout.network, id), replicaPort(layout.basePort, i + 1)))
     .join(',');
-  return layout.nodes.map((node) => {
+  return layout.nodes.map((node, index) => {
     const argv = [
       ...nodeArgs(layout, node.name, layout.nodeAgentScript ?? NODE_AGENT_SCRIPT),
       '--name', node.name,
@@ -141,6 +154,8 @@ export function nodeAgentCommands(layout: ClusterLayout): ChildSpec[] {
       '--control-plane', controlPlanes,
       '--token', layout.token,
       '--state-dir', subdir(layout.dataDir, 'agents', node.name),
+      '--address', nodeAddress(layout, index, node.name),
+      '--port-range', `${UNIT_PORT_BASE + index * UNIT_PORTS_PER_NODE}-${UNIT_PORT_BASE + (index + 1) * UNIT_PORTS_PER_NODE - 1}`,
     );
     return { name: node.name, kind: 'node-agent' as const, argv };
   });

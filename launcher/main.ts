@@ -28,7 +28,7 @@ import type { NodeInfo } from '../shared/model.ts';
 import { LESSON_NODES, parseNodesFile } from '../shared/nodes-file.ts';
 import { LAUNCHER_USAGE, parseLauncherArgs, UsageError, type LauncherOptions } from './args.ts';
 import { DataDirError, ensureToken, lockDataDir, writeClientConfig } from './cluster-files.ts';
-import { clusterCommands, replicaIds, replicaPorts, serverUrls, type ChildSpec, type ClusterNetwork } from './command-lines.ts';
+import { clusterCommands, nodeAddress, replicaIds, replicaPorts, serverUrls, type ChildSpec, type ClusterNetwork } from './command-lines.ts';
 import { describePortProblem, firstBusyPort } from './ports.ts';
 import { waitForCluster } from './readiness.ts';
 import { LogStream, shouldUseColor } from './stream.ts';
@@ -220,7 +220,7 @@ async function run(): Promise<number> {
     const servers = serverUrls(options.basePort, options.replicas, planned?.network);
     try {
       token = ensureToken(dataDirAbs).token;
-      writeClientConfig(dataDirAbs, servers, token);
+      writeClientConfig(dataDirAbs, servers, token, nodes.map((n, i) => ({ name: n.name, address: nodeAddress({ network: planned?.network }, i, n.name) })));
       for (const id of replicaIds(options.replicas)) mkdirSync(join(dataDirAbs, id), { recursive: true });
       for (const node of nodes) mkdirSync(join(dataDirAbs, 'agents', node.name), { recursive: true });
     } catch (err) {

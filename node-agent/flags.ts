@@ -14,6 +14,9 @@
 //   --token T                     MO_TOKEN
 //   --heartbeat-interval-ms MS    MO_HEARTBEAT_INTERVAL_MS   default 200
 //   --state-dir DIR               MO_STATE_DIR       default <tmp>/mo-agent-<name>
+//   --address IP                  MO_ADDRESS         default 127.0.0.1: where Service proxies listen
+//                                                    and units' ports are reached (the node's InternalIP)
+//   --port-range LO-HI            MO_PORT_RANGE      default 20000-29999: host ports for units' declared ports
 
 import type { Resources, Taint, TaintEffect } from '../shared/model.ts';
 
@@ -35,7 +38,12 @@ export interface AgentConfig {
   token: string | null;
   heartbeatIntervalMs: number;
   stateDir: string;
+  address: string;
+  portRange: { min: number; max: number };
 }
+
+export const DEFAULT_ADDRESS = '127.0.0.1';
+export const DEFAULT_PORT_RANGE = { min: 20000, max: 29999 };
 
 export interface FlagDefaults {
   cpuMillicores: number;
@@ -47,11 +55,11 @@ export type ParseResult = { ok: true; config: AgentConfig } | { ok: false; error
 
 export const USAGE = `usage: node-agent/main.ts --name NODE --control-plane ws://HOST:PORT[,ws://...] [--token T]
        [--cpu MILLICORES] [--memory MIB] [--taint KEY[=VALUE][:EFFECT]]... [--label KEY=VALUE]...
-       [--heartbeat-interval-ms MS] [--state-dir DIR]
+       [--heartbeat-interval-ms MS] [--state-dir DIR] [--address IP] [--port-range LO-HI]
 environment: MO_NODE_NAME MO_CPU MO_MEMORY MO_TAINTS MO_LABELS MO_CONTROL_PLANE MO_TOKEN
-             MO_HEARTBEAT_INTERVAL_MS MO_STATE_DIR`;
+             MO_HEARTBEAT_INTERVAL_MS MO_STATE_DIR MO_ADDRESS MO_PORT_RANGE`;
 
-const SINGLE = ['name', 'cpu', 'memory', 'token', 'heartbeat-interval-ms', 'state-dir'] as const;
+const SINGLE = ['name', 'cpu', 'memory', 'token', 'heartbeat-interval-ms', 'state-dir', 'address', 'port-range'] as const;
 const REPEATABLE = ['taint', 'label', 'control-plane'] as const;
 type Single = (typeof SINGLE)[number];
 type Repeatable = (typeof REPEATABLE)[number];
@@ -176,6 +184,21 @@ export function parseAgentFlags(
   const stateArg = pick('state-dir', 'MO_STATE_DIR');
   const stateDir = stateArg ? stateArg.value : `${defaults.tmpDir.replace(/\/+$/, '')}/mo-agent-${nameArg.value}`;
 
+  const addressArg = pick('address', 'MO_ADDRESS');
+  const address = addressArg ? addressArg.value : DEFAULT_ADDRESS;
+  if (!/^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(address) || address.split('.').some((o) => Number(o) > 255)) {
+    return { ok: false, error: `${addressArg?.source ?? '--address'}: want an IPv4 address such as 127.0.1.1, got ${JSON.stringify(address)}` };
+  }
+  let portRange = DEFAULT_PORT_RANGE;
+  const rangeArg = pick('port-range', 'MO_PORT_RANGE');
+  if (rangeArg) {
+    const m = /^(\d{1,5})-(\d{1,5})$/.exec(rangeArg.value);
+    const lo = m ? Number(m[1]) : NaN;
+    const hi = m ? Number(m[2]) : NaN;
+    if (!(lo >= 1024 && hi <= 65535 && lo <= hi)) return { ok: false, error: `${rangeArg.source}: want LO-HI within 1024-65535, got ${JSON.stringify(rangeArg.value)}` };
+    portRange = { min: lo, max: hi };
+  }
+
   return {
     ok: true,
     config: {
@@ -187,6 +210,8 @@ export function parseAgentFlags(
       token: tokenArg ? tokenArg.value : null,
       heartbeatIntervalMs,
       stateDir,
+      address,
+      portRange,
     },
   };
 }

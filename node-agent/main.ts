@@ -21,6 +21,8 @@ import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/proto
 import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
+import { PortAllocator } from './runtime/ports.ts';
+import { ServiceProxy } from './runtime/service-proxy.ts';
 import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
 import { LogStreams } from './runtime/log-streams.ts';
 import { LogDirectory } from './runtime/unit-log.ts';
@@ -57,7 +59,12 @@ function main(): void {
     process.exit(1);
   }
 
-  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels };
+  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address };
+  const ports = new PortAllocator(config.address, config.portRange);
+  // Services: the leader's table, served on this node's address; the table
+  // of the highest term wins, and the last one keeps serving without a leader.
+  const proxy = new ServiceProxy(config.address, log);
+  let servicesTerm = -1;
   const core = new AgentCore(node, process.pid);
   const links: ControlPlaneLink[] = [];
   // Unit logs (runtime/unit-log.ts) and the log-open streams reading them.
@@ -74,6 +81,7 @@ function main(): void {
     onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
     onChange: (report, change) => {
       logTransition(report, change);
+      if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);
       broadcast(core.unitStatus(report));
     },
   });
@@ -114,6 +122,13 @@ function main(): void {
         link.send(core.refused(cmd.commandId, 'agent is shutting down'));
         continue;
       }
+      // Host ports for its declared ports (not for a name already known: a resend).
+      const given = supervisor.get(target) ? [] : ports.allocate(target, cmd.unit.spec.ports);
+      if (typeof given === 'string') {
+        log(`refused spawn ${target}: ${given}`);
+        link.send(core.refused(cmd.commandId, given));
+        continue;
+      }
       const res = supervisor.start({
         name: target,
         deployment: cmd.unit.deployment,
@@ -121,7 +136,9 @@ function main(): void {
         term: cmd.term,
         specHash: cmd.unit.specHash,
         revision: cmd.unit.revision,
+        ...(given.length > 0 ? { ports: given } : {}),
       });
+      if (!res.ok) ports.release(target);
       if (!res.ok) {
         log(`refused spawn ${target}: ${res.error}`);
         link.send(core.refused(cmd.commandId, res.error));
@@ -217,6 +234,12 @@ function main(): void {
       case 'log-close':
         logStreams.close(link, msg.requestId);
         return;
+      case 'services':
+        if (msg.term < core.highestTerm || msg.term < servicesTerm) return; // an old leader's table
+        noteLeadership(msg.term, msg.leaderId);
+        servicesTerm = msg.term;
+        proxy.apply(msg.table);
+        return;
     }
   }
 
@@ -252,6 +275,7 @@ function main(): void {
     }
     shuttingDown = true;
     log(`${signal}: stopping ${supervisor.liveCount()} unit(s) (grace ${DEFAULT_GRACE_PERIOD_MS}ms)`);
+    proxy.close();
     await supervisor.stopAll(DEFAULT_GRACE_PERIOD_MS);
     supervisor.close();
     clearInterval(heartbeatTimer);

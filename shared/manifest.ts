@@ -21,7 +21,9 @@
 // needs a size for every unit; Kubernetes would treat it as best-effort).
 // Differences from Kubernetes: `command` is required (there is no image
 // entrypoint to fall back on), exactly one container (a unit is one
-// process), and `resources.limits` is refused (nothing enforces limits here).
+// process). `resources.limits` (cpu, memory) are enforced by the agent through
+// cgroups where it can (docs/isolation.md); as in Kubernetes a request that is
+// not given defaults to its limit, and a limit below its request is refused.
 // Workload fields (rollouts, probes, ports, grace) follow Kubernetes' names
 // and defaults: strategy RollingUpdate 25%/25%, revisionHistoryLimit 10,
 // progressDeadlineSeconds 600, probes 0/10/1/3/1 s. A probe's named port is
@@ -508,17 +510,39 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   let cpuRequest: string | number | undefined;
   let memoryRequest: string | number | undefined;
   let requestsGiven: { cpu?: string | number; memory?: string | number } | undefined;
+  let limitsGiven: { cpu?: string | number; memory?: string | number } | undefined;
   if (has(c, 'resources')) {
-    const resources = object(c.resources, `${cPath}.resources`, ['requests']);
+    const resources = object(c.resources, `${cPath}.resources`, ['requests', 'limits']);
     if (has(resources, 'requests')) {
       const requests = object(resources.requests, `${cPath}.resources.requests`, ['cpu', 'memory']);
       requestsGiven = {};
       if (has(requests, 'cpu')) cpuRequest = requestsGiven.cpu = requests.cpu as string | number;
       if (has(requests, 'memory')) memoryRequest = requestsGiven.memory = requests.memory as string | number;
     }
+    if (has(resources, 'limits')) {
+      const lim = object(resources.limits, `${cPath}.resources.limits`, ['cpu', 'memory']);
+      limitsGiven = {};
+      if (has(lim, 'cpu')) limitsGiven.cpu = lim.cpu as string | number;
+      if (has(lim, 'memory')) limitsGiven.memory = lim.memory as string | number;
+    }
   }
-  const cpu = quantity(cpuRequest ?? DEFAULT_CPU_REQUEST, `${cPath}.resources.requests.cpu`, parseCpu);
-  const memory = quantity(memoryRequest ?? DEFAULT_MEMORY_REQUEST, `${cPath}.resources.requests.memory`, parseMemory);
+  const limits: { cpu?: number; memory?: number } = {};
+  if (limitsGiven?.cpu !== undefined) limits.cpu = quantity(limitsGiven.cpu, `${cPath}.resources.limits.cpu`, parseCpu);
+  if (limitsGiven?.memory !== undefined) limits.memory = quantity(limitsGiven.memory, `${cPath}.resources.limits.memory`, parseMemory);
+  if (limits.cpu === 0) throw new ManifestError(`${cPath}.resources.limits.cpu`, 'must be greater than 0');
+  if (limits.memory === 0) throw new ManifestError(`${cPath}.resources.limits.memory`, 'must be greater than 0');
+  // Kubernetes: a request not given defaults to its limit when there is one.
+  const cpu = cpuRequest !== undefined ? quantity(cpuRequest, `${cPath}.resources.requests.cpu`, parseCpu) : (limits.cpu ?? quantity(DEFAULT_CPU_REQUEST, `${cPath}.resources.requests.cpu`, parseCpu));
+  const memory =
+    memoryRequest !== undefined
+      ? quantity(memoryRequest, `${cPath}.resources.requests.memory`, parseMemory)
+      : (limits.memory ?? quantity(DEFAULT_MEMORY_REQUEST, `${cPath}.resources.requests.memory`, parseMemory));
+  if (limits.cpu !== undefined && limits.cpu < cpu) {
+    throw new ManifestError(`${cPath}.resources.limits.cpu`, `${limits.cpu}m is below the request of ${cpu}m (resources.requests.cpu); a limit must be at least its request`);
+  }
+  if (limits.memory !== undefined && limits.memory < memory) {
+    throw new ManifestError(`${cPath}.resources.limits.memory`, `${limits.memory}Mi is below the request of ${memory}Mi (resources.requests.memory); a limit must be at least its request`);
+  }
 
   const tolerations = has(podSpec, 'tolerations')
     ? list(podSpec.tolerations, 'spec.template.spec.tolerations', MAX_TOLERATIONS_PER_UNIT).map((t, i) =>
@@ -542,7 +566,11 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   const container: PodTemplate['spec']['containers'][number] = { name: containerName, command };
   if (args !== undefined) container.args = args;
   if (env !== undefined) container.env = env;
-  if (requestsGiven !== undefined) container.resources = { requests: requestsGiven };
+  if (requestsGiven !== undefined || limitsGiven !== undefined) {
+    container.resources = {};
+    if (requestsGiven !== undefined) container.resources.requests = requestsGiven;
+    if (limitsGiven !== undefined) container.resources.limits = limitsGiven;
+  }
   if (ports !== undefined) container.ports = ports;
   Object.assign(container, probesOut);
   const templateOut: PodTemplate = { spec: { containers: [container] } };
@@ -583,6 +611,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   if (ports !== undefined && ports.length > 0) unitSpec.ports = ports;
   if (Object.keys(probes).length > 0) unitSpec.probes = probes;
   if (grace !== undefined) unitSpec.gracePeriodMs = grace * 1000;
+  if (limits.cpu !== undefined || limits.memory !== undefined) unitSpec.limits = limits;
   return { manifest, unitSpec };
 }
 

@@ -76,6 +76,16 @@ export interface UnitSpec {
   gracePeriodMs?: number;
   /** Set by `mo rollout restart` (kubectl's restartedAt annotation): a new template, the same program. */
   restartedAt?: string;
+  /** resources.limits: what the agent enforces through cgroups (millicores, MiB); absent when none is given. */
+  limits?: { cpu?: number; memory?: number };
+}
+
+/** What a node enforces, as its agent found at start (status.conditions; types LimitsEnforced, UnitNamespaces). */
+export interface NodeCondition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
 }
 
 /** A node as its agent registers it. */
@@ -86,6 +96,8 @@ export interface NodeInfo {
   labels: Record<string, string>;
   /** Where the node's Service proxies listen and its units' ports are reached (its InternalIP). */
   address?: string;
+  /** What the agent enforces for its units (cgroup limits, namespaces): Node status.conditions. */
+  conditions?: NodeCondition[];
 }
 
 /** A declared container port and the host port the agent gave it (status.ports). */
@@ -204,7 +216,10 @@ export interface PodTemplate {
       command: string[];
       args?: string[];
       env?: EnvVar[];
-      resources?: { requests?: { cpu?: string | number; memory?: string | number } };
+      resources?: {
+        requests?: { cpu?: string | number; memory?: string | number };
+        limits?: { cpu?: string | number; memory?: string | number };
+      };
       ports?: ContainerPort[];
       readinessProbe?: ManifestProbe;
       livenessProbe?: ManifestProbe;

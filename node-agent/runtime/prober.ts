@@ -39,6 +39,12 @@ export interface ProbeOutcome {
 export type CancelProbe = () => void;
 
 export interface ExecContext {
+  /**
+   * Where a probe's port is reached: a declared containerPort maps to the
+   * host port (and node address) the agent gave it; undefined: 127.0.0.1
+   * and the port as written.
+   */
+  portMap?: (containerPort: number) => { host: string; port: number } | undefined;
   cwd: string;
   env: Record<string, string>;
   /** setpriv's path when probes get a parent-death signal, else null. */
@@ -137,8 +143,14 @@ export class UnitProber {
 export function runProbe(probe: Probe, exec: ExecContext, done: (outcome: ProbeOutcome) => void): CancelProbe {
   const timeoutMs = probe.timeoutSeconds * 1000;
   if (probe.exec) return runExecProbe(probe.exec.command, timeoutMs, exec, done);
-  if (probe.httpGet) return runHttpProbe(probe.httpGet.port, probe.httpGet.path, timeoutMs, done);
-  if (probe.tcpSocket) return runTcpProbe(probe.tcpSocket.port, timeoutMs, done);
+  if (probe.httpGet) {
+    const at = exec.portMap?.(probe.httpGet.port);
+    return runHttpProbe(at?.port ?? probe.httpGet.port, probe.httpGet.path, timeoutMs, done, at?.host);
+  }
+  if (probe.tcpSocket) {
+    const at = exec.portMap?.(probe.tcpSocket.port);
+    return runTcpProbe(at?.port ?? probe.tcpSocket.port, timeoutMs, done, at?.host);
+  }
   return failSoon({ ok: false, detail: 'probe has no handler' }, done);
 }
 
@@ -206,13 +218,13 @@ export function runExecProbe(argv: string[], timeoutMs: number, ctx: ExecContext
 }
 
 /** httpGet: a status 200-399 from http://127.0.0.1:<port><path> is success. */
-export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, done: (outcome: ProbeOutcome) => void): CancelProbe {
-  const what = `HTTP GET :${port}${urlPath}`;
+export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, done: (outcome: ProbeOutcome) => void, host = '127.0.0.1'): CancelProbe {
+  const what = `HTTP GET ${host === '127.0.0.1' ? '' : host}:${port}${urlPath}`;
   let finished = false;
   let req: http.ClientRequest;
   try {
     req = http.request({
-      host: '127.0.0.1',
+      host,
       port,
       path: urlPath,
       method: 'GET',
@@ -246,12 +258,12 @@ export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, d
 }
 
 /** tcpSocket: a connection to 127.0.0.1:<port> is success. */
-export function runTcpProbe(port: number, timeoutMs: number, done: (outcome: ProbeOutcome) => void): CancelProbe {
-  const what = `TCP :${port}`;
+export function runTcpProbe(port: number, timeoutMs: number, done: (outcome: ProbeOutcome) => void, host = '127.0.0.1'): CancelProbe {
+  const what = `TCP ${host === '127.0.0.1' ? '' : host}:${port}`;
   let finished = false;
   let socket: net.Socket;
   try {
-    socket = net.connect({ host: '127.0.0.1', port });
+    socket = net.connect({ host, port });
   } catch (err) {
     return failSoon({ ok: false, detail: `${what}: ${(err as Error).message}` }, done);
   }

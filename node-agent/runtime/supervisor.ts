@@ -362,6 +362,10 @@ export class UnitSupervisor {
         cwd: this.unitsDir,
         env: rec.env,
         setprivPath: this.setprivPath,
+        portMap: (containerPort) => {
+          const p = rec.report.ports?.find((x) => x.containerPort === containerPort);
+          return p ? { host: p.hostIP, port: p.hostPort } : undefined;
+        },
         // With setpriv the kernel kills a probe with the agent; the guard only
         // where there is none (its per-line cost adds up at 100 probes a second).
         ...(this.setprivPath

@@ -20,7 +20,7 @@
 //   model.ts without a validator is a compile error here.
 // Pure: no I/O, no clock, no node:* imports.
 
-import type { ContainerPort, NodeInfo, Probe, ProxyTable, Resources, Taint, Toleration, UnitPortStatus, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
+import type { ContainerPort, NodeCondition, NodeInfo, Probe, ProxyTable, Resources, Taint, Toleration, UnitPortStatus, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
 import {
   PROTOCOL_VERSION,
   type AgentMessage,
@@ -370,9 +370,20 @@ export const unitSpec: Validator<UnitSpec> = object<UnitSpec>({
   probes: optional(unitProbes),
   gracePeriodMs: optional(integer({ min: 0, max: MAX_GRACE_PERIOD_MS })),
   restartedAt: optional(string({ maxChars: 64, nonEmpty: true, printable: true })),
+  limits: optional(object<NonNullable<UnitSpec['limits']>>({ cpu: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })), memory: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })) })),
 });
 
 const address = string({ maxChars: MAX_ADDRESS_CHARS, nonEmpty: true, printable: true });
+
+/** Conditions one node may report. */
+export const MAX_NODE_CONDITIONS = 16;
+
+export const nodeCondition: Validator<NodeCondition> = object<NodeCondition>({
+  type: string({ maxChars: 64, nonEmpty: true, printable: true }),
+  status: oneOf(['True', 'False', 'Unknown'] as const),
+  reason: string({ maxChars: 64, nonEmpty: true, printable: true }),
+  message: reason,
+});
 
 export const nodeInfo: Validator<NodeInfo> = object<NodeInfo>({
   name,
@@ -380,6 +391,7 @@ export const nodeInfo: Validator<NodeInfo> = object<NodeInfo>({
   taints: array(taint, MAX_TAINTS_PER_NODE),
   labels,
   address: optional(address),
+  conditions: optional(array(nodeCondition, MAX_NODE_CONDITIONS)),
 });
 
 const unitPortStatus = object<UnitPortStatus>({

@@ -136,6 +136,14 @@ export class Cluster {
     return c;
   }
 
+  /** Unit host ports of this cluster start here (disjoint from other tests' clusters by chance, like the API ports). */
+  private readonly portBase = 20000 + Math.floor(Math.random() * 40) * 1000;
+
+  /** Node `name`'s address: 127.0.<cluster>.<i+1>, its own so its proxy can take any nodePort. */
+  nodeAddress(name: string): string {
+    return `127.0.${(this.basePort % 250) + 2}.${this.opts.nodes.findIndex((x) => x.name === name) + 1}`;
+  }
+
   get urls(): string[] {
     return Array.from({ length: this.opts.replicas }, (_, i) => `http://127.0.0.1:${this.basePort + i + 1}`);
   }
@@ -158,6 +166,9 @@ export class Cluster {
     const args = ['--name', n.name, '--cpu', String(n.capacity.cpu), '--memory', String(n.capacity.memory)];
     for (const t of n.taints) args.push('--taint', `${t.key}${t.value ? '=' + t.value : ''}:${t.effect}`);
     for (const [k, v] of Object.entries(n.labels)) args.push('--label', `${k}=${v}`);
+    // Its own loopback address and a slice of host ports, as npm start gives each node.
+    const i = this.opts.nodes.indexOf(n);
+    args.push('--address', this.nodeAddress(name), '--port-range', `${this.portBase + i * 200}-${this.portBase + i * 200 + 199}`);
     args.push('--control-plane', this.urls.map((u) => u.replace('http', 'ws')).join(','), '--token', this.token, '--state-dir', path.join(this.dir, 'agents', n.name), ...this.opts.agentArgs);
     const p = startProcess(name, 'node-agent/main.ts', args);
     this.agents.set(name, p);
