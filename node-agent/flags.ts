@@ -14,8 +14,9 @@
 //   --token T                     MO_TOKEN
 //   --heartbeat-interval-ms MS    MO_HEARTBEAT_INTERVAL_MS   default 200
 //   --state-dir DIR               MO_STATE_DIR       default <tmp>/mo-agent-<name>
-//   --address IP                  MO_ADDRESS         default 127.0.0.1: where Service proxies listen
-//                                                    and units' ports are reached (the node's InternalIP)
+//   --address IP|auto             MO_ADDRESS         default 127.0.0.1: where Service proxies listen
+//                                                    and units' ports are reached (the node's InternalIP);
+//                                                    auto: the machine's first non-loopback IPv4 (containers)
 //   --port-range LO-HI            MO_PORT_RANGE      default 20000-29999: host ports for units' declared ports
 
 import type { Resources, Taint, TaintEffect } from '../shared/model.ts';
@@ -186,8 +187,8 @@ export function parseAgentFlags(
 
   const addressArg = pick('address', 'MO_ADDRESS');
   const address = addressArg ? addressArg.value : DEFAULT_ADDRESS;
-  if (!/^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(address) || address.split('.').some((o) => Number(o) > 255)) {
-    return { ok: false, error: `${addressArg?.source ?? '--address'}: want an IPv4 address such as 127.0.1.1, got ${JSON.stringify(address)}` };
+  if (address !== 'auto' && (!/^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(address) || address.split('.').some((o) => Number(o) > 255))) {
+    return { ok: false, error: `${addressArg?.source ?? '--address'}: want an IPv4 address such as 127.0.1.1 (or "auto": this machine's first non-loopback IPv4), got ${JSON.stringify(address)}` };
   }
   let portRange = DEFAULT_PORT_RANGE;
   const rangeArg = pick('port-range', 'MO_PORT_RANGE');

@@ -59,6 +59,12 @@ function main(): void {
     process.exit(1);
   }
 
+  if (config.address === 'auto') {
+    const found = Object.values(os.networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === 'IPv4' && !i.internal);
+    config.address = found?.address ?? '127.0.0.1';
+  }
   const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address };
   const ports = new PortAllocator(config.address, config.portRange);
   // Services: the leader's table, served on this node's address; the table

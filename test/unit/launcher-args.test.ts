@@ -103,6 +103,9 @@ describe('launcher command lines', () => {
       '--control-plane', 'ws://127.0.0.1:7001,ws://127.0.0.1:7002,ws://127.0.0.1:7003',
       '--token', 'tok',
       '--state-dir', '.mo/agents/node-c',
+      // Its own loopback address (Service proxies on one machine) and a slice of host ports.
+      '--address', '127.0.1.2',
+      '--port-range', '20500-20999',
     ]);
   });
 
