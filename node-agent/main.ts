@@ -21,6 +21,7 @@ import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/proto
 import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
+import { UnitCgroups } from './runtime/cgroups.ts';
 import { PortAllocator } from './runtime/ports.ts';
 import { ServiceProxy } from './runtime/service-proxy.ts';
 import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
@@ -28,6 +29,14 @@ import { LogStreams } from './runtime/log-streams.ts';
 import { LogDirectory } from './runtime/unit-log.ts';
 
 const MiB = 1024 * 1024;
+
+/** Units share the node's namespaces (pid, uts, ipc, mount): not implemented yet; said as a Node condition. */
+const NAMESPACES_CONDITION = {
+  type: 'UnitNamespaces',
+  status: 'False' as const,
+  reason: 'NotImplemented',
+  message: "units share the node's PID, UTS, IPC and mount namespaces (this agent does not create namespaces)",
+};
 
 function main(): void {
   // A closed stdout (the launcher went away) must not kill the agent.
@@ -65,7 +74,10 @@ function main(): void {
       .find((i) => i && i.family === 'IPv4' && !i.internal);
     config.address = found?.address ?? '127.0.0.1';
   }
-  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address };
+  // What this node can enforce for its units (runtime/cgroups.ts), found once
+  // at start, said in one line below and reported as the Node's conditions.
+  const cgroups = UnitCgroups.detect(config.name);
+  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address, conditions: [cgroups.condition, NAMESPACES_CONDITION] };
   const ports = new PortAllocator(config.address, config.portRange);
   // Services: the leader's table, served on this node's address; the table
   // of the highest term wins, and the last one keeps serving without a leader.
@@ -85,6 +97,7 @@ function main(): void {
     stateDir: config.stateDir,
     nodeName: config.name,
     onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
+    cgroups,
     onChange: (report, change) => {
       logTransition(report, change);
       if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);
@@ -284,6 +297,7 @@ function main(): void {
     proxy.close();
     await supervisor.stopAll(DEFAULT_GRACE_PERIOD_MS);
     supervisor.close();
+    await supervisor.cgroupsRemoved();
     clearInterval(heartbeatTimer);
     await Promise.all(links.map((l) => l.stop()));
     log('stopped');
@@ -304,7 +318,18 @@ function main(): void {
       ` state=${config.stateDir} orphan-guard pid=${supervisor.guardPid}` +
       ` pdeathsig=${supervisor.setprivPath ? 'setpriv' : 'off'}`,
   );
-  for (const link of links) link.start();
+  log(
+    cgroups.enabled
+      ? `limits: enforced through cgroup ${cgroups.setup.version} (${cgroups.condition.message.replace(/^.*under /, 'under ')})`
+      : `limits: NOT enforced (${cgroups.disabledReason}); units with limits run without them`,
+  );
+  // A dead agent of this node may have left unit cgroups: kill what is in
+  // them and remove them before this agent takes any command.
+  void cgroups.cleanLeftovers().then(({ removed, stuck }) => {
+    if (removed.length > 0) log(`removed ${removed.length} leftover unit cgroup(s): ${removed.join(', ')}`);
+    if (stuck.length > 0) log(`could not remove leftover unit cgroup(s): ${stuck.join(', ')}`);
+    for (const link of links) link.start();
+  });
 }
 
 main();

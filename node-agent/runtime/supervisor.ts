@@ -51,13 +51,23 @@
 // * When a unit's main process exits, whatever is left of its group is
 //   SIGKILLed too (like a container whose init exits), then the group is
 //   dropped from the guard so a recycled id is never hit.
-// Out of reach without root/cgroups: a grandchild that calls setsid() to
-// leave the group; cgroup v2 is the planned fix.
+// * With cgroups (runtime/cgroups.ts: root, or a delegated v2 subtree) each
+//   unit runs in a cgroup of its own with its limits, which it joins before
+//   its program runs: the argv becomes `setpriv --pdeathsig KILL -- /bin/sh
+//   -c <join> <cgroup.procs files> -- <argv>`; the shell writes its own pid
+//   into each file and execs the program, so status.pid is still the
+//   program's pid (exec keeps it) and pdeathsig survives both execs. When the
+//   unit ends, whatever is left in its cgroup is SIGKILLed, which also
+//   reaches a grandchild that left the group with setsid(), and the cgroup
+//   is removed. A unit the OOM killer ended is Failed `OOMKilled`.
+// Without cgroups such a grandchild is out of reach, and a unit's limits are
+// not enforced: its status message says so while it runs.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { UnitPortStatus, UnitReport, UnitSpec } from '../../shared/model.ts';
+import { joinArgv, type UnitCgroups } from './cgroups.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
 import { UnitProber } from './prober.ts';
@@ -113,6 +123,8 @@ export interface UnitSupervisorOptions {
   baseEnv?: NodeJS.ProcessEnv;
   /** Told when the orphan guard had to be restarted. */
   onGuardProblem?: (reason: string) => void;
+  /** Per-unit cgroups (limits); absent: none, and units with limits are marked unenforced. */
+  cgroups?: UnitCgroups;
   now?: () => number;
 }
 
@@ -130,6 +142,10 @@ interface UnitRecord {
   /** Why it is being stopped: the control plane asked, or a probe failed (its message). */
   stopCause: { kind: 'terminate' } | { kind: 'probe'; message: string } | null;
   gracePeriodMs: number;
+  /** The unit runs in a cgroup of its own (to read for OOM kills and remove when it ends). */
+  cgroup: boolean;
+  /** Shown as the message while running when nothing else is: 'limits not enforced on this node: ...'. */
+  note?: string;
   killedAfterGrace: boolean;
   /** killAllNow() hit it: SIGKILL without grace. */
   killedNow: boolean;
@@ -149,6 +165,9 @@ export class UnitSupervisor {
   private readonly baseEnv: NodeJS.ProcessEnv;
   private readonly now: () => number;
   private readonly guard: OrphanGuard;
+  private readonly cgroups: UnitCgroups | null;
+  /** Cgroup removals under way (shutdown waits for them). */
+  private readonly removals = new Set<Promise<boolean>>();
   private readonly units = new Map<string, UnitRecord>();
   /** Finished unit names, oldest first (for the MAX_FINISHED_UNITS bound). */
   private readonly finishedOrder: string[] = [];
@@ -167,6 +186,7 @@ export class UnitSupervisor {
         ? null
         : findExecutable('setpriv', `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`, '/');
     this.guard = new OrphanGuard({ onRestart: options.onGuardProblem });
+    this.cgroups = options.cgroups ?? null;
   }
 
   /** Pid of the orphan guard process (diagnostics, tests). */
@@ -234,6 +254,7 @@ export class UnitSupervisor {
       stopRequested: false,
       stopCause: null,
       gracePeriodMs: this.defaultGracePeriodMs,
+      cgroup: false,
       killedAfterGrace: false,
       killedNow: false,
       graceTimer: null,
@@ -262,7 +283,21 @@ export class UnitSupervisor {
       return { ok: true, created: true, report: { ...rec.report } };
     }
 
-    const argv = this.setprivPath ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...command] : [...command];
+    let programArgv: string[] = [...command];
+    if (this.cgroups?.enabled) {
+      const cg = this.cgroups.create(req.name, req.spec);
+      if (!cg.ok) {
+        this.finish(rec, { phase: 'Failed', reason: 'StartError', message: cg.error });
+        rec.log.close();
+        return { ok: true, created: true, report: { ...rec.report } };
+      }
+      rec.cgroup = true;
+      programArgv = joinArgv(cg.procs, command);
+    } else if (req.spec.limits) {
+      rec.note = `limits not enforced on this node: ${this.cgroups?.disabledReason ?? 'no cgroups'}`;
+      rec.report.message = rec.note;
+    }
+    const argv = this.setprivPath ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...programArgv] : programArgv;
     let child: ChildProcess;
     try {
       child = spawn(argv[0], argv.slice(1), {
@@ -274,6 +309,7 @@ export class UnitSupervisor {
     } catch (err) {
       // Synchronous refusals: NUL bytes in argv or env, and the like.
       this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: ${errorText(err)}` });
+      if (rec.cgroup) this.removeCgroup(req.name);
       return { ok: true, created: true, report: { ...rec.report } };
     }
     rec.child = child;
@@ -400,6 +436,7 @@ export class UnitSupervisor {
     rec.report.ready = ready;
     if (readySince !== undefined) rec.report.readySince = readySince;
     if (message !== undefined) rec.report.message = message;
+    else if (rec.note !== undefined) rec.report.message = rec.note;
     else delete rec.report.message;
   }
 
@@ -435,6 +472,18 @@ export class UnitSupervisor {
     return 'forgotten';
   }
 
+  private removeCgroup(name: string): void {
+    if (!this.cgroups) return;
+    const p = this.cgroups.remove(name);
+    this.removals.add(p);
+    void p.then(() => this.removals.delete(p));
+  }
+
+  /** Resolves once every finished unit's cgroup is removed (or gave up). */
+  async cgroupsRemoved(): Promise<void> {
+    await Promise.all([...this.removals]);
+  }
+
   /** Stop every probe and release the orphan guard (it kills any group still registered). Call after stopAll(). */
   close(): void {
     for (const rec of this.units.values()) rec.prober?.stop();
@@ -450,6 +499,9 @@ export class UnitSupervisor {
       signalGroup(rec.pgid, 'SIGKILL');
       this.guard.remove(rec.pgid);
     }
+    // Read before the cgroup goes; then kill what is left in it and remove it.
+    const oomKills = rec.cgroup && this.cgroups ? this.cgroups.oomKills(rec.report.name) : 0;
+    if (rec.cgroup) this.removeCgroup(rec.report.name);
     const observed: Partial<UnitReport> = {};
     if (code !== null) observed.exitCode = code;
     if (signal !== null) observed.signal = signal;
@@ -468,6 +520,9 @@ export class UnitSupervisor {
       this.finish(rec, { ...observed, phase: 'Succeeded', reason: 'Terminated', message: `${how}: ${ran}` }, finishedAt);
     } else if (signal === null && code === 0) {
       this.finish(rec, { ...observed, phase: 'Succeeded', reason: 'Completed', message: ran }, finishedAt);
+    } else if (oomKills > 0) {
+      const limit = rec.spec.limits?.memory !== undefined ? `memory limit ${rec.spec.limits.memory}Mi` : 'memory limit';
+      this.finish(rec, { ...observed, phase: 'Failed', reason: 'OOMKilled', message: `killed by the OOM killer (${limit} reached): ${ran}` }, finishedAt);
     } else {
       this.finish(rec, { ...observed, phase: 'Failed', reason: 'Error', message: ran }, finishedAt);
     }

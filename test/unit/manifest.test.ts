@@ -105,6 +105,24 @@ test('absent requests default to 100m cpu and 128Mi memory, absent replicas to 1
   assert.deepEqual(validateManifest(onlyCpu).unitSpec.resources, { cpu: 250, memory: 128 });
 });
 
+test('resources.limits reach the UnitSpec; a request not given defaults to its limit (Kubernetes); no limits, no field (hash unchanged)', () => {
+  const m = example();
+  m.spec.template.spec.containers[0].resources = { requests: { cpu: '100m' }, limits: { cpu: '200m', memory: '64Mi' } };
+  const { manifest, unitSpec } = validateManifest(m);
+  assert.deepEqual(unitSpec.limits, { cpu: 200, memory: 64 });
+  assert.deepEqual(unitSpec.resources, { cpu: 100, memory: 64 });
+  assert.deepEqual(manifest.spec.template.spec.containers[0].resources, { requests: { cpu: '100m' }, limits: { cpu: '200m', memory: '64Mi' } });
+  const onlyLimits = example();
+  onlyLimits.spec.template.spec.containers[0].resources = { limits: { cpu: '1.5', memory: '1Gi' } };
+  const r = validateManifest(onlyLimits);
+  assert.deepEqual(r.unitSpec.resources, { cpu: 1500, memory: 1024 });
+  assert.deepEqual(r.unitSpec.limits, { cpu: 1500, memory: 1024 });
+  assert.equal('limits' in validateManifest(example()).unitSpec, false);
+  const equal = example();
+  equal.spec.template.spec.containers[0].resources.limits = { cpu: '1', memory: '2Gi' };
+  assert.deepEqual(validateManifest(equal).unitSpec.limits, { cpu: 1000, memory: 2048 });
+});
+
 test('a UnitSpec from an accepted manifest, even at every limit, passes the wire validation of a spawn command', () => {
   const m = example();
   m.metadata.name = 'a'.repeat(52);
@@ -156,7 +174,11 @@ test('every kind of bad manifest is refused with the field at fault in the messa
     ['a number in args', (m) => ((m.spec.template.spec.containers[0].args = [5]), m), 'spec.template.spec.containers[0].args[0]', 'expected a string (quote it in YAML), got 5'],
     ['bad cpu quantity', (m) => ((m.spec.template.spec.containers[0].resources.requests.cpu = 'lots'), m), 'spec.template.spec.containers[0].resources.requests.cpu', 'invalid manifest: spec.template.spec.containers[0].resources.requests.cpu: invalid cpu quantity "lots"'],
     ['bad memory quantity', (m) => ((m.spec.template.spec.containers[0].resources.requests.memory = '2GB'), m), 'spec.template.spec.containers[0].resources.requests.memory', 'invalid memory quantity "2GB"'],
-    ['limits', (m) => ((m.spec.template.spec.containers[0].resources.limits = { cpu: '1' }), m), 'spec.template.spec.containers[0].resources.limits', 'invalid manifest: spec.template.spec.containers[0].resources.limits: not supported'],
+    ['a cpu limit below its request', (m) => ((m.spec.template.spec.containers[0].resources.limits = { cpu: '500m' }), m), 'spec.template.spec.containers[0].resources.limits.cpu', 'invalid manifest: spec.template.spec.containers[0].resources.limits.cpu: 500m is below the request of 1000m (resources.requests.cpu); a limit must be at least its request'],
+    ['a memory limit below its request', (m) => ((m.spec.template.spec.containers[0].resources.limits = { memory: '1Gi' }), m), 'spec.template.spec.containers[0].resources.limits.memory', '1024Mi is below the request of 2048Mi (resources.requests.memory)'],
+    ['a bad limit quantity', (m) => ((m.spec.template.spec.containers[0].resources.limits = { memory: '2GB' }), m), 'spec.template.spec.containers[0].resources.limits.memory', 'invalid memory quantity "2GB"'],
+    ['a zero limit', (m) => ((m.spec.template.spec.containers[0].resources.limits = { cpu: 0 }), m), 'spec.template.spec.containers[0].resources.limits.cpu', 'must be greater than 0'],
+    ['an extended resource limit', (m) => ((m.spec.template.spec.containers[0].resources.limits = { 'nvidia.com/gpu': 1 }), m), 'spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]', 'not supported'],
     ['an extended resource', (m) => ((m.spec.template.spec.containers[0].resources.requests['nvidia.com/gpu'] = 1), m), 'spec.template.spec.containers[0].resources.requests["nvidia.com/gpu"]', 'not supported'],
     ['volumes', (m) => ((m.spec.template.spec.volumes = []), m), 'spec.template.spec.volumes', 'invalid manifest: spec.template.spec.volumes: not supported'],
     ['a hostPort', (m) => ((m.spec.template.spec.containers[0].ports = [{ containerPort: 80, hostPort: 80 }]), m), 'spec.template.spec.containers[0].ports[0].hostPort', 'not supported'],

@@ -1,0 +1,359 @@
+// node-agent/runtime/cgroups.ts -- resource limits through cgroups: one
+// cgroup per unit, under a per-agent parent `mini-orchestrator/<node>` placed
+// below the agent's own cgroup in each hierarchy (so a node in a container
+// stays inside its container's limits). See docs/isolation.md.
+//
+// Detection (once, at agent start):
+//   v2  /sys/fs/cgroup/cgroup.controllers exists (the unified hierarchy is
+//       mounted there) and offers cpu and memory; the agent enables
+//       +cpu +memory (+pids) in the subtree_control of its own cgroup and of
+//       the parents it creates. A non-root own cgroup that holds processes
+//       refuses that (EBUSY: "no internal processes"); the agent then says
+//       so and enforces nothing (run it in a delegated leaf).
+//   v1  /sys/fs/cgroup/{cpu,memory,pids} are mounted (a systemd "hybrid"
+//       /sys/fs/cgroup/unified without controllers is ignored).
+//   Writable: the parent directories can be made (root, not read-only,
+//   delegated); otherwise nothing is enforced, with the reason.
+//
+// Per unit (files written before the unit's program runs):
+//   v2  cpu.weight   from requests.cpu (Kubernetes' shares -> weight mapping)
+//       cpu.max      "<limits.cpu * 100> 100000" (quota/period in us)
+//       memory.max   limits.memory in bytes; memory.swap.max 0 (swap cannot
+//                    hide an overrun); memory.oom.group 1 (an OOM kill takes
+//                    the whole unit, as Kubernetes sets it)
+//       pids.max     DEFAULT_PIDS_MAX
+//   v1  cpu.shares, cpu.cfs_period_us/cfs_quota_us, memory.limit_in_bytes
+//       (+ memory.memsw.limit_in_bytes when swap accounting exists, and
+//       memory.swappiness 0), pids.max
+// The unit joins its cgroup(s) itself before it execs its program (see
+// joinArgv), so there is no moment in which it runs unlimited.
+//
+// OOM: v2 memory.events `oom_kill N`, v1 memory.oom_control `oom_kill N`
+// (kernels >= 4.13; older: memory.failcnt > 0 counts). The supervisor reads it
+// when the unit's main process has exited and before the cgroup goes.
+//
+// Removal: when a unit ends, whatever is still in its cgroup is SIGKILLed
+// (this also catches a grandchild that left the unit's process group with
+// setsid) and the directory is removed once empty. A dead agent's leftovers
+// (its parent still holds unit cgroups) are removed the same way at the next
+// start of an agent with that node name.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { NodeCondition, UnitSpec } from '../../shared/model.ts';
+
+export const CGROUP_ROOT = '/sys/fs/cgroup';
+/** pids.max of every unit: a fork bomb stays inside its unit. */
+export const DEFAULT_PIDS_MAX = 4096;
+/** CFS period (us), as Kubernetes uses. */
+export const CPU_PERIOD_US = 100_000;
+/** Smallest CFS quota the kernel takes (us), as Kubernetes rounds up to. */
+export const MIN_CPU_QUOTA_US = 1000;
+/** How long removal waits for a cgroup's processes to be gone. */
+export const REMOVE_TIMEOUT_MS = 5000;
+
+const MiB = 1024 * 1024;
+const V1_CONTROLLERS = ['cpu', 'memory', 'pids'] as const;
+
+export type CgroupVersion = 'v1' | 'v2';
+
+export type CgroupSetup =
+  | { version: 'v2'; parent: string }
+  | { version: 'v1'; parents: { cpu: string; memory: string; pids: string | null } }
+  | { version: 'none'; reason: string; detail: string };
+
+export interface DetectOptions {
+  root?: string;
+  /** Text of /proc/self/cgroup. */
+  selfCgroup?: string;
+  platform?: NodeJS.Platform;
+}
+
+/** Kubernetes: cpu.shares = millicores * 1024 / 1000, at least 2. */
+export function cpuShares(millicores: number): number {
+  return Math.max(2, Math.min(262144, Math.floor((millicores * 1024) / 1000)));
+}
+
+/** Kubernetes' (runc's) mapping of cpu.shares (2..262144) to cpu.weight (1..10000). */
+export function cpuWeight(millicores: number): number {
+  const shares = cpuShares(millicores);
+  return 1 + Math.floor(((shares - 2) * 9999) / 262142);
+}
+
+/** CFS quota for a cpu limit in millicores: limit * period / 1000, at least 1 ms. */
+export function cpuQuotaUs(millicores: number): number {
+  return Math.max(MIN_CPU_QUOTA_US, Math.floor((millicores * CPU_PERIOD_US) / 1000));
+}
+
+/** The files to write for a unit, relative to its cgroup directory in each hierarchy. */
+export function limitFiles(version: CgroupVersion, spec: Pick<UnitSpec, 'resources' | 'limits'>): { cpu: Array<[string, string]>; memory: Array<[string, string]>; pids: Array<[string, string]> } {
+  const lim = spec.limits ?? {};
+  if (version === 'v2') {
+    const cpu: Array<[string, string]> = [['cpu.weight', String(cpuWeight(spec.resources.cpu))]];
+    if (lim.cpu !== undefined) cpu.push(['cpu.max', `${cpuQuotaUs(lim.cpu)} ${CPU_PERIOD_US}`]);
+    const memory: Array<[string, string]> = [];
+    if (lim.memory !== undefined) memory.push(['memory.max', String(lim.memory * MiB)], ['memory.swap.max', '0'], ['memory.oom.group', '1']);
+    return { cpu, memory, pids: [['pids.max', String(DEFAULT_PIDS_MAX)]] };
+  }
+  const cpu: Array<[string, string]> = [['cpu.shares', String(cpuShares(spec.resources.cpu))]];
+  if (lim.cpu !== undefined) cpu.push(['cpu.cfs_period_us', String(CPU_PERIOD_US)], ['cpu.cfs_quota_us', String(cpuQuotaUs(lim.cpu))]);
+  const memory: Array<[string, string]> = [];
+  // Order matters: memsw may never be below limit_in_bytes.
+  if (lim.memory !== undefined) memory.push(['memory.limit_in_bytes', String(lim.memory * MiB)], ['memory.memsw.limit_in_bytes', String(lim.memory * MiB)], ['memory.swappiness', '0']);
+  return { cpu, memory, pids: [['pids.max', String(DEFAULT_PIDS_MAX)]] };
+}
+
+/** The own cgroup path for a v1 controller (or '' for v2) from /proc/self/cgroup text. */
+export function ownCgroupPath(selfCgroup: string, controller: string | ''): string {
+  for (const line of selfCgroup.split('\n')) {
+    const m = /^\d+:([^:]*):(.*)$/.exec(line);
+    if (!m) continue;
+    if (controller === '' ? m[1] === '' : m[1].split(',').includes(controller)) return m[2] || '/';
+  }
+  return '/';
+}
+
+function errCode(err: unknown): string {
+  return (err as NodeJS.ErrnoException)?.code ?? (err instanceof Error ? err.message : String(err));
+}
+
+/** Below the agent's own cgroup when that directory is visible, else at the mount's top. */
+function baseDir(mount: string, own: string): string {
+  const dir = path.join(mount, own);
+  return own !== '/' && fs.existsSync(dir) ? dir : mount;
+}
+
+/** Find out what this machine lets the agent enforce, and make the per-agent parent(s). */
+export function detectCgroups(nodeName: string, options: DetectOptions = {}): CgroupSetup {
+  const root = options.root ?? CGROUP_ROOT;
+  if ((options.platform ?? process.platform) !== 'linux') return { version: 'none', reason: 'NotLinux', detail: `cgroups exist on Linux only (this is ${options.platform ?? process.platform})` };
+  let self = options.selfCgroup;
+  if (self === undefined) {
+    try {
+      self = fs.readFileSync('/proc/self/cgroup', 'utf8');
+    } catch {
+      self = '';
+    }
+  }
+  const rel = path.join('mini-orchestrator', nodeName);
+  if (fs.existsSync(path.join(root, 'cgroup.controllers'))) {
+    const base = baseDir(root, ownCgroupPath(self, ''));
+    let available: string[];
+    try {
+      available = fs.readFileSync(path.join(base, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
+    } catch (err) {
+      return { version: 'none', reason: 'CgroupNotReadable', detail: `cgroup v2: cannot read ${base}/cgroup.controllers: ${errCode(err)}` };
+    }
+    const missing = ['cpu', 'memory'].filter((c) => !available.includes(c));
+    if (missing.length > 0) return { version: 'none', reason: 'ControllersMissing', detail: `cgroup v2: controller(s) ${missing.join(', ')} not delegated to ${base}` };
+    const want = ['cpu', 'memory', ...(available.includes('pids') ? ['pids'] : [])].map((c) => `+${c}`).join(' ');
+    const parent = path.join(base, rel);
+    let at = base;
+    try {
+      for (const part of ['', 'mini-orchestrator', nodeName]) {
+        if (part !== '') {
+          at = path.join(at, part);
+          fs.mkdirSync(at, { recursive: true });
+        }
+        fs.writeFileSync(path.join(at, 'cgroup.subtree_control'), want);
+      }
+    } catch (err) {
+      const code = errCode(err);
+      const why = code === 'EBUSY' ? ' (it holds processes: run the agent in a delegated cgroup of its own)' : '';
+      return { version: 'none', reason: code === 'EBUSY' ? 'CgroupNotDelegated' : 'CgroupNotWritable', detail: `cgroup v2: cannot set up ${at}: ${code}${why}` };
+    }
+    return { version: 'v2', parent };
+  }
+  const mounts = Object.fromEntries(V1_CONTROLLERS.map((c) => [c, path.join(root, c)])) as Record<(typeof V1_CONTROLLERS)[number], string>;
+  const present = V1_CONTROLLERS.filter((c) => fs.existsSync(path.join(mounts[c], 'cgroup.procs')));
+  if (!present.includes('cpu') || !present.includes('memory')) {
+    return { version: 'none', reason: 'NoCgroupFs', detail: `no cgroup v2 at ${root} and no cgroup v1 cpu and memory hierarchies under it` };
+  }
+  const parents = { cpu: '', memory: '', pids: null as string | null };
+  for (const c of present) {
+    const dir = path.join(baseDir(mounts[c], ownCgroupPath(self, c)), rel);
+    try {
+      fs.mkdirSync(dir, { recursive: true });
+    } catch (err) {
+      return { version: 'none', reason: 'CgroupNotWritable', detail: `cgroup v1: cannot create ${dir}: ${errCode(err)}${process.getuid?.() !== 0 ? ' (not root)' : ''}` };
+    }
+    parents[c] = dir;
+  }
+  return { version: 'v1', parents };
+}
+
+/** The node condition that tells what the agent enforces. */
+export function limitsCondition(setup: CgroupSetup): NodeCondition {
+  if (setup.version === 'none') {
+    return { type: 'LimitsEnforced', status: 'False', reason: setup.reason, message: `resource limits are not enforced: ${setup.detail}; units with limits run without them` };
+  }
+  const where = setup.version === 'v2' ? setup.parent : setup.parents.memory;
+  return { type: 'LimitsEnforced', status: 'True', reason: setup.version === 'v2' ? 'CgroupV2' : 'CgroupV1', message: `cpu, memory and pids limits through cgroup ${setup.version}, one cgroup per unit under ${where}` };
+}
+
+/**
+ * `sh -c` script a unit starts as: writes its own pid into every file given
+ * before `--`, then execs the rest (its program). $$ is this shell, which
+ * becomes the program: status.pid is unchanged.
+ */
+export const JOIN_SCRIPT =
+  'while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo $$ > "$1" || { echo "mini-orchestrator: cannot join cgroup $1" >&2; exit 126; }; shift; done; shift; exec "$@"';
+
+/** argv that joins `procsFiles` and then execs `command`. */
+export function joinArgv(procsFiles: readonly string[], command: readonly string[], shell = '/bin/sh'): string[] {
+  return [shell, '-c', JOIN_SCRIPT, 'mo-cgroup-join', ...procsFiles, '--', ...command];
+}
+
+export class UnitCgroups {
+  readonly condition: NodeCondition;
+
+  constructor(readonly setup: CgroupSetup) {
+    this.condition = limitsCondition(setup);
+  }
+
+  static detect(nodeName: string, options?: DetectOptions): UnitCgroups {
+    return new UnitCgroups(detectCgroups(nodeName, options));
+  }
+
+  get enabled(): boolean {
+    return this.setup.version !== 'none';
+  }
+
+  /** Why limits are not enforced here (null when they are). */
+  get disabledReason(): string | null {
+    return this.setup.version === 'none' ? this.setup.detail : null;
+  }
+
+  /** The unit's cgroup directory in each hierarchy. */
+  dirs(unit: string): string[] {
+    const s = this.setup;
+    if (s.version === 'v2') return [path.join(s.parent, unit)];
+    if (s.version === 'v1') return [s.parents.cpu, s.parents.memory, s.parents.pids].filter((p): p is string => p !== null).map((p) => path.join(p, unit));
+    return [];
+  }
+
+  /** Make the unit's cgroup(s) with its limits; gives the cgroup.procs files it must join, or why not. */
+  create(unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): { ok: true; procs: string[] } | { ok: false; error: string } {
+    const s = this.setup;
+    if (s.version === 'none') return { ok: false, error: s.detail };
+    const files = limitFiles(s.version, spec);
+    const plan: Array<[string, Array<[string, string]>]> =
+      s.version === 'v2'
+        ? [[path.join(s.parent, unit), [...files.cpu, ...files.memory, ...files.pids]]]
+        : ([
+            [path.join(s.parents.cpu, unit), files.cpu],
+            [path.join(s.parents.memory, unit), files.memory],
+            ...(s.parents.pids ? [[path.join(s.parents.pids, unit), files.pids]] : []),
+          ] as Array<[string, Array<[string, string]>]>);
+    try {
+      for (const [dir, writes] of plan) {
+        fs.mkdirSync(dir, { recursive: true });
+        for (const [file, value] of writes) {
+          const optionalFile = file === 'memory.memsw.limit_in_bytes' || file === 'memory.swappiness' || file === 'memory.swap.max' || file === 'memory.oom.group';
+          if (optionalFile && !fs.existsSync(path.join(dir, file))) continue;
+          try {
+            fs.writeFileSync(path.join(dir, file), value);
+          } catch (err) {
+            if (optionalFile) continue;
+            throw new Error(`${path.join(dir, file)}: ${errCode(err)}`);
+          }
+        }
+      }
+    } catch (err) {
+      this.removeNow(unit);
+      return { ok: false, error: `cannot set up cgroup for ${unit}: ${err instanceof Error ? err.message : String(err)}` };
+    }
+    return { ok: true, procs: plan.map(([dir]) => path.join(dir, 'cgroup.procs')) };
+  }
+
+  /** How many times the OOM killer struck in the unit's cgroup (0 when unknown). */
+  oomKills(unit: string): number {
+    const s = this.setup;
+    try {
+      if (s.version === 'v2') return counter(fs.readFileSync(path.join(s.parent, unit, 'memory.events'), 'utf8'), 'oom_kill');
+      if (s.version === 'v1') {
+        const dir = path.join(s.parents.memory, unit);
+        const control = fs.readFileSync(path.join(dir, 'memory.oom_control'), 'utf8');
+        if (/^oom_kill /m.test(control)) return counter(control, 'oom_kill');
+        return Number(fs.readFileSync(path.join(dir, 'memory.failcnt'), 'utf8').trim()) > 0 ? 1 : 0;
+      }
+    } catch {
+      // gone or unreadable
+    }
+    return 0;
+  }
+
+  /** Pids still in the unit's cgroup(s). */
+  pids(unit: string): number[] {
+    const out = new Set<number>();
+    for (const dir of this.dirs(unit)) {
+      try {
+        for (const line of fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n')) if (/^\d+$/.test(line)) out.add(Number(line));
+      } catch {
+        // gone
+      }
+    }
+    return [...out];
+  }
+
+  /** One attempt: SIGKILL what is left, rmdir; true when every directory is gone. */
+  removeNow(unit: string): boolean {
+    for (const pid of this.pids(unit)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    let all = true;
+    for (const dir of this.dirs(unit)) {
+      try {
+        fs.rmdirSync(dir);
+      } catch (err) {
+        if (errCode(err) !== 'ENOENT') all = false;
+      }
+    }
+    return all;
+  }
+
+  /** Kill what is left in the unit's cgroup and remove it once empty (retrying up to REMOVE_TIMEOUT_MS). */
+  remove(unit: string, timeoutMs = REMOVE_TIMEOUT_MS): Promise<boolean> {
+    if (!this.enabled) return Promise.resolve(true);
+    const deadline = Date.now() + timeoutMs;
+    return new Promise((resolve) => {
+      const attempt = (): void => {
+        if (this.removeNow(unit)) return resolve(true);
+        if (Date.now() > deadline) return resolve(false);
+        setTimeout(attempt, 10).unref();
+      };
+      attempt();
+    });
+  }
+
+  /** Unit cgroups left under this agent's parent (a dead agent's). */
+  leftovers(): string[] {
+    const s = this.setup;
+    const parents = s.version === 'v2' ? [s.parent] : s.version === 'v1' ? [s.parents.cpu, s.parents.memory, s.parents.pids].filter((p): p is string => p !== null) : [];
+    const names = new Set<string>();
+    for (const p of parents) {
+      try {
+        for (const e of fs.readdirSync(p, { withFileTypes: true })) if (e.isDirectory()) names.add(e.name);
+      } catch {
+        // none
+      }
+    }
+    return [...names];
+  }
+
+  /** Remove a dead agent's leftovers (killing whatever still runs in them); gives what was found. */
+  async cleanLeftovers(): Promise<{ removed: string[]; stuck: string[] }> {
+    const found = this.leftovers();
+    const results = await Promise.all(found.map(async (u) => [u, await this.remove(u)] as const));
+    return { removed: results.filter(([, ok]) => ok).map(([u]) => u), stuck: results.filter(([, ok]) => !ok).map(([u]) => u) };
+  }
+}
+
+function counter(text: string, key: string): number {
+  const m = new RegExp(`^${key} (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
