@@ -1,13 +1,14 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
 // printed beside its target. Run on an otherwise idle machine; `--only NAME`
 // runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
-// failover, writes, catch-up, rollout, probes, crashloop).
+// failover, writes, catch-up, rollout, probes, crashloop, services).
 
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cluster.ts';
 import { benchCatchUp, benchFailover, benchWrites } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
+import { benchServiceProxy } from './services.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
@@ -114,6 +115,15 @@ if (want('crashloop')) {
   const line = `crash loop for ${r.seconds} s: bad made ${r.badUnits} units, typo ${r.typoUnits} (back-off 1 s doubling to 60 s); leader CPU ${f(r.leaderCpuPct)}% of a core, RSS ${f(r.leaderRssMiB)} MiB, Raft data ${f(r.raftBytes / 1024, 0)} KiB, ${r.events} events kept; a healthy unit's kill -9 replaced in ${f(r.healMs, 0)} ms meanwhile`;
   console.log(line);
   summary.push(line);
+}
+
+if (want('services')) {
+  console.log('\n== a Service proxy: a new connection per request, straight to the unit vs through a node proxy (same run) ==');
+  for (const r of await benchServiceProxy(3000)) {
+    const line = `service proxy at concurrency ${r.concurrency}: direct ${Math.round(r.direct.rps)} req/s (p50 ${f(r.direct.p50, 2)} ms, p99 ${f(r.direct.p99, 2)} ms), through the proxy ${Math.round(r.proxied.rps)} req/s (p50 ${f(r.proxied.p50, 2)} ms, p99 ${f(r.proxied.p99, 2)} ms): added p50 ${f(r.proxied.p50 - r.direct.p50, 2)} ms, p99 ${f(r.proxied.p99 - r.direct.p99, 2)} ms`;
+    console.log(line);
+    summary.push(line);
+  }
 }
 
 console.log('\n== summary ==');
