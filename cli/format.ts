@@ -8,6 +8,8 @@ import type {
   EventObject,
   NodeObject,
   ResourceType,
+  ServiceObject,
+  EndpointsObject,
   Timestamp,
   UnitObject,
 } from './resources.ts';
@@ -210,6 +212,28 @@ function deploymentRow(d: DeploymentObject, nowMs: number, wide: boolean): strin
   return row;
 }
 
+function serviceRow(svc: ServiceObject, nowMs: number, wide: boolean): string[] {
+  const ports = (svc.spec?.ports ?? []).map((p) => `${p.port}:${p.nodePort}/TCP`).join(',') || NONE;
+  const eps = svc.status?.endpoints ?? [];
+  const ready = eps.filter((e) => e.ready).length;
+  const row = [
+    text(svc.metadata?.name),
+    text(svc.spec?.type ?? 'NodePort'),
+    ports,
+    labelsText(svc.spec?.selector),
+    `${ready}/${eps.length} ready`,
+    age(svc.metadata?.creationTimestamp, nowMs),
+  ];
+  if (wide) row.push((svc.status?.nodeAddresses ?? []).map((n) => `${n.node}=${n.address}`).join(',') || NONE);
+  return row;
+}
+
+function endpointsRow(e: EndpointsObject): string[] {
+  const list = (key: 'addresses' | 'notReadyAddresses') =>
+    (e.subsets ?? []).flatMap((s) => (s[key] ?? []).map((a) => `${a.ip}:${a.port}`)).join(',') || NONE;
+  return [text(e.metadata?.name), list('addresses'), list('notReadyAddresses')];
+}
+
 export function involvedText(e: EventObject): string {
   const kind = e.involvedObject?.kind ? e.involvedObject.kind.toLowerCase() : 'object';
   return `${kind}/${e.involvedObject?.name ?? '?'}`;
@@ -256,6 +280,14 @@ export const COLUMNS: Record<ResourceType, Columns> = {
   deployments: {
     headers: (wide) => ['NAME', 'READY', 'UP-TO-DATE', 'AVAILABLE', 'STATUS', 'AGE', ...(wide ? ['CONTAINER', 'COMMAND', 'REQUESTS'] : [])],
     row: (o, now, wide) => deploymentRow(o as DeploymentObject, now, wide),
+  },
+  services: {
+    headers: (wide) => ['NAME', 'TYPE', 'PORT(S)', 'SELECTOR', 'ENDPOINTS', 'AGE', ...(wide ? ['NODE ADDRESSES'] : [])],
+    row: (o, now, wide) => serviceRow(o as ServiceObject, now, wide),
+  },
+  endpoints: {
+    headers: () => ['NAME', 'ENDPOINTS', 'NOT READY'],
+    row: (o) => endpointsRow(o as EndpointsObject),
   },
   events: {
     headers: (wide) => ['LAST SEEN', 'TYPE', 'REASON', 'OBJECT', ...(wide ? ['SOURCE'] : []), 'MESSAGE'],

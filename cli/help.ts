@@ -2,15 +2,15 @@
 
 /** One entry per command: its usage line(s); `mo --help` lists them all. */
 const COMMANDS: Array<[command: string, usage: string]> = [
-  ['apply', '  mo apply -f FILE                       apply a Deployment manifest, YAML or JSON (-f - reads stdin)'],
+  ['apply', '  mo apply -f FILE                       apply Deployments and Services, YAML (several documents) or JSON (-f - reads stdin)'],
   [
     'get',
     '  mo get TYPE [NAME] [-o wide|json|yaml] [-w] [--output-watch-events]\n' +
-      '                                         TYPE: nodes (no), units, deployments (deploy), events (ev)',
+      '                                         TYPE: nodes (no), units, deployments (deploy), events (ev), services (svc), endpoints (ep)',
   ],
   ['describe', '  mo describe node|unit|deployment NAME  details, the scheduling decision, recent events'],
   ['scale', '  mo scale deployment NAME --replicas N'],
-  ['delete', '  mo delete deployment NAME | mo delete unit NAME [--grace-period S] [--now]'],
+  ['delete', '  mo delete deployment|service NAME | mo delete unit NAME [--grace-period S] [--now]'],
   [
     'rollout',
     '  mo rollout status|history|undo|restart|pause|resume deployment/NAME\n' +

@@ -6,7 +6,7 @@
 
 import { UsageError } from './errors.ts';
 
-export type ResourceType = 'nodes' | 'units' | 'deployments' | 'events';
+export type ResourceType = 'nodes' | 'units' | 'deployments' | 'events' | 'services' | 'endpoints';
 
 const ALIASES: Record<string, ResourceType> = {
   node: 'nodes',
@@ -22,6 +22,11 @@ const ALIASES: Record<string, ResourceType> = {
   event: 'events',
   events: 'events',
   ev: 'events',
+  service: 'services',
+  services: 'services',
+  svc: 'services',
+  endpoints: 'endpoints',
+  ep: 'endpoints',
 };
 
 /** The Kind of the objects of each resource, as the server spells it. */
@@ -30,6 +35,8 @@ export const KIND: Record<ResourceType, string> = {
   units: 'Unit',
   deployments: 'Deployment',
   events: 'Event',
+  services: 'Service',
+  endpoints: 'Endpoints',
 };
 
 /** How a resource is named in messages: `deployment.apps/web`, `unit/web-1`, `node/node-a`. */
@@ -38,6 +45,8 @@ export const DISPLAY_PREFIX: Record<ResourceType, string> = {
   units: 'unit',
   deployments: 'deployment.apps',
   events: 'event',
+  services: 'service',
+  endpoints: 'endpoints',
 };
 
 /**
@@ -207,4 +216,29 @@ export interface ClusterStatus {
 export interface WatchEvent {
   type: 'ADDED' | 'MODIFIED' | 'DELETED' | string;
   object: unknown;
+}
+
+export interface ServiceObject {
+  kind?: string;
+  metadata?: ObjectMeta;
+  spec?: {
+    type?: string;
+    selector?: Record<string, string>;
+    ports?: Array<{ name?: string; port?: number; targetPort?: number | string; nodePort?: number }>;
+  };
+  status?: {
+    endpoints?: Array<{ unit?: string; node?: string; hostIP?: string; hostPort?: number; ready?: boolean }>;
+    nodeAddresses?: Array<{ node?: string; address?: string }>;
+    message?: string;
+  };
+}
+
+export interface EndpointsObject {
+  kind?: string;
+  metadata?: ObjectMeta;
+  subsets?: Array<{
+    port?: { name?: string | null; port?: number; nodePort?: number };
+    addresses?: Array<{ ip?: string; port?: number; unit?: string; nodeName?: string }>;
+    notReadyAddresses?: Array<{ ip?: string; port?: number; unit?: string; nodeName?: string }>;
+  }>;
 }

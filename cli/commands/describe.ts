@@ -187,6 +187,17 @@ async function describeNode(ctx: Context, name: string): Promise<string> {
       ],
     ),
   );
+  // What the node enforces for its units (the agent's report: cgroup limits, namespaces).
+  const conditions = (n.status as { conditions?: Array<{ type?: string; status?: string; reason?: string; message?: string }> } | undefined)?.conditions ?? [];
+  out += 'Conditions:\n';
+  out += indent(
+    conditions.length === 0
+      ? NONE
+      : table(
+          ['TYPE', 'STATUS', 'REASON', 'MESSAGE'],
+          conditions.map((x) => [show(x.type), show(x.status), show(x.reason), show(x.message)]),
+        ),
+  );
   out += await section('Units', async () => {
     const units = await unitsWhere(ctx, (u) => u.spec?.nodeName === name);
     if (units.length === 0) return '';
@@ -238,6 +249,10 @@ async function describeDeployment(ctx: Context, name: string): Promise<string> {
     ['Command', containerCommand(d).join(' ') || NONE],
     ['Env', (c?.env ?? []).map((e) => `${e.name}=${e.value ?? ''}`).join(', ') || NONE],
     ['Requests', req ? `cpu=${show(req.cpu)}, memory=${show(req.memory)}` : NONE],
+    ...((): Field[] => {
+      const lim = (c?.resources as { limits?: { cpu?: unknown; memory?: unknown } } | undefined)?.limits;
+      return lim ? [['Limits', `cpu=${show(lim.cpu)}, memory=${show(lim.memory)}`]] : [];
+    })(),
     [
       'Tolerations',
       tolerations

@@ -16,7 +16,7 @@ import {
   type WatchEvent,
 } from '../resources.ts';
 
-const ALL: ResourceType[] = ['nodes', 'units', 'deployments', 'events'];
+const ALL: ResourceType[] = ['nodes', 'units', 'deployments', 'events', 'services', 'endpoints'];
 /** How long a watch gathers the first burst (the current objects) to align their columns. */
 export const WATCH_FIRST_BURST_MS = 150;
 

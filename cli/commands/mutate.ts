@@ -75,8 +75,10 @@ export async function runApply(ctx: Context, args: ParsedArgs, words: string[]):
   const manifests = parseManifests(text, file === '-' ? 'stdin' : file);
   const named = manifests.map((m) => ({ m, name: manifestName(m) }));
   for (const { m, name } of named) {
-    const res = await ctx.client().request('PUT', resourcePath('deployments', name), m);
-    ctx.out(`${DISPLAY_PREFIX.deployments}/${name} ${res.status === 201 ? 'created' : 'configured'}\n`);
+    // A Service goes to /v1/services; everything else is a Deployment (the server names what is wrong with it).
+    const type = m.kind === 'Service' ? 'services' : 'deployments';
+    const res = await ctx.client().request('PUT', resourcePath(type, name), m);
+    ctx.out(`${DISPLAY_PREFIX[type]}/${name} ${res.status === 201 ? 'created' : 'configured'}\n`);
   }
 }
 
@@ -102,7 +104,7 @@ export const MAX_GRACE_PERIOD_SECONDS = 3600;
 export async function runDelete(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
   requireFlags(args, 'delete', ['grace-period', 'now']);
   const [typeWord, ...rest] = splitTypeSlashName(words);
-  const type = resolveResource(typeWord, ['deployments', 'units'], 'delete');
+  const type = resolveResource(typeWord, ['deployments', 'units', 'services'], 'delete');
   const [name] = expectPositionals(rest, ['NAME'], 'delete');
   // kubectl: --now is --grace-period=1 (signalled for immediate shutdown).
   const rawGrace = flagValue(args, 'grace-period');

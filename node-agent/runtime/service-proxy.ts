@@ -2,9 +2,10 @@
 // kube-proxy in userspace mode): for each Service port, a TCP listener on
 // the node's address and the Service's nodePort that hands each new
 // connection to one of the Service's ready endpoints, round-robin. A failed
-// connect is retried on the next endpoint (each endpoint at most once per
-// connection) before the client's connection is closed, so a unit that died
-// since the last table costs a retry, not an error. The table comes from
+// connect, or an endpoint that closes before answering, is retried on the
+// next endpoint (each at most once per connection, replaying what the
+// client sent) before the client's connection is closed, so a unit that
+// died since the last table costs a retry, not an error. The table comes from
 // the leader; with no leader the proxy keeps serving the last one it had.
 
 import net from 'node:net';
@@ -12,6 +13,14 @@ import type { ProxyTable } from '../../shared/model.ts';
 
 /** How long one connect attempt to an endpoint may take before the next is tried. */
 export const CONNECT_TIMEOUT_MS = 1000;
+/**
+ * Bytes of a connection's start kept for a replay: if an endpoint closes
+ * or resets before its first byte back, the connection moves to the next
+ * endpoint with what the client sent so far. A request the dying unit had
+ * already acted on may thus be seen twice (at least once, like a retry in
+ * Envoy's `reset` policy); beyond this size no replay is attempted.
+ */
+export const MAX_REPLAY_BYTES = 64 * 1024;
 
 type Endpoint = ProxyTable['services'][number]['ports'][number]['endpoints'][number];
 
@@ -61,6 +70,25 @@ export class ServiceProxy {
     this.sockets.add(client);
     client.on('close', () => this.sockets.delete(client));
     client.on('error', () => client.destroy());
+    // What the client sent before the upstream's first byte: replayed to the
+    // next endpoint if this one resets or closes without answering (a unit
+    // SIGKILLed while the kernel still held our connect in its backlog).
+    const early: Buffer[] = [];
+    let earlyBytes = 0;
+    let answered = false;
+    let upstream: net.Socket | null = null; // the endpoint being tried or used
+    let live: net.Socket | null = null; // ... once connected
+    client.on('data', (chunk: Buffer) => {
+      if (!answered) {
+        early.push(chunk);
+        earlyBytes += chunk.length;
+        if (earlyBytes > MAX_REPLAY_BYTES) answered = true; // too much to replay: no retry after this
+      }
+      // Before the connect, the chunk waits in `early` (written on connect).
+      if (live && !live.destroyed && !live.write(chunk)) client.pause();
+    });
+    client.on('end', () => upstream?.end());
+    client.on('close', () => upstream?.destroy());
     client.pause();
     const tried = new Set<string>();
     const attempt = (): void => {
@@ -71,24 +99,46 @@ export class ServiceProxy {
       }
       const e = eps[l.next++ % eps.length];
       tried.add(`${e.ip}:${e.port}`);
-      const upstream = net.connect({ host: e.ip, port: e.port });
-      const timer = setTimeout(() => upstream.destroy(new Error('connect timeout')), CONNECT_TIMEOUT_MS);
-      upstream.once('connect', () => {
+      const up = net.connect({ host: e.ip, port: e.port });
+      upstream = up;
+      let connected = false;
+      const timer = setTimeout(() => up.destroy(new Error('connect timeout')), CONNECT_TIMEOUT_MS);
+      const retryOrFail = (): void => {
         clearTimeout(timer);
-        upstream.removeAllListeners('error');
-        this.sockets.add(upstream);
-        upstream.on('close', () => this.sockets.delete(upstream));
-        upstream.on('error', () => client.destroy());
-        client.on('close', () => upstream.destroy());
-        upstream.on('close', () => client.destroy());
-        client.pipe(upstream);
-        upstream.pipe(client);
+        if (upstream !== up) return;
+        upstream = null;
+        live = null;
+        up.destroy();
+        if (!answered && !client.destroyed) attempt(); // the next endpoint, replaying what was sent
+        else client.destroy();
+      };
+      up.once('connect', () => {
+        connected = true;
+        clearTimeout(timer);
+        this.sockets.add(up);
+        live = up;
+        for (const chunk of early) up.write(chunk);
         client.resume();
       });
-      upstream.once('error', () => {
-        clearTimeout(timer);
-        upstream.destroy();
-        attempt(); // the next endpoint
+      up.on('drain', () => client.resume());
+      up.on('data', (chunk: Buffer) => {
+        answered = true;
+        early.length = 0;
+        if (!client.write(chunk)) up.pause();
+      });
+      client.on('drain', () => up.resume());
+      up.on('end', () => {
+        if (answered) client.end();
+        else retryOrFail();
+      });
+      up.on('error', () => {
+        if (!connected || !answered) retryOrFail();
+        else client.destroy();
+      });
+      up.on('close', () => {
+        this.sockets.delete(up);
+        // Closed after answering: let what the client still has to read flush.
+        if (answered && upstream === up && !client.writableEnded) client.destroy();
       });
     };
     attempt();

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { Cluster, REPO, waitFor } from '../helpers/cluster.ts';
+import { Cluster, REPO, runMo, waitFor } from '../helpers/cluster.ts';
 
 function get(host: string, port: number, timeoutMs = 2000): Promise<{ ok: boolean; body: string; ms: number }> {
   const t0 = performance.now();
@@ -31,10 +31,12 @@ function get(host: string, port: number, timeoutMs = 2000): Promise<{ ok: boolea
 test('a NodePort Service answers every request through unit, agent and leader kills', { timeout: 120000 }, async (t) => {
   const c = await Cluster.start({ replicas: 3 });
   t.after(() => c.stop());
-  const [deployment, service] = parseAllDocuments(fs.readFileSync(path.join(REPO, 'examples/web-service.yaml'), 'utf8')).map((d) => d.toJS());
-  assert.equal((await c.api('PUT', '/v1/deployments/hello', deployment)).status, 201);
-  const created = await c.api('PUT', '/v1/services/hello', service);
-  assert.equal(created.status, 201, created.text);
+  const [, service] = parseAllDocuments(fs.readFileSync(path.join(REPO, 'examples/web-service.yaml'), 'utf8')).map((d) => d.toJS());
+  // One file, a Deployment and its Service, applied as a user would.
+  const applied = await runMo(c, ['apply', '-f', 'examples/web-service.yaml']);
+  assert.equal(applied.code, 0, applied.err);
+  assert.equal(applied.out, 'deployment.apps/hello created\nservice/hello created\n');
+  const created = await c.api('GET', '/v1/services/hello');
   assert.equal(created.json.spec.ports[0].nodePort, 30080);
 
   // Bad input: a nodePort another Service holds is refused naming both.
@@ -55,6 +57,10 @@ test('a NodePort Service answers every request through unit, agent and leader ki
     const environ = fs.readFileSync(`/proc/${u.status.pid}/environ`, 'utf8').split('\0');
     assert.ok(environ.includes(`PORT=${p.hostPort}`), `${u.metadata.name} runs with PORT=${p.hostPort}`);
   }
+  const svc = await runMo(c, ['get', 'svc']);
+  assert.match(svc.out, /^hello\s+NodePort\s+80:30080\/TCP\s+app=hello\s+3\/3 ready/m, svc.out);
+  const eps = await runMo(c, ['get', 'endpoints']);
+  assert.equal(eps.out.trim().split('\n')[1].split(/\s+/)[1].split(',').length, 3, eps.out);
   const nodes = (await c.api('GET', '/v1/nodes')).json.items;
   assert.deepEqual(nodes.find((n: any) => n.metadata.name === 'node-a').status.addresses, [{ type: 'InternalIP', address: c.nodeAddress('node-a') }]);
 
