@@ -298,6 +298,7 @@ function main(): void {
     await supervisor.stopAll(DEFAULT_GRACE_PERIOD_MS);
     supervisor.close();
     await supervisor.cgroupsRemoved();
+    cgroups.removeParents();
     clearInterval(heartbeatTimer);
     await Promise.all(links.map((l) => l.stop()));
     log('stopped');

@@ -167,6 +167,8 @@ export function nodeView(name: string, rec: NodeRecord | undefined, obs: Observe
       lastHeartbeatTime: iso(obs?.lastHeartbeatMs),
       agent: { pid: obs?.agentPid ?? null, connected: obs?.connected ?? false },
       units: obs ? [...obs.units.values()].filter((u) => u.phase === 'Running' || u.phase === 'Pending').length : 0,
+      // What the agent enforces for its units (LimitsEnforced, UnitNamespaces), as it said at start.
+      conditions: (obs?.info ?? info)?.conditions ?? [],
     },
   };
 }

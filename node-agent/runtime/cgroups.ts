@@ -224,6 +224,12 @@ export class UnitCgroups {
     return this.setup.version === 'none' ? this.setup.detail : null;
   }
 
+  /** The per-agent parent directory in each hierarchy (none without cgroups). */
+  parentDirs(): string[] {
+    const s = this.setup;
+    return s.version === 'v2' ? [s.parent] : s.version === 'v1' ? [s.parents.cpu, s.parents.memory, s.parents.pids].filter((p): p is string => p !== null) : [];
+  }
+
   /** The unit's cgroup directory in each hierarchy. */
   dirs(unit: string): string[] {
     const s = this.setup;
@@ -236,6 +242,15 @@ export class UnitCgroups {
   create(unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): { ok: true; procs: string[] } | { ok: false; error: string } {
     const s = this.setup;
     if (s.version === 'none') return { ok: false, error: s.detail };
+    if (s.version === 'v2' && !fs.existsSync(s.parent)) {
+      // Removed under us (a dead agent's guard of this node name): make it again, controllers on.
+      try {
+        fs.mkdirSync(s.parent, { recursive: true });
+        fs.writeFileSync(path.join(s.parent, 'cgroup.subtree_control'), fs.readFileSync(path.join(path.dirname(s.parent), 'cgroup.subtree_control'), 'utf8').trim().split(/\s+/).filter(Boolean).map((c) => `+${c}`).join(' '));
+      } catch {
+        // create() below says what failed
+      }
+    }
     const files = limitFiles(s.version, spec);
     const plan: Array<[string, Array<[string, string]>]> =
       s.version === 'v2'
@@ -324,7 +339,7 @@ export class UnitCgroups {
       const attempt = (): void => {
         if (this.removeNow(unit)) return resolve(true);
         if (Date.now() > deadline) return resolve(false);
-        setTimeout(attempt, 10).unref();
+        setTimeout(attempt, 10);
       };
       attempt();
     });
@@ -332,8 +347,7 @@ export class UnitCgroups {
 
   /** Unit cgroups left under this agent's parent (a dead agent's). */
   leftovers(): string[] {
-    const s = this.setup;
-    const parents = s.version === 'v2' ? [s.parent] : s.version === 'v1' ? [s.parents.cpu, s.parents.memory, s.parents.pids].filter((p): p is string => p !== null) : [];
+    const parents = this.parentDirs();
     const names = new Set<string>();
     for (const p of parents) {
       try {
@@ -343,6 +357,20 @@ export class UnitCgroups {
       }
     }
     return [...names];
+  }
+
+  /** Remove the per-agent parent(s) (on a clean shutdown, after every unit's cgroup is gone); `mini-orchestrator` too when empty. */
+  removeParents(): void {
+    const parents = this.parentDirs();
+    for (const p of parents) {
+      for (const dir of [p, path.dirname(p)]) {
+        try {
+          fs.rmdirSync(dir);
+        } catch {
+          break; // not empty (other agents' units, or ours still going), or gone
+        }
+      }
+    }
   }
 
   /** Remove a dead agent's leftovers (killing whatever still runs in them); gives what was found. */

@@ -6,6 +6,12 @@
 // lines from a pipe on its stdin whose only writer is the agent:
 //   `+<pgid>`  a unit's process group now exists
 //   `-<pgid>`  that group is gone, forget it (so a recycled id is never hit)
+//   `c<dir>`   a per-agent cgroup parent (runtime/cgroups.ts): at EOF, after
+//              the groups, every unit cgroup below it is emptied (SIGKILL to
+//              each pid in its cgroup.procs, which also reaches a process
+//              that left its unit's group) and removed, then the parent and
+//              its `mini-orchestrator` directory when empty, retrying for up
+//              to ~5 s while the killed processes exit
 // When the agent dies the kernel closes its end of the pipe; `read` sees
 // EOF and the guard SIGKILLs every group it still holds, then exits. It
 // also gets EOF when the agent closes the pipe on a clean shutdown, which
@@ -35,7 +41,9 @@ export const MAX_GUARDED_GROUPS = 4096;
 const GUARD_SCRIPT = `
 trap '' INT TERM HUP PIPE
 groups=' '
+dirs=''
 while IFS= read -r line; do
+  case "$line" in c/*) dirs="$dirs \${line#c}"; continue ;; esac
   g=\${line#?}
   case "$g" in ''|*[!0-9]*) continue ;; esac
   case "$line" in
@@ -44,6 +52,23 @@ while IFS= read -r line; do
   esac
 done
 for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
+if [ -n "$dirs" ]; then
+  i=0
+  while [ $i -lt 50 ]; do
+    left=0
+    for p in $dirs; do
+      for d in "$p"/*/; do
+        [ -d "$d" ] || continue
+        while read -r q; do kill -s KILL "$q" 2>/dev/null; done < "$d/cgroup.procs"
+        rmdir "$d" 2>/dev/null || left=1
+      done
+    done
+    [ $left = 0 ] && break
+    sleep 0.1 2>/dev/null || break
+    i=$((i+1))
+  done
+  for p in $dirs; do rmdir "$p" "\${p%/*}" 2>/dev/null; done
+fi
 exit 0
 `;
 
@@ -58,6 +83,7 @@ export class OrphanGuard {
   private readonly shell: string;
   private readonly onRestart: (reason: string) => void;
   private readonly groups = new Set<number>();
+  private readonly cleanupDirs = new Set<string>();
   private child: ChildProcess | null = null;
   private closed = false;
 
@@ -80,6 +106,16 @@ export class OrphanGuard {
     }
     this.groups.add(pgid);
     this.send(`+${pgid}\n`);
+  }
+
+  /**
+   * A per-agent cgroup parent whose unit cgroups the guard empties and
+   * removes when the agent dies (paths with whitespace are not taken).
+   */
+  addCgroupParent(dir: string): void {
+    if (this.closed || !dir.startsWith('/') || /\s/.test(dir) || this.cleanupDirs.has(dir)) return;
+    this.cleanupDirs.add(dir);
+    this.send(`c${dir}\n`);
   }
 
   /** The group is gone (its leader exited and the group was killed). */
@@ -120,6 +156,7 @@ export class OrphanGuard {
     child.on('error', (err) => this.relaunch(child, `guard could not start: ${err.message}`));
     child.on('exit', (code, signal) => this.relaunch(child, `guard exited (${signal ?? `code ${code}`})`));
     for (const g of this.groups) this.send(`+${g}\n`);
+    for (const d of this.cleanupDirs) this.send(`c${d}\n`);
   }
 
   private relaunch(dead: ChildProcess, reason: string): void {

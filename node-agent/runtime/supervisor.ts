@@ -187,6 +187,8 @@ export class UnitSupervisor {
         : findExecutable('setpriv', `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`, '/');
     this.guard = new OrphanGuard({ onRestart: options.onGuardProblem });
     this.cgroups = options.cgroups ?? null;
+    // If the agent dies, the guard also empties and removes its unit cgroups.
+    for (const dir of this.cgroups?.parentDirs() ?? []) this.guard.addCgroupParent(dir);
   }
 
   /** Pid of the orphan guard process (diagnostics, tests). */

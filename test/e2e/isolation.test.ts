@@ -1,0 +1,87 @@
+// test/e2e/isolation.test.ts -- limits on a real cluster (a replica and one
+// agent as OS processes): the node's conditions in the API and in `mo
+// describe node`, a limited unit in its own cgroup (/proc/PID/cgroup), an
+// OOMKilled unit, and a SIGKILLed agent whose units die and whose unit
+// cgroups its orphan guard removes. Needs root and usable cgroups (CI: root,
+// cgroup v1); otherwise only the "not enforced" conditions are checked.
+// Everything is stopped by pid in t.after (Cluster.stop), temp dirs removed.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { spawn } from 'node:child_process';
+import { Cluster, REPO, pidAlive, waitFor } from '../helpers/cluster.ts';
+import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
+
+const NODE = `iso-${Math.random().toString(36).slice(2, 8)}`;
+const probe = process.platform === 'linux' && process.getuid?.() === 0 ? UnitCgroups.detect(`${NODE}-probe`) : null;
+probe?.removeParents();
+const enforced = probe?.enabled === true;
+
+function limited(name: string, command: string[], limits: Record<string, string>, requests: Record<string, string> = {}): unknown {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: { replicas: 1, template: { spec: { containers: [{ name, command, resources: { requests, limits } }] } } },
+  };
+}
+
+function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, ['--import', 'tsx', 'cli/mo.ts', ...args], {
+      cwd: REPO,
+      env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token, NO_COLOR: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (out += b));
+    p.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKilled, and a SIGKILLed agent leaves no unit or cgroup behind', async (t) => {
+  const c = await Cluster.start({ nodes: [{ name: NODE, capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }] });
+  t.after(() => c.stop());
+
+  const node = (await c.api('GET', `/v1/nodes/${NODE}`)).json;
+  const cond = Object.fromEntries((node.status.conditions as any[]).map((x) => [x.type, x]));
+  assert.equal(cond.LimitsEnforced?.status, enforced ? 'True' : 'False', JSON.stringify(node.status.conditions));
+  if (enforced) assert.match(cond.LimitsEnforced.reason, /^CgroupV[12]$/);
+  assert.equal(cond.UnitNamespaces?.status, 'False');
+  const described = await mo(c, ['describe', 'node', NODE]);
+  assert.equal(described.code, 0, described.out);
+  assert.match(described.out, /Conditions:\n\s+TYPE\s+STATUS\s+REASON\s+MESSAGE\n\s+LimitsEnforced\s+(True|False)\s+\S+\s+\S/);
+
+  // A limited unit: requests default to its limits (Kubernetes), it runs in its own cgroup.
+  assert.equal((await c.api('PUT', '/v1/deployments/lim', limited('lim', ['sleep', '3600'], { cpu: '200m', memory: '128Mi' }))).status < 300, true);
+  const unit = await waitFor('lim to run', async () => (await c.running('lim'))[0], 15000);
+  assert.deepEqual(unit.spec.resources, { cpu: 200, memory: 128 });
+  const pid: number = unit.status.pid;
+  const own = `/mini-orchestrator/${NODE}/${unit.metadata.name}`;
+  if (enforced) {
+    await waitFor('the unit to join its cgroup', () => fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(own), 5000);
+  } else {
+    assert.match(unit.status.message ?? '', /^limits not enforced on this node: /);
+  }
+
+  if (enforced) {
+    // 64Mi against a program that touches 256 MiB: the OOM killer ends it.
+    const hog = 'const a=[];for(let i=0;i<256;i++){const b=Buffer.allocUnsafe(1<<20);b.fill(i);a.push(b)}setTimeout(()=>{},60000)';
+    assert.equal((await c.api('PUT', '/v1/deployments/hog', limited('hog', [process.execPath, '-e', hog], { memory: '64Mi' }))).status < 300, true);
+    const oom = await waitFor('an OOMKilled unit of hog', async () => (await c.units()).find((u) => u.spec.deployment === 'hog' && u.status.reason === 'OOMKilled'), 20000);
+    assert.match(oom.status.message, /^killed by the OOM killer \(memory limit 64Mi reached\)/);
+    assert.equal((await c.api('DELETE', '/v1/deployments/hog')).status < 300, true);
+  }
+
+  // The agent dies by SIGKILL: its units die with it, and its guard removes their cgroups.
+  // The agent's parents: the probe's, for this node name (the same place under the same cgroups).
+  const parents = probe?.enabled ? probe.parentDirs().map((p) => p.replace(/-probe$/, '')) : [];
+  assert.ok(parents.every((p) => fs.existsSync(p)), parents.join(' '));
+  const agent = c.agents.get(NODE)!;
+  agent.child.kill('SIGKILL');
+  await agent.exited;
+  await waitFor('the unit to die with its agent', () => !pidAlive(pid), 5000);
+  await waitFor('the unit cgroups and the agent parent to be removed', () => parents.every((p) => !fs.existsSync(p)), 10000);
+});
