@@ -21,7 +21,7 @@ import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/proto
 import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
-import { UnitCgroups } from './runtime/cgroups.ts';
+import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
 import { PortAllocator } from './runtime/ports.ts';
 import { ServiceProxy } from './runtime/service-proxy.ts';
 import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
@@ -76,7 +76,7 @@ function main(): void {
   }
   // What this node can enforce for its units (runtime/cgroups.ts), found once
   // at start, said in one line below and reported as the Node's conditions.
-  const cgroups = UnitCgroups.detect(config.name);
+  const cgroups = UnitCgroups.detect(agentCgroupName(config.name, config.stateDir));
   const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address, conditions: [cgroups.condition, NAMESPACES_CONDITION] };
   const ports = new PortAllocator(config.address, config.portRange);
   // Services: the leader's table, served on this node's address; the table

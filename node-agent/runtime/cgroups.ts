@@ -1,7 +1,11 @@
 // node-agent/runtime/cgroups.ts -- resource limits through cgroups: one
-// cgroup per unit, under a per-agent parent `mini-orchestrator/<node>` placed
-// below the agent's own cgroup in each hierarchy (so a node in a container
-// stays inside its container's limits). See docs/isolation.md.
+// cgroup per unit, under a per-agent parent `mini-orchestrator/<node>.<id>`
+// placed below the agent's own cgroup in each hierarchy (so a node in a
+// container stays inside its container's limits). <id> is a short hash of
+// the agent's state directory: two clusters on one machine that both have a
+// node-a (a test beside `npm start`) never touch each other's cgroups, and a
+// restarted agent (same node, same state dir) finds its predecessor's
+// leftovers. See docs/isolation.md.
 //
 // Detection (once, at agent start):
 //   v2  /sys/fs/cgroup/cgroup.controllers exists (the unified hierarchy is
@@ -38,6 +42,7 @@
 // (its parent still holds unit cgroups) are removed the same way at the next
 // start of an agent with that node name.
 
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { NodeCondition, UnitSpec } from '../../shared/model.ts';
@@ -67,6 +72,11 @@ export interface DetectOptions {
   /** Text of /proc/self/cgroup. */
   selfCgroup?: string;
   platform?: NodeJS.Platform;
+}
+
+/** The per-agent directory name: `<node>.<8 hex digits of the state dir's sha256>`. */
+export function agentCgroupName(nodeName: string, stateDir: string): string {
+  return `${nodeName}.${createHash('sha256').update(path.resolve(stateDir)).digest('hex').slice(0, 8)}`;
 }
 
 /** Kubernetes: cpu.shares = millicores * 1024 / 1000, at least 2. */
@@ -124,7 +134,7 @@ function baseDir(mount: string, own: string): string {
 }
 
 /** Find out what this machine lets the agent enforce, and make the per-agent parent(s). */
-export function detectCgroups(nodeName: string, options: DetectOptions = {}): CgroupSetup {
+export function detectCgroups(agentName: string, options: DetectOptions = {}): CgroupSetup {
   const root = options.root ?? CGROUP_ROOT;
   if ((options.platform ?? process.platform) !== 'linux') return { version: 'none', reason: 'NotLinux', detail: `cgroups exist on Linux only (this is ${options.platform ?? process.platform})` };
   let self = options.selfCgroup;
@@ -135,7 +145,7 @@ export function detectCgroups(nodeName: string, options: DetectOptions = {}): Cg
       self = '';
     }
   }
-  const rel = path.join('mini-orchestrator', nodeName);
+  const rel = path.join('mini-orchestrator', agentName);
   if (fs.existsSync(path.join(root, 'cgroup.controllers'))) {
     const base = baseDir(root, ownCgroupPath(self, ''));
     let available: string[];
@@ -150,7 +160,7 @@ export function detectCgroups(nodeName: string, options: DetectOptions = {}): Cg
     const parent = path.join(base, rel);
     let at = base;
     try {
-      for (const part of ['', 'mini-orchestrator', nodeName]) {
+      for (const part of ['', 'mini-orchestrator', agentName]) {
         if (part !== '') {
           at = path.join(at, part);
           fs.mkdirSync(at, { recursive: true });
@@ -211,8 +221,9 @@ export class UnitCgroups {
     this.condition = limitsCondition(setup);
   }
 
-  static detect(nodeName: string, options?: DetectOptions): UnitCgroups {
-    return new UnitCgroups(detectCgroups(nodeName, options));
+  /** `agentName`: the per-agent directory under mini-orchestrator/ (agentCgroupName()). */
+  static detect(agentName: string, options?: DetectOptions): UnitCgroups {
+    return new UnitCgroups(detectCgroups(agentName, options));
   }
 
   get enabled(): boolean {

@@ -11,7 +11,8 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { spawn } from 'node:child_process';
 import { Cluster, REPO, pidAlive, waitFor } from '../helpers/cluster.ts';
-import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
+import * as path from 'node:path';
+import { UnitCgroups, agentCgroupName } from '../../node-agent/runtime/cgroups.ts';
 
 const NODE = `iso-${Math.random().toString(36).slice(2, 8)}`;
 const probe = process.platform === 'linux' && process.getuid?.() === 0 ? UnitCgroups.detect(`${NODE}-probe`) : null;
@@ -59,7 +60,8 @@ test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKi
   const unit = await waitFor('lim to run', async () => (await c.running('lim'))[0], 15000);
   assert.deepEqual(unit.spec.resources, { cpu: 200, memory: 128 });
   const pid: number = unit.status.pid;
-  const own = `/mini-orchestrator/${NODE}/${unit.metadata.name}`;
+  const agentName = agentCgroupName(NODE, path.join(c.dir, 'agents', NODE)); // the state dir Cluster gives it
+  const own = `/mini-orchestrator/${agentName}/${unit.metadata.name}`;
   if (enforced) {
     await waitFor('the unit to join its cgroup', () => fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(own), 5000);
   } else {
@@ -76,8 +78,8 @@ test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKi
   }
 
   // The agent dies by SIGKILL: its units die with it, and its guard removes their cgroups.
-  // The agent's parents: the probe's, for this node name (the same place under the same cgroups).
-  const parents = probe?.enabled ? probe.parentDirs().map((p) => p.replace(/-probe$/, '')) : [];
+  // The agent's parents: beside the probe's (the same place under the same cgroups).
+  const parents = probe?.enabled ? probe.parentDirs().map((p) => path.join(path.dirname(p), agentName)) : [];
   assert.ok(parents.every((p) => fs.existsSync(p)), parents.join(' '));
   const agent = c.agents.get(NODE)!;
   agent.child.kill('SIGKILL');

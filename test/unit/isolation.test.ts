@@ -13,7 +13,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor } from '../../node-agent/runtime/supervisor.ts';
-import { UnitCgroups, cpuQuotaUs, cpuShares, cpuWeight, detectCgroups, limitFiles, limitsCondition, ownCgroupPath } from '../../node-agent/runtime/cgroups.ts';
+import { UnitCgroups, agentCgroupName, cpuQuotaUs, cpuShares, cpuWeight, detectCgroups, limitFiles, limitsCondition, ownCgroupPath } from '../../node-agent/runtime/cgroups.ts';
 import { pidAlive } from '../../shared/proc.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -78,6 +78,46 @@ test('own cgroup paths from /proc/self/cgroup, and conditions that say what is e
     fs.rmSync(empty, { recursive: true, force: true });
   }
   assert.equal(limitsCondition({ version: 'v1', parents: { cpu: '/c', memory: '/m', pids: null } }).status, 'True');
+});
+
+test('cgroup v2 (on a fake tree): controllers enabled down to the agent parent, the unit files written, OOM kills read from memory.events', () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-cg2-'));
+  try {
+    fs.mkdirSync(path.join(root, 'agent.slice'));
+    fs.writeFileSync(path.join(root, 'cgroup.controllers'), 'cpuset cpu io memory pids\n');
+    fs.writeFileSync(path.join(root, 'agent.slice', 'cgroup.controllers'), 'cpu memory pids\n');
+    const setup = detectCgroups('node-a.12345678', { root, selfCgroup: '0::/agent.slice\n', platform: 'linux' });
+    const parent = path.join(root, 'agent.slice', 'mini-orchestrator', 'node-a.12345678');
+    assert.deepEqual(setup, { version: 'v2', parent });
+    for (const dir of ['agent.slice', 'agent.slice/mini-orchestrator', 'agent.slice/mini-orchestrator/node-a.12345678']) {
+      assert.equal(fs.readFileSync(path.join(root, dir, 'cgroup.subtree_control'), 'utf8'), '+cpu +memory +pids', dir);
+    }
+    const cg = new UnitCgroups(setup);
+    const made = cg.create('web-1', { resources: { cpu: 1000, memory: 64 }, limits: { cpu: 1500, memory: 64 } });
+    assert.deepEqual(made, { ok: true, procs: [path.join(parent, 'web-1', 'cgroup.procs')] });
+    const read = (f: string) => fs.readFileSync(path.join(parent, 'web-1', f), 'utf8');
+    assert.equal(read('cpu.weight'), '39');
+    assert.equal(read('cpu.max'), '150000 100000');
+    assert.equal(read('memory.max'), String(64 * 1024 * 1024));
+    assert.equal(read('pids.max'), '4096');
+    assert.equal(cg.oomKills('web-1'), 0); // no memory.events: unknown is 0
+    fs.writeFileSync(path.join(parent, 'web-1', 'memory.events'), 'low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n');
+    assert.equal(cg.oomKills('web-1'), 1);
+    assert.equal(limitsCondition(setup).reason, 'CgroupV2');
+    // Controllers not delegated: said, nothing enforced.
+    fs.writeFileSync(path.join(root, 'agent.slice', 'cgroup.controllers'), 'pids\n');
+    const missing = detectCgroups('x', { root, selfCgroup: '0::/agent.slice\n', platform: 'linux' });
+    assert.equal(missing.version, 'none');
+    assert.equal(limitsCondition(missing).reason, 'ControllersMissing');
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('the per-agent directory is the node name and a hash of the state dir', () => {
+  assert.match(agentCgroupName('node-a', '/tmp/x/agents/node-a'), /^node-a\.[0-9a-f]{8}$/);
+  assert.equal(agentCgroupName('node-a', '/tmp/x'), agentCgroupName('node-a', '/tmp/x/'));
+  assert.notEqual(agentCgroupName('node-a', '/tmp/x'), agentCgroupName('node-a', '/tmp/y'));
 });
 
 test('without cgroups, a unit with limits runs unenforced and its status message says so', async (t) => {
