@@ -36,7 +36,9 @@ import type { Socket } from 'node:net';
 /** Most process groups the guard tracks (one per live unit). */
 export const MAX_GUARDED_GROUPS = 4096;
 
-// dash-compatible. Groups are kept in a space-padded list " 12 34 " so that
+// dash-compatible, and nothing in it may make the shell exit early (a
+// redirection from a cgroup file that just vanished would: hence `cat`).
+// Groups are kept in a space-padded list " 12 34 " so that
 // membership is a plain pattern match without spawning anything.
 const GUARD_SCRIPT = `
 trap '' INT TERM HUP PIPE
@@ -59,7 +61,7 @@ if [ -n "$dirs" ]; then
     for p in $dirs; do
       for d in "$p"/*/; do
         [ -d "$d" ] || continue
-        while read -r q; do kill -s KILL "$q" 2>/dev/null; done < "$d/cgroup.procs"
+        for q in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -s KILL "$q" 2>/dev/null; done
         rmdir "$d" 2>/dev/null || left=1
       done
     done
