@@ -50,8 +50,8 @@ test('the lesson story: apply, scale, unit crash, node loss, scale down, delete,
   assert.equal(replacement.metadata.name, 'web-6', 'names are never reused: the replacement is web-6');
   assert.notEqual(replacement.status.pid, victim.status.pid);
   assert.ok(pidAlive(replacement.status.pid));
-  const ev = await c.api('GET', '/v1/events');
-  assert.ok(ev.json.items.some((e: any) => e.reason === 'Crashed' && e.involvedObject.name === 'web-2'), 'a Crashed event for web-2');
+  // Events are replicated in batches (every 50 ms): wait for it.
+  await waitFor('a Crashed event for web-2', async () => (await c.api('GET', '/v1/events')).json.items.some((e: any) => e.reason === 'Crashed' && e.involvedObject.name === 'web-2'));
 
   // SIGKILL an agent that runs units -> its pids die, node NotReady, replacements elsewhere
   const byNode = new Map<string, any[]>();

@@ -169,6 +169,11 @@ test('npm start runs every process with a real pid, streams prefixed whole lines
   assert.deepEqual(JSON.parse(readFileSync(join(dataDir, 'config.json'), 'utf8')), {
     servers: [1, 2, 3].map((i) => `http://127.0.0.1:${base + i}`),
     token,
+    // Each node's own address, where its Service proxy listens.
+    nodes: [
+      { name: 'node-a', address: '127.0.1.1' },
+      { name: 'node-b', address: '127.0.1.2' },
+    ],
   });
   assert.equal(cp2[cp2.indexOf('--token') + 1], token);
 

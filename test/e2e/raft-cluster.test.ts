@@ -37,6 +37,11 @@ test('SIGKILL of the leader: a new leader with a higher term, writes intact, new
     const all = (await c.units()).filter((u) => u.status.phase === 'Running' && pidAlive(u.status.pid));
     return all.length === 5 ? all : null;
   });
+  // The events a leader records are committed in batches (every 50 ms): kill it once they are.
+  await waitFor('the Started events committed', async () => {
+    const evs = (await c.api('GET', '/v1/events')).json.items as any[];
+    return before.every((u) => evs.some((e) => e.reason === 'Started' && e.involvedObject.name === u.metadata.name));
+  });
   const old = await leaderOf(c);
   const victim = c.cps[old.index - 1];
   victim.child.kill('SIGKILL');

@@ -237,9 +237,8 @@ test('crash loops back off and stay bounded while a healthy deployment is still 
   const highest = (prefix: string) => Math.max(0, ...deployments.filter((u) => u.spec.deployment === prefix).map((u) => Number(u.metadata.name.split('-').pop())));
   assert.ok(highest('bad') <= 3 * 6, `bad made ${highest('bad')} units in ~15 s`);
   assert.ok(highest('typo') <= 2 * 6, `typo made ${highest('typo')} units in ~15 s`);
+  const backoff = await waitFor('a BackOff event for bad', async () => ((await c.api('GET', '/v1/events')).json.items as any[]).find((e) => e.reason === 'BackOff' && e.involvedObject.name.startsWith('bad-')));
   const events = (await c.api('GET', '/v1/events')).json.items as any[];
-  const backoff = events.find((e) => e.reason === 'BackOff' && e.involvedObject.name.startsWith('bad-'));
-  assert.ok(backoff, 'a BackOff event for bad');
   assert.match(backoff.message, /exit code 1 after [\d.]+s\); next try at \d\d:\d\d:\d\d/);
   assert.ok(events.some((e) => e.reason === 'Scheduled' && e.involvedObject.name === 'good-1'), "the healthy deployment's early events are still there");
 });
