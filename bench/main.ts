@@ -1,7 +1,7 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
 // printed beside its target. Run on an otherwise idle machine; `--only NAME`
 // runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
-// failover, writes, catch-up, rollout, probes, crashloop, services).
+// failover, writes, catch-up, rollout, probes, crashloop, services, cli).
 
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
@@ -9,6 +9,7 @@ import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cl
 import { benchCatchUp, benchFailover, benchWrites } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
+import { benchCliStartup } from './cli.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
@@ -124,6 +125,14 @@ if (want('services')) {
     console.log(line);
     summary.push(line);
   }
+}
+
+if (want('cli')) {
+  console.log("\n== mo startup: wall time of `mo get nodes` against a running cluster, median of 20, beside `node -e ''` ==");
+  const r = await benchCliStartup(20);
+  const line = `mo get nodes: median ${f(r.moMs, 0)} ms over ${r.rounds} runs (target < 150 ms: ${verdict(r.moMs < 150)}); node -e '' floor ${f(r.floorMs, 0)} ms, so mo adds ${f(r.moMs - r.floorMs, 0)} ms; through tsx (MO_NO_BUNDLE=1, before the bundle) ${f(r.tsxMs, 0)} ms`;
+  console.log(line);
+  summary.push(line);
 }
 
 console.log('\n== summary ==');

@@ -12,7 +12,8 @@ import { Cluster, REPO, waitFor } from '../helpers/cluster.ts';
 
 function mo(c: Cluster, args: string[], input?: string): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', 'cli/mo.ts', ...args], {
+    // The package's bin, as users run it (the prebuilt bundle, dist/mo.mjs).
+    const p = spawn(process.execPath, ['cli/mo.js', ...args], {
       cwd: REPO,
       env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token, NO_COLOR: '1' },
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -14,10 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 
-const MO = fileURLToPath(new URL('../../cli/mo.ts', import.meta.url));
 const SHIM = fileURLToPath(new URL('../../cli/mo.js', import.meta.url));
-// Resolved here: the CLI runs in a temp dir where a bare 'tsx' would not resolve.
-const TSX = import.meta.resolve('tsx');
 const TOKEN = 'test-token-123';
 // Fixture ages (3h, 120m, 20m) print the same for a whole minute, so a slow run cannot flake them.
 const NOW = Date.now();
@@ -215,7 +212,8 @@ function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 
 function spawnMo(args: string[], env: Record<string, string>): ChildProcess {
   // cwd is an empty temp dir so no ./.mo/config.json is picked up by accident.
-  const child = spawn(process.execPath, ['--import', TSX, MO, ...args], {
+  // The package's bin, as users run it: it runs the prebuilt dist/mo.mjs.
+  const child = spawn(process.execPath, [SHIM, ...args], {
     cwd: workDir,
     env: cleanEnv(env),
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -566,10 +564,10 @@ describe('errors a user can meet', () => {
     });
   }
 
-  test('the bin shim cli/mo.js runs the CLI from any directory and forwards its output and exit status', async () => {
+  test('without the bundle (MO_NO_BUNDLE=1) cli/mo.js runs cli/mo.ts through tsx and forwards its output and exit status', async () => {
     const viaShim = (args: string[]) =>
       new Promise<Run>((resolve, reject) => {
-        const child = spawn(process.execPath, [SHIM, ...args], { cwd: workDir, env: cleanEnv(envFor(fake)) });
+        const child = spawn(process.execPath, [SHIM, ...args], { cwd: workDir, env: cleanEnv({ ...envFor(fake), MO_NO_BUNDLE: '1' }) });
         children.add(child);
         let stdout = '';
         let stderr = '';
