@@ -28,6 +28,8 @@ export const FLAGS: readonly FlagSpec[] = [
   { name: 'to-revision', takesValue: true },
   { name: 'grace-period', takesValue: true },
   { name: 'now', takesValue: false },
+  { name: 'force', takesValue: false },
+  { name: 'selector', short: 'l', takesValue: true },
   { name: 'version', takesValue: false },
   { name: 'follow', short: 'f', shortIn: ['logs'], takesValue: false },
   { name: 'tail', takesValue: true },
@@ -92,8 +94,10 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
       continue;
     }
     const next = argv[i + 1];
-    // '-' is a legal value (`-f -`); any other dash word means the value is missing.
-    if (next === undefined || (next.startsWith('-') && next !== '-')) {
+    // '-' is a legal value (`-f -`), and so is a negative number (`--replicas -1`,
+    // refused by the command with the real reason); any other dash word means
+    // the value is missing.
+    if (next === undefined || (next.startsWith('-') && next !== '-' && !/^-\d/.test(next))) {
       throw new UsageError(`flag --${spec.name} needs a value`);
     }
     flags.set(spec.name, next);

@@ -15,7 +15,9 @@ import { runApply, runCordon, runDelete, runDrain, runScale } from './commands/m
 import { loadConfig } from './config.ts';
 import type { Context } from './context.ts';
 import { RequestError, UsageError } from './errors.ts';
-import { helpFor } from './help.ts';
+import { COMMAND_NAMES, helpFor } from './help.ts';
+import { didYouMean } from './kube.ts';
+import { runCompletion } from './commands/completion.ts';
 
 /** Largest manifest read from stdin. */
 export const MAX_STDIN_BYTES = 16 * 1024 * 1024;
@@ -109,8 +111,10 @@ async function main(argv: string[]): Promise<void> {
       return runCluster(ctx, args, words);
     case 'rollout':
       return runRollout(ctx, args, words);
+    case 'completion':
+      return runCompletion(ctx, args, words);
     default:
-      throw new UsageError(`unknown command "${command}"`);
+      throw new UsageError(`unknown command "${command}"${didYouMean(command, COMMAND_NAMES)}`);
   }
 }
 

@@ -1,10 +1,12 @@
-// cli/resources.ts -- the four resource types the CLI names, their aliases
-// (as in kubectl: no, deploy, ev) and where each lives in the HTTP API.
+// cli/resources.ts -- the resource types the CLI names, their aliases (as in
+// kubectl: no, po/pods for units, deploy, ev, svc, ep) and where each lives
+// in the HTTP API.
 // Also the loose shapes the CLI reads from the server's JSON: every field is
 // optional because the CLI must print whatever a (possibly older or newer)
 // server sends without crashing.
 
 import { UsageError } from './errors.ts';
+import { didYouMean } from './kube.ts';
 
 export type ResourceType = 'nodes' | 'units' | 'deployments' | 'events' | 'services' | 'endpoints';
 
@@ -14,6 +16,10 @@ const ALIASES: Record<string, ResourceType> = {
   no: 'nodes',
   unit: 'units',
   units: 'units',
+  // A unit is this project's pod: kubectl users type these.
+  pod: 'units',
+  pods: 'units',
+  po: 'units',
   deployment: 'deployments',
   deployments: 'deployments',
   deploy: 'deployments',
@@ -56,9 +62,12 @@ export const DISPLAY_PREFIX: Record<ResourceType, string> = {
 export function resolveResource(word: string | undefined, allowed: readonly ResourceType[], command: string): ResourceType {
   const want = allowed.map((r) => r).join(', ');
   if (word === undefined) throw new UsageError(`"${command}" needs a resource type (${want})`);
-  const type = ALIASES[word.toLowerCase()];
+  const type = Object.hasOwn(ALIASES, word.toLowerCase()) ? ALIASES[word.toLowerCase()] : undefined;
   if (type === undefined || !allowed.includes(type)) {
-    throw new UsageError(`unknown resource type "${word}" for "${command}" (want ${want})`);
+    // The plural names first: a tie ("nods": node or nodes) goes to the type's own name.
+    const names = [...allowed, ...Object.keys(ALIASES).filter((a) => allowed.includes(ALIASES[a]) && !a.includes('.'))];
+    const hint = type === undefined ? didYouMean(word, names) : '';
+    throw new UsageError(`unknown resource type "${word}" for "${command}"${hint} (want ${want})`);
   }
   return type;
 }

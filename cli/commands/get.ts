@@ -3,9 +3,11 @@
 // follows `?watch=1` streams printing one row per event.
 
 import YAML from 'yaml';
-import { expectPositionals, flagSet, outputFormat, requireFlags, type OutputFormat, type ParsedArgs } from '../args.ts';
+import { expectPositionals, flagSet, flagValue, outputFormat, requireFlags, type OutputFormat, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
+import { UsageError } from '../errors.ts';
 import { COLUMNS, columnWidths, formatRow, sortEvents, table } from '../format.ts';
+import { kubeNotation, matchesSelector, parseSelector, type Requirement } from '../kube.ts';
 import {
   resolveResource,
   resourcePath,
@@ -17,6 +19,8 @@ import {
 } from '../resources.ts';
 
 const ALL: ResourceType[] = ['nodes', 'units', 'deployments', 'events', 'services', 'endpoints'];
+/** The types whose objects carry metadata.labels, so `-l` means something. */
+const LABELLED: ResourceType[] = ['nodes', 'units', 'deployments', 'services'];
 /** How long a watch gathers the first burst (the current objects) to align their columns. */
 export const WATCH_FIRST_BURST_MS = 150;
 
@@ -35,10 +39,11 @@ function byName(a: unknown, b: unknown): number {
 }
 
 export function printObjects(ctx: Context, format: OutputFormat, type: ResourceType, value: unknown, items: unknown[]): void {
+  // -o json|yaml in Kubernetes notation (cpu: 100m, memory: 128Mi, RFC 3339 times).
   if (format === 'json') {
-    ctx.out(JSON.stringify(value, null, 2) + '\n');
+    ctx.out(JSON.stringify(kubeNotation(value), null, 2) + '\n');
   } else if (format === 'yaml') {
-    ctx.out(YAML.stringify(value));
+    ctx.out(YAML.stringify(kubeNotation(value)));
   } else if (items.length === 0) {
     ctx.notice('No resources found.');
   } else {
@@ -49,13 +54,20 @@ export function printObjects(ctx: Context, format: OutputFormat, type: ResourceT
 }
 
 export async function runGet(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
-  requireFlags(args, 'get', ['output', 'watch', 'output-watch-events']);
+  requireFlags(args, 'get', ['output', 'watch', 'output-watch-events', 'selector']);
   const [typeWord, ...rest] = splitTypeSlashName(words);
   const type = resolveResource(typeWord, ALL, 'get');
   const [name] = rest.length === 0 ? [undefined] : expectPositionals(rest, ['NAME'], 'get');
   const format = outputFormat(args, ['table', 'wide', 'json', 'yaml']);
+  const rawSelector = flagValue(args, 'selector');
+  let selector: Requirement[] | undefined;
+  if (rawSelector !== undefined) {
+    if (!LABELLED.includes(type)) throw new UsageError(`-l selects by labels: "get ${type}" has none (use it with ${LABELLED.join(', ')})`);
+    if (name !== undefined) throw new UsageError('a NAME cannot be given with -l (as kubectl: the selector picks the objects)');
+    selector = parseSelector(rawSelector);
+  }
   if (flagSet(args, 'watch')) {
-    await watch(ctx, type, name, format, flagSet(args, 'output-watch-events'));
+    await watch(ctx, type, name, format, flagSet(args, 'output-watch-events'), selector);
     return;
   }
   const client = ctx.client();
@@ -71,10 +83,11 @@ export async function runGet(ctx: Context, args: ParsedArgs, words: string[]): P
     if (name !== undefined) items = items.filter((e) => eventMatches(e as EventObject, name));
     items = sortEvents(items as EventObject[]);
   } else {
+    if (selector !== undefined) items = items.filter((o) => matchesSelector(o, selector));
     items = [...items].sort(byName);
   }
-  // -o json of a filtered event list is still a List, holding what the user asked for.
-  const value = name !== undefined ? { ...list, items } : list;
+  // -o json of a filtered list is still a List, holding what the user asked for.
+  const value = name !== undefined || selector !== undefined ? { ...list, items } : list;
   printObjects(ctx, format, type, value, items);
 }
 
@@ -84,6 +97,7 @@ async function watch(
   name: string | undefined,
   format: OutputFormat,
   withEventColumn: boolean,
+  selector?: Requirement[],
 ): Promise<void> {
   const wide = format === 'wide';
   const cols = COLUMNS[type];
@@ -104,12 +118,13 @@ async function watch(
       const matches = type === 'events' ? eventMatches(ev.object as EventObject, name) : nameOf(ev.object) === name;
       if (!matches) return;
     }
+    if (selector !== undefined && !matchesSelector(ev.object, selector)) return;
     if (format === 'json') {
-      ctx.out(JSON.stringify(ev) + '\n');
+      ctx.out(JSON.stringify(kubeNotation(ev)) + '\n');
       return;
     }
     if (format === 'yaml') {
-      ctx.out('---\n' + YAML.stringify(ev));
+      ctx.out('---\n' + YAML.stringify(kubeNotation(ev)));
       return;
     }
     const row = [...(withEventColumn ? [ev.type] : []), ...cols.row(ev.object, ctx.now(), wide)];

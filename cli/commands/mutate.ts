@@ -25,22 +25,36 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 // ---- apply ----------------------------------------------------------------
 
-/** Parses a YAML or JSON stream into manifests; the server validates them, we only need a name. */
+/** One failure per line, each shown after `error: ` (mo.ts prints the first prefix). */
+export function manyErrors(lines: readonly string[]): RequestError {
+  return new RequestError(lines.join('\nerror: '));
+}
+
+/**
+ * Parses a YAML or JSON stream into manifests; the server validates them, we
+ * only need a name. A stream with several broken documents reports each
+ * one's first error (one line each), not only the first.
+ */
 export function parseManifests(text: string, source: string): Array<Record<string, unknown>> {
   const docs = YAML.parseAllDocuments(text);
+  const all = Array.isArray(docs) ? docs : [docs];
   const out: Array<Record<string, unknown>> = [];
-  for (const doc of Array.isArray(docs) ? docs : [docs]) {
+  const errors: string[] = [];
+  all.forEach((doc, i) => {
+    const where = all.length > 1 ? `${source}: document ${i + 1}` : source;
     if (doc.errors.length > 0) {
-      const first = doc.errors[0].message.split('\n')[0];
-      throw new RequestError(`${source}: invalid YAML/JSON: ${first}`);
+      errors.push(`${where}: invalid YAML/JSON: ${doc.errors[0].message.split('\n')[0]}`);
+      return;
     }
     const value: unknown = doc.toJS({ maxAliasCount: 100 });
-    if (value === null || value === undefined) continue; // an empty document
+    if (value === null || value === undefined) return; // an empty document
     if (typeof value !== 'object' || Array.isArray(value)) {
-      throw new RequestError(`invalid manifest: ${source}: expected an object with apiVersion, kind, metadata and spec`);
+      errors.push(`invalid manifest: ${where}: expected an object with apiVersion, kind, metadata and spec`);
+      return;
     }
     out.push(value as Record<string, unknown>);
-  }
+  });
+  if (errors.length > 0) throw manyErrors(errors);
   if (out.length === 0) throw new RequestError(`${source}: no manifest found`);
   if (out.length > MAX_APPLY_DOCUMENTS) {
     throw new RequestError(`${source}: ${out.length} manifests, at most ${MAX_APPLY_DOCUMENTS} per apply`);
@@ -48,13 +62,10 @@ export function parseManifests(text: string, source: string): Array<Record<strin
   return out;
 }
 
-function manifestName(m: Record<string, unknown>): string {
+function manifestName(m: Record<string, unknown>): string | undefined {
   const meta = m.metadata as { name?: unknown } | undefined;
   const name = meta?.name;
-  if (typeof name !== 'string' || name === '') {
-    throw new RequestError('invalid manifest: metadata.name: required');
-  }
-  return name;
+  return typeof name !== 'string' || name === '' ? undefined : name;
 }
 
 export async function runApply(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
@@ -73,13 +84,25 @@ export async function runApply(ctx: Context, args: ParsedArgs, words: string[]):
     }
   }
   const manifests = parseManifests(text, file === '-' ? 'stdin' : file);
-  const named = manifests.map((m) => ({ m, name: manifestName(m) }));
-  for (const { m, name } of named) {
+  const many = manifests.length > 1;
+  const named = manifests.map((m, i) => ({ m, name: manifestName(m), where: many ? `document ${i + 1}: ` : '' }));
+  const unnamed = named.filter((d) => d.name === undefined);
+  if (unnamed.length > 0) throw manyErrors(unnamed.map((d) => `invalid manifest: ${d.where}metadata.name: required`));
+  // As kubectl: every valid object is applied, each refused one reported
+  // (one line each, exit 1); a failure to reach the cluster stops at once.
+  const refused: string[] = [];
+  for (const { m, name, where } of named as Array<{ m: Record<string, unknown>; name: string; where: string }>) {
     // A Service goes to /v1/services; everything else is a Deployment (the server names what is wrong with it).
     const type = m.kind === 'Service' ? 'services' : 'deployments';
-    const res = await ctx.client().request('PUT', resourcePath(type, name), m);
-    ctx.out(`${DISPLAY_PREFIX[type]}/${name} ${res.status === 201 ? 'created' : 'configured'}\n`);
+    try {
+      const res = await ctx.client().request('PUT', resourcePath(type, name), m);
+      ctx.out(`${DISPLAY_PREFIX[type]}/${name} ${res.status === 201 ? 'created' : 'configured'}\n`);
+    } catch (err) {
+      if (!(many && err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 401)) throw err;
+      refused.push(`${where}${DISPLAY_PREFIX[type]}/${name}: ${err.message}`);
+    }
   }
+  if (refused.length > 0) throw manyErrors(refused);
 }
 
 // ---- scale, delete ----------------------------------------------------------
@@ -101,8 +124,12 @@ export async function runScale(ctx: Context, args: ParsedArgs, words: string[]):
 /** Longest --grace-period (an hour, as a manifest's terminationGracePeriodSeconds). */
 export const MAX_GRACE_PERIOD_SECONDS = 3600;
 
+/** kubectl's words for --force. */
+export const FORCE_WARNING =
+  'Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.';
+
 export async function runDelete(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
-  requireFlags(args, 'delete', ['grace-period', 'now']);
+  requireFlags(args, 'delete', ['grace-period', 'now', 'force']);
   const [typeWord, ...rest] = splitTypeSlashName(words);
   const type = resolveResource(typeWord, ['deployments', 'units', 'services'], 'delete');
   const [name] = expectPositionals(rest, ['NAME'], 'delete');
@@ -117,8 +144,16 @@ export async function runDelete(ctx: Context, args: ParsedArgs, words: string[])
     grace = Number(rawGrace);
   }
   if (grace !== undefined && type !== 'units') throw new UsageError('--grace-period and --now apply to "delete unit"');
-  await ctx.client().request('DELETE', resourcePath(type, name) + (grace === undefined ? '' : `?gracePeriodSeconds=${grace}`));
-  ctx.out(`${DISPLAY_PREFIX[type]} "${name}" deleted\n`);
+  // --force: grace 0 unless given, and the server also forgets a unit that a
+  // NotReady node last reported (Lost); a node that comes back stops it.
+  const force = args.flags.has('force');
+  if (force && type !== 'units') throw new UsageError('--force applies to "delete unit"');
+  if (force && args.flags.has('now')) throw new UsageError('--now and --force are exclusive');
+  if (force) grace ??= 0;
+  const query = [...(grace === undefined ? [] : [`gracePeriodSeconds=${grace}`]), ...(force ? ['force=true'] : [])];
+  if (force) ctx.notice(FORCE_WARNING);
+  await ctx.client().request('DELETE', resourcePath(type, name) + (query.length > 0 ? `?${query.join('&')}` : ''));
+  ctx.out(`${DISPLAY_PREFIX[type]} "${name}" ${force ? 'force deleted' : 'deleted'}\n`);
 }
 
 // ---- cordon, uncordon, drain ------------------------------------------------

@@ -343,17 +343,64 @@ describe('mo get', () => {
     assert.deepEqual(JSON.parse(run.stdout).items, [EVENTS.items[2]]);
   });
 
-  test('-o json passes the server list through unchanged', async () => {
+  test('-o json passes the server list through, quantities in Kubernetes notation', async () => {
     const run = await mo(['get', 'nodes', '-o', 'json'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
-    assert.deepEqual(JSON.parse(run.stdout), NODES);
+    const out = JSON.parse(run.stdout);
+    assert.deepEqual(out.items[0].status.capacity, { cpu: '8000m', memory: '16384Mi' });
+    assert.deepEqual(out.items[0].status.allocated, { cpu: '3000m', memory: '4096Mi' });
+    // Everything else as the server sent it.
+    const back = structuredClone(out);
+    for (const [i, n] of NODES.items.entries()) {
+      back.items[i].status.capacity = n.status.capacity;
+      back.items[i].status.allocated = n.status.allocated;
+    }
+    assert.deepEqual(back, NODES);
   });
 
-  test('get unit NAME -o yaml prints the one object as YAML', async () => {
+  test('get unit NAME -o yaml prints the one object as YAML (cpu: 1000m, memory: 2048Mi)', async () => {
     const run = await mo(['get', 'unit', 'web-2', '--output=yaml'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
-    assert.deepEqual(YAML.parse(run.stdout), UNITS.items[1]);
+    assert.match(run.stdout, /^    cpu: 1000m$/m);
+    assert.match(run.stdout, /^    memory: 2048Mi$/m);
+    const expected = structuredClone(UNITS.items[1]) as any;
+    expected.spec.resources = { cpu: '1000m', memory: '2048Mi' };
+    assert.deepEqual(YAML.parse(run.stdout), expected);
     assert.equal(fake.seen.at(-1)?.path, '/v1/units/web-2');
+  });
+
+  test('kubectl aliases: get pods, po and pod list units', async () => {
+    for (const word of ['pods', 'po', 'pod']) {
+      const run = await mo(['get', word], envFor(fake));
+      assert.equal(run.code, 0, run.stderr);
+      assert.match(run.stdout.split('\n')[0], /^NAME\s+DEPLOYMENT\s+READY\s+STATUS/);
+      assert.equal(run.stdout.trim().split('\n').length, 4, word);
+    }
+  });
+
+  test('-l key=value keeps the objects whose labels match (nodes, units, deployments)', async () => {
+    let run = await mo(['get', 'nodes', '-l', 'zone=b'], envFor(fake));
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(run.stdout.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]), ['node-b']);
+    run = await mo(['get', 'nodes', '--selector=zone!=b', '-o', 'json'], envFor(fake));
+    assert.deepEqual(JSON.parse(run.stdout).items.map((n: any) => n.metadata.name), ['node-c']);
+    run = await mo(['get', 'no', '-l', '!zone'], envFor(fake));
+    assert.deepEqual(run.stdout.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]), ['node-c']);
+    run = await mo(['get', 'nodes', '-l', 'zone=b,tier=x'], envFor(fake));
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, '');
+    assert.match(run.stderr, /No resources found/);
+    run = await mo(['get', 'units', '-l', 'app=web'], envFor(fake));
+    assert.match(run.stderr, /No resources found/, 'the fixture units carry no labels');
+    run = await mo(['get', 'deploy', '-l', 'zone'], envFor(fake));
+    assert.match(run.stderr, /No resources found/);
+  });
+
+  test('-l with a NAME, on events, or with a bad key is bad usage', async () => {
+    assertOneLineError(await mo(['get', 'nodes', 'node-b', '-l', 'zone=b'], envFor(fake)), 2, /^error: a NAME cannot be given with -l/);
+    assertOneLineError(await mo(['get', 'events', '-l', 'a=b'], envFor(fake)), 2, /^error: -l selects by labels: "get events" has none/);
+    assertOneLineError(await mo(['get', 'units', '-l', 'a b=c'], envFor(fake)), 2, /^error: -l: invalid label key "a b"/);
+    assertOneLineError(await mo(['get', 'units', '-l', 'a=b,'], envFor(fake)), 2, /^error: -l: empty requirement/);
   });
 
   test('every request carries the bearer token', () => {
@@ -496,7 +543,7 @@ describe('finding the leader and a reachable replica', () => {
     try {
       const run = await mo(['get', 'nodes', '-o', 'json'], envFor(lost, ok));
       assert.equal(run.code, 0, run.stderr);
-      assert.deepEqual(JSON.parse(run.stdout), NODES);
+      assert.deepEqual(JSON.parse(run.stdout).items.map((n: any) => n.metadata.name), ['node-b', 'node-c']);
     } finally {
       await lost.close();
       await ok.close();
@@ -548,7 +595,15 @@ describe('errors a user can meet', () => {
   const badUsage: Array<[string, string[], RegExp]> = [
     ['an unknown command', ['frobnicate'], /^error: unknown command "frobnicate"; see 'mo --help'$/],
     ['an unknown flag', ['get', 'nodes', '--bogus'], /^error: unknown flag --bogus; see 'mo --help'$/],
-    ['an unknown resource type', ['get', 'pods'], /^error: unknown resource type "pods"/],
+    ['an unknown resource type', ['get', 'widgets'], /^error: unknown resource type "widgets" for "get" \(want /],
+    ['a mistyped resource type', ['get', 'nods'], /^error: unknown resource type "nods" for "get" \(did you mean "nodes"\?\)/],
+    ['a mistyped unit alias', ['describe', 'uint', 'x'], /^error: unknown resource type "uint" for "describe" \(did you mean "unit"\?\)/],
+    ['a mistyped command', ['gett', 'nodes'], /^error: unknown command "gett" \(did you mean "get"\?\); see 'mo --help'$/],
+    ['a mistyped command (transposed)', ['dleete', 'unit', 'x'], /^error: unknown command "dleete" \(did you mean "delete"\?\)/],
+    ['a negative replica count', ['scale', 'deploy', 'web', '--replicas', '-1'], /^error: --replicas must be a whole number >= 0 \(got "-1"\); see 'mo --help'$/],
+    ['a negative grace period', ['delete', 'unit', 'x', '--grace-period', '-5'], /^error: --grace-period must be whole seconds 0\.\.3600 \(got "-5"\)/],
+    ['--force on a deployment', ['delete', 'deploy', 'web', '--force'], /^error: --force applies to "delete unit"/],
+    ['completion for an unknown shell', ['completion', 'fish'], /^error: "completion": unsupported shell "fish" \(want bash or zsh\)/],
     ['a missing name', ['describe', 'unit'], /^error: "describe" needs NAME; see 'mo --help'$/],
     ['a bad -o value', ['get', 'units', '-o', 'xml'], /^error: bad -o value "xml"/],
     ['a replica count that is not a number', ['scale', 'deploy', 'web', '--replicas', 'many'], /^error: --replicas must be a whole number/],
@@ -649,8 +704,10 @@ describe('mo get -w', () => {
     }
   });
 
-  test('-o json -w passes each watch event through as one JSON line', async () => {
-    const ev = { type: 'ADDED', object: unit('web-1', 'node-a', 'Running', 111, '1') };
+  test('-o json -w passes each watch event through as one JSON line (Kubernetes notation, RFC 3339 times)', async () => {
+    const object = unit('web-1', 'node-a', 'Running', 111, '1') as any;
+    object.status.scheduling = { message: 'chose node-a', at: NOW };
+    const ev = { type: 'ADDED', object };
     const fake = await startFake(
       routes({
         'GET /v1/units?watch=1': (_q, res) => {
@@ -667,7 +724,10 @@ describe('mo get -w', () => {
       while (!stdout.includes('\n') && Date.now() < deadline && child.exitCode === null) {
         await new Promise((r) => setTimeout(r, 50));
       }
-      assert.deepEqual(JSON.parse(stdout.split('\n')[0]), ev);
+      const expected = structuredClone(ev);
+      expected.object.spec.resources = { cpu: '1000m', memory: '2048Mi' };
+      expected.object.status.scheduling.at = new Date(NOW).toISOString();
+      assert.deepEqual(JSON.parse(stdout.split('\n')[0]), expected);
     } finally {
       child.kill('SIGTERM');
       await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once('exit', r)));
@@ -769,5 +829,86 @@ describe('describe, cordon and drain', () => {
     } finally {
       await fake.close();
     }
+  });
+});
+
+describe('delete --force, apply with several errors, completion', () => {
+  test('delete unit --force warns as kubectl does on stderr and asks the server to forget a Lost unit (grace 0)', async () => {
+    const fake = await startFake(routes({ 'DELETE /v1/units/web-5?gracePeriodSeconds=0&force=true': { kind: 'Unit', metadata: { name: 'web-5' } } }));
+    try {
+      const run = await mo(['delete', 'unit', 'web-5', '--force'], envFor(fake));
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, 'unit "web-5" force deleted\n');
+      assert.equal(
+        run.stderr,
+        'Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.\n',
+      );
+      const withGrace = await mo(['delete', 'po/web-5', '--force', '--grace-period', '0'], envFor(fake));
+      assert.equal(withGrace.code, 0, withGrace.stderr);
+      assert.deepEqual(fake.seen.map((s) => s.path), ['/v1/units/web-5?gracePeriodSeconds=0&force=true', '/v1/units/web-5?gracePeriodSeconds=0&force=true']);
+      const plain = await mo(['delete', 'unit', 'web-5'], envFor(fake));
+      assert.equal(plain.code, 1, 'without --force no force query is sent');
+      assert.equal(fake.seen.at(-1)?.path, '/v1/units/web-5');
+    } finally {
+      await fake.close();
+    }
+  });
+
+  test('apply of a file with several refused documents applies the good ones and reports every refusal, one line each', async () => {
+    const fake = await startFake(
+      routes({
+        'PUT /v1/deployments/good': (_q, res, body) => sendJson(res, 201, JSON.parse(body)),
+        'PUT /v1/deployments/bad1': (_q, res) => sendJson(res, 400, { error: 'invalid manifest: spec.replicas: must be a whole number >= 0' }),
+        'PUT /v1/services/bad2': (_q, res) => sendJson(res, 400, { error: 'invalid Service: spec.ports: required' }),
+      }),
+    );
+    try {
+      const doc = (kind: string, name: string) => `apiVersion: v1\nkind: ${kind}\nmetadata:\n  name: ${name}\nspec: {}\n`;
+      const text = [doc('Deployment', 'bad1'), doc('Deployment', 'good'), doc('Service', 'bad2')].join('---\n');
+      const run = await mo(['apply', '-f', '-'], envFor(fake), text);
+      assert.equal(run.code, 1);
+      assert.equal(run.stdout, 'deployment.apps/good created\n');
+      assert.deepEqual(run.stderr.trimEnd().split('\n'), [
+        'error: document 1: deployment.apps/bad1: invalid manifest: spec.replicas: must be a whole number >= 0',
+        'error: document 3: service/bad2: invalid Service: spec.ports: required',
+      ]);
+      // Broken YAML or missing names in several documents: each reported, nothing sent.
+      const before = fake.seen.length;
+      const broken = await mo(['apply', '-f', '-'], envFor(fake), 'kind: Deployment\nspec: {}\n---\nkind: Service\nmetadata: {}\n');
+      assert.deepEqual(broken.stderr.trimEnd().split('\n'), [
+        'error: invalid manifest: document 1: metadata.name: required',
+        'error: invalid manifest: document 2: metadata.name: required',
+      ]);
+      const yaml = await mo(['apply', '-f', '-'], envFor(fake), 'a: [x\n---\nb: {y\n');
+      assert.equal(yaml.code, 1);
+      const lines = yaml.stderr.trimEnd().split('\n');
+      assert.equal(lines.length, 2, yaml.stderr);
+      assert.match(lines[0], /^error: stdin: document 1: invalid YAML\/JSON: /);
+      assert.match(lines[1], /^error: stdin: document 2: invalid YAML\/JSON: /);
+      assert.equal(fake.seen.length, before);
+    } finally {
+      await fake.close();
+    }
+  });
+
+  test('completion bash|zsh prints a script bash accepts, completing commands, types and names', async () => {
+    const bash = await mo(['completion', 'bash'], {});
+    assert.equal(bash.code, 0, bash.stderr);
+    assert.match(bash.stdout, /^complete -F _mo mo$/m);
+    assert.match(bash.stdout, /apply get describe scale delete rollout logs cordon drain cluster completion version uncordon help/);
+    const zsh = await mo(['completion', 'zsh'], {});
+    assert.equal(zsh.code, 0, zsh.stderr);
+    assert.match(zsh.stdout, /bashcompinit/);
+    // bash parses it, and completing `mo ge` offers get.
+    const file = join(workDir, 'mo-completion.bash');
+    writeFileSync(file, bash.stdout);
+    const probe = spawn('bash', ['-c', `source ${file} && COMP_WORDS=(mo ge) && COMP_CWORD=1 && _mo && echo "\${COMPREPLY[*]}" && COMP_WORDS=(mo get dep) && COMP_CWORD=2 && _mo && echo "\${COMPREPLY[*]}"`]);
+    let out = '';
+    let err = '';
+    probe.stdout.on('data', (c) => (out += c));
+    probe.stderr.on('data', (c) => (err += c));
+    const code = await new Promise((r) => probe.on('close', r));
+    assert.equal(code, 0, err);
+    assert.deepEqual(out.trim().split('\n'), ['get', 'deployments']);
   });
 });
