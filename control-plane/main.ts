@@ -25,6 +25,7 @@ import { RaftStore, SNAPSHOT_EVERY_ENTRIES } from './store/raft-store.ts';
 import { NoQuorumError, type ReplicatedStore } from './store/store.ts';
 import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 import { serveUnitLog } from './api/logs.ts';
+import { ReplicaMetrics } from './api/metrics.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -238,8 +239,18 @@ async function main(): Promise<void> {
   // registers nodes it knows, gives silent nodes a grace period, and runs a
   // pass at once.
   let wasLeader = false;
+  const metrics = new ReplicaMetrics({
+    replicaId: cfg.id,
+    raft: () => store.status(),
+    source: () => ({ state: store.state, observed: registry.nodes, now: now() }),
+    // The loop's own count (private; read here rather than widen the controller's API).
+    reconcilePasses: (): number => controller['passCount'],
+    openWatches: (): number => api.openWatches,
+  });
+  metrics.roleChanged(store.status().role);
   store.onRoleChange(() => {
     const s = store.status();
+    metrics.roleChanged(s.role);
     agents.broadcastLeader(s.term, s.leaderId);
     changed();
     if (s.role === 'leader' && !wasLeader) {
@@ -269,6 +280,7 @@ async function main(): Promise<void> {
       changeListeners.add(fn);
       return () => changeListeners.delete(fn);
     },
+    metrics,
     terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
     unitLog: (req, res, name, query) =>
       serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),

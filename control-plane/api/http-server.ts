@@ -54,6 +54,8 @@ export interface ApiDeps {
   subscribe: (fn: () => void) => () => void;
   /** GET /v1/units/NAME/log, answered by this replica itself (api/logs.ts). */
   unitLog?: (req: http.IncomingMessage, res: http.ServerResponse, name: string, query: URLSearchParams) => Promise<void>;
+  /** GET /metrics, answered by this replica itself (api/metrics.ts), and a record of every answered request. */
+  metrics?: { serve(req: http.IncomingMessage, res: http.ServerResponse): void; observeRequest(method: string, code: number, seconds: number): void };
   /** On the leader: stop a deleted unit with the grace period the user asked for. */
   terminateUnit?: (unit: string, node: string, gracePeriodMs: number, reason: string) => void;
 }
@@ -136,9 +138,19 @@ export class ApiServer {
 
   constructor(private readonly deps: ApiDeps) {
     this.server = http.createServer((req, res) => {
+      const metrics = this.deps.metrics;
+      if (metrics) {
+        const t0 = process.hrtime.bigint();
+        res.once('close', () => metrics.observeRequest(req.method ?? 'GET', res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9));
+      }
       this.handle(req, res).catch((err) => this.fail(res, err));
     });
     this.server.on('clientError', (_err, socket) => socket.destroy());
+  }
+
+  /** Watch streams open now (for /metrics). */
+  get openWatches(): number {
+    return this.watchers;
   }
 
   private src(): ViewSource {
@@ -165,6 +177,8 @@ export class ApiServer {
     if (!tokenOk(req.headers.authorization, this.deps.token)) {
       throw new HttpError(401, req.headers.authorization ? 'invalid token' : 'missing token: send Authorization: Bearer <token>');
     }
+    // Metrics are this replica's own: not forwarded to the leader.
+    if (url.pathname === '/metrics' && this.deps.metrics) return this.deps.metrics.serve(req, res);
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     if (parts[0] !== 'v1') throw new HttpError(404, `no such path ${url.pathname}`);
     if (parts[1] === 'replica' && parts.length === 2) return sendJson(res, 200, this.deps.replicaStatus());
