@@ -56,9 +56,12 @@ export interface ApiDeps {
   unitLog?: (req: http.IncomingMessage, res: http.ServerResponse, name: string, query: URLSearchParams) => Promise<void>;
   /** GET /metrics, answered by this replica itself (api/metrics.ts), and a record of every answered request. */
   metrics?: { serve(req: http.IncomingMessage, res: http.ServerResponse): void; observeRequest(method: string, code: number, seconds: number): void };
-  /** On the leader: stop a deleted unit with the grace period the user asked for. */
-  terminateUnit?: (unit: string, node: string, gracePeriodMs: number, reason: string) => void;
+  /** On the leader: stop a deleted unit with the grace period the user asked for (undefined: the default). */
+  terminateUnit?: (unit: string, node: string, gracePeriodMs: number | undefined, reason: string) => void;
 }
+
+/** Why a unit stops when a user deletes it (to the agent, in events and logs). */
+export const USER_DELETE_REASON = 'deleted by the user';
 
 /** Longest grace period a delete may ask for (an hour, as the manifest allows). */
 export const MAX_DELETE_GRACE_SECONDS = 3600;
@@ -241,13 +244,26 @@ export class ApiServer {
       if (resource === 'deployments') await this.write({ type: 'deployment.delete', at: this.deps.now(), name });
       else {
         const unit = this.deps.store.state.units.get(name);
-        if (!unit) throw new HttpError(404, `units "${name}" not found`);
-        const grace = graceQuery(url.searchParams);
-        await this.write({ type: 'unit.delete', at: this.deps.now(), name, reason: 'deleted through the API' });
-        if (unit.nodeName && this.deps.terminateUnit) {
-          const ms = grace ?? unit.spec.gracePeriodMs;
-          if (ms !== undefined) this.deps.terminateUnit(name, unit.nodeName, ms, 'deleted through the API');
+        // ?force=true (kubectl's --force): also forget what a NotReady node last
+        // reported of the unit (listed as Lost), without waiting for it to
+        // stop; grace 0 unless one is given. If that node comes back still
+        // running it, the reconcile loop stops it (it is not bound there).
+        const force = ['true', '1'].includes(url.searchParams.get('force') ?? '');
+        const grace = graceQuery(url.searchParams) ?? (force ? 0 : undefined);
+        const lostOn = [...this.deps.registry.nodes.values()].filter((n) => !n.ready && n.units.has(name)).map((n) => n.name);
+        if (!unit && !(force && lostOn.length > 0)) {
+          if (lostOn.length > 0) {
+            throw new HttpError(404, `units "${name}" not found: only the last report of NotReady node ${lostOn.join(', ')} lists it (Lost); delete with force=true to forget it`);
+          }
+          throw new HttpError(404, `units "${name}" not found`);
         }
+        if (unit) {
+          await this.write({ type: 'unit.delete', at: this.deps.now(), name, reason: USER_DELETE_REASON });
+          // Always our own terminate, so the agent and the events say why, and
+          // the reconcile pass sees it in flight instead of sending "not bound".
+          if (unit.nodeName && this.deps.terminateUnit) this.deps.terminateUnit(name, unit.nodeName, grace ?? unit.spec.gracePeriodMs, USER_DELETE_REASON);
+        }
+        if (force) for (const node of lostOn) this.deps.registry.forgetUnit(node, name);
       }
       return sendJson(res, 200, before ?? { kind: KIND[resource], metadata: { name } });
     }

@@ -109,7 +109,7 @@ export class Controller {
    * (`mo delete unit X --grace-period S`), once its unbinding is committed.
    * The reconcile loop would stop it too, with the template's grace.
    */
-  terminateUnit(unit: string, node: string, gracePeriodMs: number, reason: string): void {
+  terminateUnit(unit: string, node: string, gracePeriodMs: number | undefined, reason: string): void {
     this.sendTerminate(unit, node, reason, gracePeriodMs);
   }
 

@@ -140,6 +140,18 @@ export class NodeRegistry {
     this.emit({ type: 'unit-gone', node, name });
   }
 
+  /**
+   * A forced delete (`mo delete unit X --force`): forget what a NotReady
+   * node last reported of a unit, so it is no longer listed as Lost. A Ready
+   * node's reports are the truth and are kept. Returns whether it forgot.
+   */
+  forgetUnit(node: string, name: string): boolean {
+    const n = this.nodes.get(node);
+    if (!n || n.ready || !n.units.delete(name)) return false;
+    this.emit({ type: 'unit-gone', node, name });
+    return true;
+  }
+
   disconnected(node: string, now: number): void {
     const n = this.nodes.get(node);
     if (!n) return;
