@@ -22,6 +22,7 @@ import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
 import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
+import { detectNamespaces } from './runtime/namespaces.ts';
 import { PortAllocator } from './runtime/ports.ts';
 import { ServiceProxy } from './runtime/service-proxy.ts';
 import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
@@ -30,13 +31,7 @@ import { LogDirectory } from './runtime/unit-log.ts';
 
 const MiB = 1024 * 1024;
 
-/** Units share the node's namespaces (pid, uts, ipc, mount): not implemented yet; said as a Node condition. */
-const NAMESPACES_CONDITION = {
-  type: 'UnitNamespaces',
-  status: 'False' as const,
-  reason: 'NotImplemented',
-  message: "units share the node's PID, UTS, IPC and mount namespaces (this agent does not create namespaces)",
-};
+
 
 function main(): void {
   // A closed stdout (the launcher went away) must not kill the agent.
@@ -77,7 +72,8 @@ function main(): void {
   // What this node can enforce for its units (runtime/cgroups.ts), found once
   // at start, said in one line below and reported as the Node's conditions.
   const cgroups = UnitCgroups.detect(agentCgroupName(config.name, config.stateDir));
-  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address, conditions: [cgroups.condition, NAMESPACES_CONDITION] };
+  const namespaces = detectNamespaces();
+  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address, conditions: [cgroups.condition, namespaces.condition] };
   const ports = new PortAllocator(config.address, config.portRange);
   // Services: the leader's table, served on this node's address; the table
   // of the highest term wins, and the last one keeps serving without a leader.
@@ -98,6 +94,7 @@ function main(): void {
     nodeName: config.name,
     onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
     cgroups,
+    namespaces,
     onChange: (report, change) => {
       logTransition(report, change);
       if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);
@@ -324,6 +321,7 @@ function main(): void {
       ? `limits: enforced through cgroup ${cgroups.setup.version} (${cgroups.condition.message.replace(/^.*under /, 'under ')})`
       : `limits: NOT enforced (${cgroups.disabledReason}); units with limits run without them`,
   );
+  log(namespaces.enabled ? 'namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp)' : `namespaces: none (${namespaces.condition.message.replace(/^units share the node's namespaces: /, '')})`);
   // A dead agent of this node may have left unit cgroups: kill what is in
   // them and remove them before this agent takes any command.
   void cgroups.cleanLeftovers().then(({ removed, stuck }) => {

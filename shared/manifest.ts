@@ -24,6 +24,8 @@
 // process). `resources.limits` (cpu, memory) are enforced by the agent through
 // cgroups where it can (docs/isolation.md); as in Kubernetes a request that is
 // not given defaults to its limit, and a limit below its request is refused.
+// `hostPID: true` keeps a unit in the node's PID namespace (UnitSpec.hostPID;
+// false or absent: a PID namespace of its own where the agent can make one).
 // Workload fields (rollouts, probes, ports, grace) follow Kubernetes' names
 // and defaults: strategy RollingUpdate 25%/25%, revisionHistoryLimit 10,
 // progressDeadlineSeconds 600, probes 0/10/1/3/1 s. A probe's named port is
@@ -463,7 +465,11 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   }
 
   if (!has(template, 'spec')) throw new ManifestError('spec.template.spec', 'missing');
-  const podSpec = object(template.spec, 'spec.template.spec', ['containers', 'tolerations', 'terminationGracePeriodSeconds']);
+  const podSpec = object(template.spec, 'spec.template.spec', ['containers', 'tolerations', 'terminationGracePeriodSeconds', 'hostPID']);
+  if (has(podSpec, 'hostPID') && typeof podSpec.hostPID !== 'boolean') {
+    throw new ManifestError('spec.template.spec.hostPID', `expected true or false, got ${show(podSpec.hostPID)}`);
+  }
+  const hostPID = podSpec.hostPID === true;
   if (!has(podSpec, 'containers')) throw new ManifestError('spec.template.spec.containers', 'missing');
   const containers = list(podSpec.containers, 'spec.template.spec.containers', Number.MAX_SAFE_INTEGER);
   if (containers.length !== 1) {
@@ -577,6 +583,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   if (templateLabels !== undefined) templateOut.metadata = { labels: templateLabels };
   if (tolerations !== undefined) templateOut.spec.tolerations = tolerations;
   if (grace !== undefined) templateOut.spec.terminationGracePeriodSeconds = grace;
+  if (has(podSpec, 'hostPID')) templateOut.spec.hostPID = hostPID;
 
   const specOut: DeploymentManifest['spec'] = { replicas, template: templateOut };
   if (has(spec, 'strategy')) specOut.strategy = strategy(spec.strategy, 'spec.strategy');
@@ -612,6 +619,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   if (Object.keys(probes).length > 0) unitSpec.probes = probes;
   if (grace !== undefined) unitSpec.gracePeriodMs = grace * 1000;
   if (limits.cpu !== undefined || limits.memory !== undefined) unitSpec.limits = limits;
+  if (hostPID) unitSpec.hostPID = true;
   return { manifest, unitSpec };
 }
 

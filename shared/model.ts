@@ -78,6 +78,8 @@ export interface UnitSpec {
   restartedAt?: string;
   /** resources.limits: what the agent enforces through cgroups (millicores, MiB); absent when none is given. */
   limits?: { cpu?: number; memory?: number };
+  /** The pod template's hostPID: true: no PID namespace of its own (it keeps UTS, IPC and mount). */
+  hostPID?: true;
 }
 
 /** What a node enforces, as its agent found at start (status.conditions; types LimitsEnforced, UnitNamespaces). */
@@ -227,5 +229,6 @@ export interface PodTemplate {
     }>;
     tolerations?: Toleration[];
     terminationGracePeriodSeconds?: number;
+    hostPID?: boolean;
   };
 }

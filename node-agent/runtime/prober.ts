@@ -55,6 +55,8 @@ export interface ExecContext {
    * when its probe fails, in case the program moved.
    */
   resolved?: Map<string, string>;
+  /** Prefix that runs an exec probe inside the unit's namespaces (nsenter ...), or null when it has none yet. */
+  enter?: () => string[] | null;
   /** Hand a probe's process group to the orphan guard, and take it back (when there is no pdeathsig). */
   trackGroup?: (pgid: number) => void;
   untrackGroup?: (pgid: number) => void;
@@ -177,11 +179,14 @@ export function runExecProbe(argv: string[], timeoutMs: number, ctx: ExecContext
   if (resolved.ok) ctx.resolved?.set(program, resolved.path);
   else return failSoon({ ok: false, detail: `${what}: spawn ${program} ${resolved.errno}` }, done);
   // setpriv execvp's the program with the same PATH and cwd, so the program sees its argv as given.
-  const file = ctx.setprivPath ?? resolved.path;
-  const args = ctx.setprivPath ? ['--pdeathsig', 'KILL', '--', ...argv] : argv.slice(1);
+  // With namespaces, nsenter goes first and execvp's it inside them.
+  const prefix = ctx.enter?.() ?? [];
+  const full = [...prefix, ...argv];
+  const file = ctx.setprivPath ?? (prefix.length > 0 ? prefix[0] : resolved.path);
+  const args = ctx.setprivPath ? ['--pdeathsig', 'KILL', '--', ...full] : full.slice(1);
   let child: ChildProcess;
   try {
-    child = spawn(file, args, { cwd: ctx.cwd, env: ctx.env, detached: true, stdio: 'ignore', argv0: ctx.setprivPath ? undefined : program });
+    child = spawn(file, args, { cwd: ctx.cwd, env: ctx.env, detached: true, stdio: 'ignore', argv0: ctx.setprivPath || prefix.length > 0 ? undefined : program });
   } catch (err) {
     // Synchronous refusals: NUL bytes in argv or env, and the like.
     return failSoon({ ok: false, detail: `${what}: spawn ${program}: ${(err as Error).message}` }, done);

@@ -60,6 +60,14 @@
 //   unit ends, whatever is left in its cgroup is SIGKILLed, which also
 //   reaches a grandchild that left the group with setsid(), and the cgroup
 //   is removed. A unit the OOM killer ended is Failed `OOMKilled`.
+// * With namespaces (runtime/namespaces.ts: root on Linux, util-linux
+//   unshare) the chain goes on through `unshare` into the unit's own UTS,
+//   IPC and mount namespaces (hostname = unit name, a private /tmp) and,
+//   unless the template says hostPID, a PID namespace whose PID 1 is a tiny
+//   signal-forwarding init; status.pid is then the HOST pid of the command
+//   (PID 2 inside), found under the spawned process right after the spawn,
+//   and the unit is Running once it is known. The spawned process stays
+//   the group leader that stop() and the orphan guard signal.
 // Without cgroups such a grandchild is out of reach, and a unit's limits are
 // not enforced: its status message says so while it runs.
 
@@ -68,6 +76,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { UnitPortStatus, UnitReport, UnitSpec } from '../../shared/model.ts';
 import { joinArgv, type UnitCgroups } from './cgroups.ts';
+import { enterArgv, exitSignal, findMainPid, namespaceArgv, type Namespaces } from './namespaces.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
 import { UnitProber } from './prober.ts';
@@ -83,6 +92,9 @@ export const MAX_LIVE_UNITS = 1024;
 export const MAX_FINISHED_UNITS = 512;
 /** Longest grace period a command may ask for. */
 export const MAX_GRACE_PERIOD_MS = 10 * 60 * 1000;
+
+/** How long a unit with a PID namespace may take to show its main process before it is reported Running with the outer pid. */
+export const MAIN_PID_TIMEOUT_MS = 5000;
 
 /** Unit names become file names: DNS-label-like, no slashes, no leading dot. */
 const UNIT_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
@@ -125,6 +137,8 @@ export interface UnitSupervisorOptions {
   onGuardProblem?: (reason: string) => void;
   /** Per-unit cgroups (limits); absent: none, and units with limits are marked unenforced. */
   cgroups?: UnitCgroups;
+  /** Per-unit namespaces (namespaces.ts); absent or disabled: units share the agent's. */
+  namespaces?: Namespaces;
   now?: () => number;
 }
 
@@ -144,6 +158,9 @@ interface UnitRecord {
   gracePeriodMs: number;
   /** The unit runs in a cgroup of its own (to read for OOM kills and remove when it ends). */
   cgroup: boolean;
+  /** The unit has namespaces of its own; pidNs: a PID namespace too (its pid is found after the spawn). */
+  namespaced: boolean;
+  pidNs: boolean;
   /** Shown as the message while running when nothing else is: 'limits not enforced on this node: ...'. */
   note?: string;
   killedAfterGrace: boolean;
@@ -166,6 +183,7 @@ export class UnitSupervisor {
   private readonly now: () => number;
   private readonly guard: OrphanGuard;
   private readonly cgroups: UnitCgroups | null;
+  private readonly namespaces: Namespaces | null;
   /** Cgroup removals under way (shutdown waits for them). */
   private readonly removals = new Set<Promise<boolean>>();
   private readonly units = new Map<string, UnitRecord>();
@@ -187,6 +205,7 @@ export class UnitSupervisor {
         : findExecutable('setpriv', `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`, '/');
     this.guard = new OrphanGuard({ onRestart: options.onGuardProblem });
     this.cgroups = options.cgroups ?? null;
+    this.namespaces = options.namespaces?.enabled && options.namespaces.unsharePath ? options.namespaces : null;
     // If the agent dies, the guard also empties and removes its unit cgroups.
     for (const dir of this.cgroups?.parentDirs() ?? []) this.guard.addCgroupParent(dir);
   }
@@ -257,6 +276,8 @@ export class UnitSupervisor {
       stopCause: null,
       gracePeriodMs: this.defaultGracePeriodMs,
       cgroup: false,
+      namespaced: false,
+      pidNs: false,
       killedAfterGrace: false,
       killedNow: false,
       graceTimer: null,
@@ -286,6 +307,11 @@ export class UnitSupervisor {
     }
 
     let programArgv: string[] = [...command];
+    if (this.namespaces) {
+      rec.namespaced = true;
+      rec.pidNs = req.spec.hostPID !== true;
+      programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command);
+    }
     if (this.cgroups?.enabled) {
       const cg = this.cgroups.create(req.name, req.spec);
       if (!cg.ok) {
@@ -294,7 +320,7 @@ export class UnitSupervisor {
         return { ok: true, created: true, report: { ...rec.report } };
       }
       rec.cgroup = true;
-      programArgv = joinArgv(cg.procs, command);
+      programArgv = joinArgv(cg.procs, programArgv);
     } else if (req.spec.limits) {
       rec.note = `limits not enforced on this node: ${this.cgroups?.disabledReason ?? 'no cgroups'}`;
       rec.report.message = rec.note;
@@ -319,20 +345,37 @@ export class UnitSupervisor {
       // First thing once the process exists: guard its group.
       rec.pgid = child.pid;
       this.guard.add(child.pid);
-      rec.report.pid = child.pid;
+      if (!rec.pidNs) rec.report.pid = child.pid;
     }
 
     const log = rec.log;
     child.stdout?.on('data', (chunk: Buffer) => log.write(chunk));
     child.stderr?.on('data', (chunk: Buffer) => log.write(chunk, 'stderr'));
     child.on('close', () => log.close());
-    child.once('spawn', () => {
+    const running = (): void => {
       if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
       const now = this.now();
       rec.report.phase = 'Running';
       rec.report.startedAt = now;
       this.startProbes(rec, now);
       this.emit(rec);
+    };
+    child.once('spawn', () => {
+      if (!rec.pidNs || child.pid === undefined) return running();
+      // The command's host pid appears a few ms later, below the namespace's init.
+      const spawnedPid = child.pid;
+      const deadline = Date.now() + MAIN_PID_TIMEOUT_MS;
+      const look = (): void => {
+        if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
+        const main = findMainPid(spawnedPid);
+        if (main === null && Date.now() < deadline) {
+          setTimeout(look, 2);
+          return;
+        }
+        rec.report.pid = main ?? spawnedPid;
+        running();
+      };
+      look();
     });
     child.on('error', (err: NodeJS.ErrnoException) => {
       // After a successful spawn, 'error' only means a kill() failed; the
@@ -400,6 +443,10 @@ export class UnitSupervisor {
         cwd: this.unitsDir,
         env: rec.env,
         setprivPath: this.setprivPath,
+        // Exec probes run inside the unit's namespaces, as Kubernetes runs them in the container.
+        ...(rec.namespaced && this.namespaces?.nsenterPath
+          ? { enter: () => (rec.report.pid !== undefined ? enterArgv(this.namespaces!.nsenterPath!, rec.report.pid, rec.pidNs) : null) }
+          : {}),
         portMap: (containerPort) => {
           const p = rec.report.ports?.find((x) => x.containerPort === containerPort);
           return p ? { host: p.hostIP, port: p.hostPort } : undefined;
@@ -504,6 +551,12 @@ export class UnitSupervisor {
     // Read before the cgroup goes; then kill what is left in it and remove it.
     const oomKills = rec.cgroup && this.cgroups ? this.cgroups.oomKills(rec.report.name) : 0;
     if (rec.cgroup) this.removeCgroup(rec.report.name);
+    // With a PID namespace the init passes the command's status on as a shell gives it: 128+N for signal N.
+    const translated = rec.pidNs ? exitSignal(code) : null;
+    if (translated !== null) {
+      signal = translated;
+      code = null;
+    }
     const observed: Partial<UnitReport> = {};
     if (code !== null) observed.exitCode = code;
     if (signal !== null) observed.signal = signal;

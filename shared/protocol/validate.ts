@@ -370,6 +370,7 @@ export const unitSpec: Validator<UnitSpec> = object<UnitSpec>({
   probes: optional(unitProbes),
   gracePeriodMs: optional(integer({ min: 0, max: MAX_GRACE_PERIOD_MS })),
   restartedAt: optional(string({ maxChars: 64, nonEmpty: true, printable: true })),
+  hostPID: optional(((value, path) => (value === true ? null : expected('true', value, path))) as Validator<true>),
   limits: optional(object<NonNullable<UnitSpec['limits']>>({ cpu: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })), memory: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })) })),
 });
 

@@ -1,6 +1,7 @@
 // test/e2e/isolation.test.ts -- limits on a real cluster (a replica and one
 // agent as OS processes): the node's conditions in the API and in `mo
-// describe node`, a limited unit in its own cgroup (/proc/PID/cgroup), an
+// describe node`, a limited unit in its own cgroup (/proc/PID/cgroup) and
+// namespaces (/proc/PID/ns), an
 // OOMKilled unit, and a SIGKILLed agent whose units die and whose unit
 // cgroups its orphan guard removes. Needs root and usable cgroups (CI: root,
 // cgroup v1); otherwise only the "not enforced" conditions are checked.
@@ -13,11 +14,13 @@ import { spawn } from 'node:child_process';
 import { Cluster, REPO, pidAlive, waitFor } from '../helpers/cluster.ts';
 import * as path from 'node:path';
 import { UnitCgroups, agentCgroupName } from '../../node-agent/runtime/cgroups.ts';
+import { detectNamespaces } from '../../node-agent/runtime/namespaces.ts';
 
 const NODE = `iso-${Math.random().toString(36).slice(2, 8)}`;
 const probe = process.platform === 'linux' && process.getuid?.() === 0 ? UnitCgroups.detect(`${NODE}-probe`) : null;
 probe?.removeParents();
 const enforced = probe?.enabled === true;
+const namespaced = detectNamespaces().enabled;
 
 function limited(name: string, command: string[], limits: Record<string, string>, requests: Record<string, string> = {}): unknown {
   return {
@@ -50,7 +53,7 @@ test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKi
   const cond = Object.fromEntries((node.status.conditions as any[]).map((x) => [x.type, x]));
   assert.equal(cond.LimitsEnforced?.status, enforced ? 'True' : 'False', JSON.stringify(node.status.conditions));
   if (enforced) assert.match(cond.LimitsEnforced.reason, /^CgroupV[12]$/);
-  assert.equal(cond.UnitNamespaces?.status, 'False');
+  assert.equal(cond.UnitNamespaces?.status, namespaced ? 'True' : 'False', JSON.stringify(node.status.conditions));
   const described = await mo(c, ['describe', 'node', NODE]);
   assert.equal(described.code, 0, described.out);
   assert.match(described.out, /Conditions:\n\s+TYPE\s+STATUS\s+REASON\s+MESSAGE\n\s+LimitsEnforced\s+(True|False)\s+\S+\s+\S/);
@@ -62,6 +65,11 @@ test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKi
   const pid: number = unit.status.pid;
   const agentName = agentCgroupName(NODE, path.join(c.dir, 'agents', NODE)); // the state dir Cluster gives it
   const own = `/mini-orchestrator/${agentName}/${unit.metadata.name}`;
+  if (namespaced) {
+    // Its own PID and UTS namespaces; status.pid is its host pid, the agent's namespaces are not its.
+    const agentPid = c.agents.get(NODE)!.pid;
+    for (const ns of ['pid', 'uts', 'mnt']) assert.notEqual(fs.readlinkSync(`/proc/${pid}/ns/${ns}`), fs.readlinkSync(`/proc/${agentPid}/ns/${ns}`), ns);
+  }
   if (enforced) {
     await waitFor('the unit to join its cgroup', () => fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(own), 5000);
   } else {

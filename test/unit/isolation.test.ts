@@ -15,6 +15,7 @@ import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor } from '../../node-agent/runtime/supervisor.ts';
 import { UnitCgroups, agentCgroupName, cpuQuotaUs, cpuShares, cpuWeight, detectCgroups, limitFiles, limitsCondition, ownCgroupPath } from '../../node-agent/runtime/cgroups.ts';
 import { pidAlive } from '../../shared/proc.ts';
+import { detectNamespaces } from '../../node-agent/runtime/namespaces.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -238,4 +239,68 @@ test("a dead agent's leftover unit cgroups are emptied (their processes killed) 
   assert.deepEqual({ removed, stuck }, { removed: ['left-1'], stuck: [] });
   await waitUntil(() => !pidAlive(child.pid!), 5000, 'the leftover process to be killed');
   for (const d of h.cgroups.dirs('left-1')) assert.equal(fs.existsSync(d), false);
+});
+
+// ---- namespaces -------------------------------------------------------------
+
+const nsSupport = detectNamespaces();
+const nsSkip = nsSupport.enabled ? false : `no unit namespaces here: ${nsSupport.condition.message}`;
+
+function nsHarness(t: TestContext) {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-ns-test-'));
+  const reports: UnitReport[] = [];
+  const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', namespaces: nsSupport, defaultGracePeriodMs: 3000, onChange: (r) => reports.push({ ...r }) });
+  t.after(async () => {
+    sup.killAllNow();
+    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+    sup.close();
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  });
+  const start = (name: string, s: UnitSpec) => assert.ok(sup.start({ name, deployment: 'd', spec: s, term: 1, specHash: 'h', revision: 1 }).ok);
+  const running = async (name: string) => {
+    await waitUntil(() => sup.get(name)?.phase === 'Running', 5000, `${name} Running`);
+    return sup.get(name)!.pid!;
+  };
+  const final = (name: string) => waitUntil(() => ['Failed', 'Succeeded'].includes(sup.get(name)?.phase ?? ''), 8000, `${name} to end`).then(() => sup.get(name)!);
+  return { sup, start, running, final };
+}
+
+const nsOf = (pid: number | 'self', ns: string) => fs.readlinkSync(`/proc/${pid}/ns/${ns}`);
+
+test('namespaces: own PID, UTS (hostname = unit name), IPC and mount (private /tmp); status.pid is the host pid of the command', { skip: nsSkip }, async (t) => {
+  const h = nsHarness(t);
+  const marker = `mo-ns-${process.pid}-${Date.now()}`;
+  h.start('ns-web-1', spec(['/bin/sh', '-c', `hostname; echo $$; echo x > /tmp/${marker}; ls -a /tmp | wc -l; exec sleep 30`]));
+  const pid = await h.running('ns-web-1');
+  await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
+  for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
+  assert.match(fs.readFileSync(`/proc/${pid}/status`, 'utf8'), new RegExp(`^NSpid:\\s+${pid}\\s+2$`, 'm'));
+  await waitUntil(() => fs.readFileSync(h.sup.logPath('ns-web-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
+  const lines = fs.readFileSync(h.sup.logPath('ns-web-1'), 'utf8').trim().split('\n').map((l) => l.replace(/^\S+ stdout /, ''));
+  assert.deepEqual(lines, ['ns-web-1', '2', '3'], 'hostname, its pid inside, and a /tmp with only its own file (. .. and it)');
+  assert.equal(fs.existsSync(`/tmp/${marker}`), false, "the unit's /tmp is its own");
+  // A graceful stop still works: SIGTERM reaches the command through the namespace's init.
+  const t0 = Date.now();
+  const r = await h.sup.stop('ns-web-1', 3000)!;
+  assert.ok(Date.now() - t0 < 2000, `stopped in ${Date.now() - t0}ms, not after the grace period`);
+  assert.match(r.message ?? '', /^stopped within grace period 3000ms: signal SIGTERM after/);
+  assert.equal(fs.existsSync(`/proc/${pid}`), false);
+});
+
+test('namespaces: kill -9 of status.pid is reported as SIGKILL; exec probes run inside the unit (its /tmp); hostPID keeps the host PID namespace only', { skip: nsSkip }, async (t) => {
+  const h = nsHarness(t);
+  const probe = { exec: { command: ['test', '-f', '/tmp/ready'] }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 2, failureThreshold: 3, successThreshold: 1 };
+  h.start('ns-ready-1', spec(['/bin/sh', '-c', 'touch /tmp/ready; exec sleep 30'], { probes: { readiness: probe } }));
+  const pid = await h.running('ns-ready-1');
+  await waitUntil(() => h.sup.get('ns-ready-1')?.ready === true, 8000, 'ready by a probe that sees its /tmp');
+  process.kill(pid, 'SIGKILL');
+  const r = await h.final('ns-ready-1');
+  assert.equal(r.signal, 'SIGKILL', JSON.stringify(r));
+  assert.match(r.message ?? '', /^signal SIGKILL after/);
+
+  h.start('ns-host-1', spec(['sleep', '30'], { hostPID: true }));
+  const hp = await h.running('ns-host-1');
+  await waitUntil(() => fs.readFileSync(`/proc/${hp}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
+  assert.equal(nsOf(hp, 'pid'), nsOf('self', 'pid'));
+  for (const ns of ['uts', 'ipc', 'mnt']) assert.notEqual(nsOf(hp, ns), nsOf('self', ns), `${ns} namespace`);
 });

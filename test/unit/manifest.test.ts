@@ -123,6 +123,21 @@ test('resources.limits reach the UnitSpec; a request not given defaults to its l
   assert.deepEqual(validateManifest(equal).unitSpec.limits, { cpu: 1000, memory: 2048 });
 });
 
+test('hostPID: true reaches the UnitSpec; false is kept in the manifest only; anything else is refused naming the field', () => {
+  const m = example();
+  m.spec.template.spec.hostPID = true;
+  const r = validateManifest(m);
+  assert.equal(r.unitSpec.hostPID, true);
+  assert.equal(r.manifest.spec.template.spec.hostPID, true);
+  m.spec.template.spec.hostPID = false;
+  assert.equal('hostPID' in validateManifest(m).unitSpec, false);
+  assert.equal(validateManifest(m).manifest.spec.template.spec.hostPID, false);
+  m.spec.template.spec.hostPID = 'yes';
+  assert.equal(refusal(m).message, 'invalid manifest: spec.template.spec.hostPID: expected true or false, got "yes"');
+  const frame = encodeMessage({ v: 1, type: 'spawn', commandId: 'c', term: 1, leaderId: 'cp-1', unit: { name: 'web-1', deployment: 'web', spec: r.unitSpec, revision: 1, specHash: '0123456789abcdef' } });
+  assert.ok(decodeControlPlaneMessage(frame).ok);
+});
+
 test('a UnitSpec from an accepted manifest, even at every limit, passes the wire validation of a spawn command', () => {
   const m = example();
   m.metadata.name = 'a'.repeat(52);

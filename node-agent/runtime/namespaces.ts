@@ -1,0 +1,151 @@
+// node-agent/runtime/namespaces.ts -- each unit in namespaces of its own
+// (PID, UTS, IPC, mount with a private /tmp) where the agent runs as root on
+// Linux with util-linux `unshare`. See docs/isolation.md.
+//
+// The design, and why (the simplest one that keeps every old promise):
+//
+//   setpriv --pdeathsig KILL -- [cgroup join, cgroups.ts] --
+//     unshare --uts --ipc --mount --propagation private --
+//       sh -c SETUP  (hostname = unit name, tmpfs on /tmp; then exec:)
+//         unshare --pid --fork --kill-child --mount-proc --
+//           sh -c INIT  (PID 1 of the unit's PID namespace)
+//             <command>  (PID 2: the unit's main process)
+//
+// * Everything up to the second unshare is one process, P, by exec: the pid
+//   Node spawned, the unit's process group (pgid P) that stop() and the
+//   orphan guard signal, with setpriv's parent-death signal (kept across
+//   exec). `unshare --fork` must fork (a new PID namespace applies to
+//   children only): its child is the namespace's PID 1, and P waits for it
+//   and exits with its status.
+// * PID 1 is a tiny shell, not the command: the kernel drops every signal a
+//   namespace's init has no handler for, even from outside, so a `sleep` as
+//   PID 1 would ignore SIGTERM and every graceful stop would wait out its
+//   grace period. The init traps TERM, INT and HUP and forwards them, waits
+//   for the command and exits with its status; when PID 1 exits the kernel
+//   kills whatever else is left in the namespace.
+// * Who is signalled: SIGTERM to the group reaches P (unshare blocks it and
+//   keeps waiting), the init (forwards it) and the command and its children
+//   (same process group: the init's `&` keeps the group). SIGKILL to the
+//   group kills all of them. When the agent dies, P gets its pdeathsig,
+//   `--kill-child` SIGKILLs the init, and the kernel the rest of the
+//   namespace; the orphan guard's group kill reaches them all anyway.
+// * status.pid is the HOST pid of the command (PID 2 inside): found by
+//   reading P's child whose NSpid ends in 1, then that one's child whose
+//   NSpid ends in 2 (/proc/PID/status), right after the spawn; the unit is
+//   reported Running once it is known.
+// * Exit status: the init exits with the command's status, as a shell gives
+//   it: 128+N when the command died of signal N. P passes that on, so a
+//   unit with a PID namespace that exits with 128+N is reported as killed by
+//   signal N (as Docker reports 137 for SIGKILL); a program that chose to
+//   exit 137 is reported as SIGKILLed.
+// * hostPID: true (the pod template's opt-out) keeps UTS, IPC and mount:
+//   SETUP execs the command itself, so status.pid is P, as without
+//   namespaces.
+// * Exec probes run inside the unit's namespaces (nsenter --target <pid>),
+//   as Kubernetes runs them in the container, so they see its /tmp.
+
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import type { NodeCondition } from '../../shared/model.ts';
+import { findExecutable } from './exec-util.ts';
+
+const SEARCH_PATH = `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`;
+
+/** In the new UTS and mount namespaces: hostname, a private /tmp, then the PID namespace (or the command, with hostPID). */
+export const SETUP_SCRIPT =
+  'printf %s "$1" > /proc/sys/kernel/hostname || exit 125; ' +
+  'mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp || exit 125; ' +
+  'u=$2; i=$3; shift 4; ' +
+  '[ "$u" = - ] && exec "$@"; ' +
+  'exec "$u" --pid --fork --kill-child --mount-proc -- /bin/sh -c "$i" mo-init "$@"';
+
+/** PID 1 of a unit's PID namespace: run the command, forward signals, exit with its status. */
+export const INIT_SCRIPT =
+  'c=; trap \'[ -n "$c" ] && kill -TERM "$c" 2>/dev/null\' TERM; ' +
+  'trap \'[ -n "$c" ] && kill -INT "$c" 2>/dev/null\' INT; ' +
+  'trap \'[ -n "$c" ] && kill -HUP "$c" 2>/dev/null\' HUP; ' +
+  '"$@" & c=$!; ' +
+  'while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; exit "$s"';
+
+export interface Namespaces {
+  enabled: boolean;
+  unsharePath: string | null;
+  nsenterPath: string | null;
+  condition: NodeCondition;
+}
+
+/** Can this agent give units namespaces? Tries it once (a few ms). */
+export function detectNamespaces(): Namespaces {
+  const off = (reason: string, message: string): Namespaces => ({
+    enabled: false,
+    unsharePath: null,
+    nsenterPath: null,
+    condition: { type: 'UnitNamespaces', status: 'False', reason, message: `units share the node's namespaces: ${message}` },
+  });
+  if (process.platform !== 'linux') return off('NotLinux', `namespaces exist on Linux only (this is ${process.platform})`);
+  if (process.getuid?.() !== 0) return off('NotRoot', `the agent runs as uid ${process.getuid?.()}, creating namespaces needs root`);
+  const unsharePath = findExecutable('unshare', SEARCH_PATH, '/');
+  const nsenterPath = findExecutable('nsenter', SEARCH_PATH, '/');
+  if (!unsharePath) return off('NoUnshare', 'util-linux unshare is not installed');
+  const trial = spawnSync(unsharePath, ['--uts', '--ipc', '--mount', '--propagation', 'private', '--pid', '--fork', '--mount-proc', '--', '/bin/sh', '-c', 'mount -t tmpfs tmpfs /tmp && exit 0'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    timeout: 5000,
+  });
+  if (trial.status !== 0) {
+    const why = (trial.stderr?.toString() ?? '').trim().split('\n')[0] || (trial.error ? trial.error.message : `exit ${trial.status ?? trial.signal}`);
+    return off('UnshareFailed', `unshare failed: ${why}`);
+  }
+  return {
+    enabled: true,
+    unsharePath,
+    nsenterPath,
+    condition: { type: 'UnitNamespaces', status: 'True', reason: 'Unshare', message: 'each unit has its own PID (unless hostPID), UTS (hostname = unit name), IPC and mount namespace with a private /tmp' },
+  };
+}
+
+/** The argv that runs `command` in a unit's namespaces (see the header). */
+export function namespaceArgv(unsharePath: string, unitName: string, hostPID: boolean, command: readonly string[]): string[] {
+  return [unsharePath, '--uts', '--ipc', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', SETUP_SCRIPT, 'mo-ns', unitName, hostPID ? '-' : unsharePath, INIT_SCRIPT, '--', ...command];
+}
+
+function children(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** The pid of `pid` in its innermost PID namespace, from NSpid (null when it has only one level or is gone). */
+function innerPid(pid: number): number | null {
+  try {
+    const m = /^NSpid:\s+(.+)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    const ids = m ? m[1].trim().split(/\s+/) : [];
+    return ids.length >= 2 ? Number(ids[ids.length - 1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The host pid of the unit's main process (PID 2 of its namespace) below P, or null while not there yet. */
+export function findMainPid(p: number): number | null {
+  for (const init of children(p)) {
+    if (innerPid(init) !== 1) continue;
+    for (const c of children(init)) if (innerPid(c) === 2) return c;
+  }
+  return null;
+}
+
+/** A shell's 128+N exit status as the signal N (null when it is not one). */
+export function exitSignal(code: number | null): NodeJS.Signals | null {
+  if (code === null || code <= 128 || code > 128 + 64) return null;
+  const n = code - 128;
+  for (const [name, num] of Object.entries(os.constants.signals)) if (num === n) return name as NodeJS.Signals;
+  return null;
+}
+
+/** Prefix that runs an exec probe inside a unit's namespaces. */
+export function enterArgv(nsenterPath: string, pid: number, withPid: boolean): string[] {
+  return [nsenterPath, '--target', String(pid), '--mount', '--uts', '--ipc', ...(withPid ? ['--pid'] : []), '--wd', '--'];
+}
