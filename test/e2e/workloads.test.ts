@@ -112,7 +112,7 @@ async function rolledOut(c: Cluster, name: string, revision: number): Promise<bo
 
 function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', 'cli/mo.ts', ...args], {
+    const p = spawn(process.execPath, ['cli/mo.js', ...args], {
       cwd: REPO,
       env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -261,7 +261,7 @@ export function webManifest(name = 'web', replicas = 3, extra: { command?: strin
 /** Run the real `mo` CLI against a cluster, as a user types it. */
 export function runMo(c: Cluster, args: string[], input = ''): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', 'cli/mo.ts', ...args], {
+    const p = spawn(process.execPath, ['cli/mo.js', ...args], {
       cwd: REPO,
       env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token },
       stdio: ['pipe', 'pipe', 'pipe'],

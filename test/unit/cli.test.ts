@@ -1,6 +1,7 @@
 // test/unit/cli.test.ts -- the `mo` CLI as a user runs it: the real
-// cli/mo.ts spawned as a process against small fake control-plane replicas
-// (node:http on 127.0.0.1, port 0) that check the bearer token and serve
+// cli/mo.js (the package's bin, running the bundle dist/mo.mjs) spawned as
+// a process against small fake control-plane replicas (node:http on
+// 127.0.0.1, port 0) that check the bearer token and serve
 // contract-shaped objects. Asserts what a user sees: stdout, the one stderr
 // line, the exit status, and what reached the server.
 
