@@ -53,3 +53,20 @@ test('silence keeps the timer: heartbeats stop without a close, NotReady only af
   const c = changes.find((x) => x.type === 'node-not-ready');
   assert.ok(c && c.type === 'node-not-ready' && c.why.startsWith('no heartbeat for 1.'), JSON.stringify(c));
 });
+
+test('forgetUnit (a forced delete) drops a NotReady node\'s leftover report, and never a Ready node\'s', () => {
+  const { r, changes } = registry();
+  const report = { name: 'web-5', deployment: 'web', phase: 'Running' as const, pid: 7, resources: { cpu: 100, memory: 64 }, term: 1 };
+  r.unitStatus('node-a', report);
+  assert.equal(r.forgetUnit('node-a', 'web-5'), false, 'a Ready node reports the truth');
+  assert.equal(r.findUnit('web-5')?.node, 'node-a');
+  run(r, 0, 100);
+  r.disconnected('node-a', 100);
+  run(r, 150, 400);
+  assert.equal(r.nodes.get('node-a')!.ready, false);
+  assert.equal(r.forgetUnit('node-a', 'web-5'), true);
+  assert.equal(r.findUnit('web-5'), undefined);
+  assert.deepEqual(changes.at(-1), { type: 'unit-gone', node: 'node-a', name: 'web-5' });
+  assert.equal(r.forgetUnit('node-a', 'web-5'), false, 'once');
+  assert.equal(r.forgetUnit('node-x', 'web-5'), false, 'an unknown node');
+});
