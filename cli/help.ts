@@ -28,7 +28,7 @@ const COMMANDS: Array<[command: string, usage: string]> = [
   ['cordon', '  mo cordon NODE | mo uncordon NODE      stop / resume scheduling onto a node'],
   ['drain', '  mo drain NODE [--timeout 60s]          cordon, evict every unit, wait until the node is empty'],
   ['cluster', '  mo cluster status [-o json|yaml]       every control-plane replica: role, term, commit index, pid'],
-  ['completion', '  mo completion bash|zsh                  a shell completion script: source <(mo completion bash)'],
+  ['completion', '  mo completion bash|zsh                 a shell completion script: source <(mo completion bash)'],
   ['version', '  mo version'],
 ];
 
