@@ -100,6 +100,11 @@ test('mo delete unit says "deleted by the user" to the agent and the events; a L
   }, 15000, 100);
   const events = JSON.parse((await mo(c, ['get', 'events', victim, '-o', 'json'])).out).items as any[];
   assert.ok(!events.some((e) => /not bound/.test(e.message)), events.map((e) => e.message).join('\n'));
+  // The stream says the same: the agent was told why, nobody said "not bound".
+  const agentLines = c.agents.get(first.spec.nodeName)!.output;
+  assert.ok(agentLines.some((l) => l.includes(`stopping ${victim} `) && l.includes('deleted by the user')), agentLines.slice(-20).join('\n'));
+  const allLines = [...c.cps.flatMap((p) => p.output), ...[...c.agents.values()].flatMap((p) => p.output)];
+  assert.ok(!allLines.some((l) => l.includes(victim) && /not bound/.test(l)), allLines.filter((l) => l.includes(victim)).join('\n'));
 
   // A node dies: its unit stays listed as Lost from its last report.
   const running = await c.running('web');
