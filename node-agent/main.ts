@@ -31,8 +31,6 @@ import { LogDirectory } from './runtime/unit-log.ts';
 
 const MiB = 1024 * 1024;
 
-
-
 function main(): void {
   // A closed stdout (the launcher went away) must not kill the agent.
   process.stdout.on('error', () => {});
