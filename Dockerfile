@@ -37,6 +37,8 @@ RUN command -v setpriv >/dev/null 2>&1 \
  && command -v setpriv
 WORKDIR /app
 COPY --from=build /src/dist/control-plane.mjs /src/dist/node-agent.mjs /app/dist/
+# The web dashboard's files (served at / by every replica, read beside dist/).
+COPY --from=build /src/dashboard /app/dashboard
 # /data holds a replica's state; created here, owned by the unprivileged user,
 # so a fresh named volume mounted over it starts with that owner.
 RUN mkdir -p /data && chown node:node /data

@@ -26,6 +26,7 @@ import { NoQuorumError, type ReplicatedStore } from './store/store.ts';
 import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 import { serveUnitLog } from './api/logs.ts';
 import { ReplicaMetrics } from './api/metrics.ts';
+import { makeDashboard } from './api/dashboard.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -281,6 +282,7 @@ async function main(): Promise<void> {
       return () => changeListeners.delete(fn);
     },
     metrics,
+    dashboard: makeDashboard(),
     terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
     unitLog: (req, res, name, query) =>
       serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),

@@ -134,6 +134,8 @@ function planNetwork(options: LauncherOptions, nodes: readonly NodeInfo[]): { la
 
 function printBanner(log: LogStream, info: {
   leader?: string; replicas: number; nodes: number; servers: string[]; dataDir: string; pids: Map<string, number>; specs: ChildSpec[];
+  /** The cluster token, for the dashboard link that logs in. */
+  token?: string;
   netns?: { dataDirFlag: string; a: string; b: string };
 }): void {
   const configPath = join(info.dataDir, 'config.json');
@@ -142,6 +144,9 @@ function printBanner(log: LogStream, info: {
   const leader = info.leader !== undefined ? `, leader ${info.leader}` : '';
   log.launcher(`==== cluster is up: ${info.replicas} control-plane replica(s)${leader}, ${info.nodes} node agent(s) ====`);
   log.launcher(`  API:    ${info.servers.join('  ')}`);
+  if (info.token !== undefined && info.servers[0] !== undefined) {
+    log.launcher(`  dashboard: ${info.servers[0]}/#token=${encodeURIComponent(info.token)}  (any replica serves it; the link logs this browser tab in)`);
+  }
   log.launcher(`  config: ${configPath} (the CLI reads it; the token is in ${join(info.dataDir, 'token')})`);
   log.launcher('next, in another terminal in this folder:');
   for (const cmd of [
@@ -316,6 +321,7 @@ async function run(): Promise<number> {
         replicas: options.replicas,
         nodes: nodes.length,
         servers,
+        token,
         dataDir: shortPath(dataDirAbs),
         pids: supervisor.pids(),
         specs,

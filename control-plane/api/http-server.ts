@@ -54,6 +54,8 @@ export interface ApiDeps {
   subscribe: (fn: () => void) => () => void;
   /** GET /v1/units/NAME/log, answered by this replica itself (api/logs.ts). */
   unitLog?: (req: http.IncomingMessage, res: http.ServerResponse, name: string, query: URLSearchParams) => Promise<void>;
+  /** GET / and /ui/*: the dashboard's files (api/dashboard.ts), without a token; false: not one of its paths. */
+  dashboard?: (req: http.IncomingMessage, res: http.ServerResponse, pathname: string) => boolean;
   /** GET /metrics, answered by this replica itself (api/metrics.ts), and a record of every answered request. */
   metrics?: { serve(req: http.IncomingMessage, res: http.ServerResponse): void; observeRequest(method: string, code: number, seconds: number): void };
   /** On the leader: stop a deleted unit with the grace period the user asked for (undefined: the default). */
@@ -177,6 +179,8 @@ export class ApiServer {
       const leader = this.deps.store.leaderId();
       return leader ? sendJson(res, 200, { ok: true, leader }) : sendJson(res, 503, { error: 'no leader known yet' });
     }
+    // The dashboard page loads without a token (it asks for one; every API call sends it).
+    if (this.deps.dashboard && this.deps.dashboard(req, res, url.pathname)) return;
     if (!tokenOk(req.headers.authorization, this.deps.token)) {
       throw new HttpError(401, req.headers.authorization ? 'invalid token' : 'missing token: send Authorization: Bearer <token>');
     }

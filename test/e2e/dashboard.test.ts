@@ -1,0 +1,93 @@
+// test/e2e/dashboard.test.ts -- the web dashboard in a real browser (Debian's
+// chromium driven by playwright-core; no browser is downloaded) against a
+// real 3-replica cluster: the page loads without a token and asks for one, a
+// wrong token shows one line, the right one shows the nodes Ready; after an
+// apply the deployment's units appear as Running blocks with pids; a unit's
+// scheduling decision opens on click; a SIGKILLed agent's node turns
+// NotReady on the page within a few seconds; scaling from the page works;
+// when the replica serving the page is SIGKILLed, the page moves to another
+// one by itself. Skips, saying why, when /usr/bin/chromium is absent.
+// Everything started here is stopped by pid in t.after; temp dirs removed.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Cluster, waitFor, webManifest } from '../helpers/cluster.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const skip = fs.existsSync(CHROMIUM) ? false : `${CHROMIUM} is absent (apt-get install chromium; .ci/run installs it)`;
+
+test('dashboard in chromium: login, nodes Ready, units after an apply, NotReady after an agent SIGKILL, scale, failover to another replica', { skip, timeout: 120000 }, async (t) => {
+  const { chromium } = await import('playwright-core');
+  const c = await Cluster.start({ replicas: 3 });
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-chromium-'));
+  let context: Awaited<ReturnType<typeof chromium.launchPersistentContext>> | undefined;
+  t.after(async () => {
+    await context?.close().catch(() => {});
+    await c.stop();
+    fs.rmSync(profile, { recursive: true, force: true });
+  });
+  context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1200, height: 900 } });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+
+  // No token: the page loads and asks for one; a wrong one is one line.
+  await page.goto(`${c.urls[0]}/`);
+  await page.getByLabel('Cluster token').fill('wrong-token');
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('alert').filter({ hasText: 'invalid token' }).waitFor({ timeout: 10000 });
+
+  // The right token: every node Ready.
+  await page.getByLabel('Cluster token').fill(c.token);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.locator('[data-node][data-ready="true"]').nth(3).waitFor({ timeout: 15000 });
+  assert.equal(await page.locator('article[data-node]').count(), 4);
+  await page.locator('tr.leader').waitFor({ timeout: 10000 });
+
+  // An apply: its units show up as Running blocks with pids.
+  const put = await c.api('PUT', '/v1/deployments/web', webManifest('web', 3, { cpu: '100m', memory: '64Mi' }));
+  assert.ok(put.status === 200 || put.status === 201, put.text);
+  await waitFor('3 web units Running on the page', async () => (await page.locator('button.unit[data-phase="Running"]').count()) === 3, 20000, 100);
+  const running = await c.running('web');
+  for (const u of running) {
+    const label = await page.locator(`button.unit[data-unit="${u.metadata.name}"]`).getAttribute('aria-label');
+    assert.match(label ?? '', new RegExp(`pid ${u.status.pid}$`));
+  }
+  await page.locator('tr[data-deployment="web"] td[data-field="ready"]', { hasText: '3' }).waitFor({ timeout: 15000 });
+
+  // Select a unit: its scheduling decision (every node's verdict).
+  const first = running[0].metadata.name as string;
+  await page.locator(`button.unit[data-unit="${first}"]`).click();
+  await page.locator('#unit').getByText('node-c').waitFor({ timeout: 5000 });
+  await page.locator('#unit').getByText('feasible').first().waitFor({ timeout: 5000 });
+
+  const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-dashboard-shots-'));
+  t.after(() => fs.rmSync(shots, { recursive: true, force: true }));
+  await page.screenshot({ path: path.join(shots, 'ready.png'), fullPage: true });
+
+  // SIGKILL an agent with units: its node turns NotReady on the page.
+  const victim = running[0].spec.nodeName as string;
+  const killedAt = Date.now();
+  c.agents.get(victim)!.child.kill('SIGKILL');
+  await page.locator(`article[data-node="${victim}"][data-ready="false"]`).waitFor({ timeout: 10000 });
+  const took = Date.now() - killedAt;
+  assert.ok(took < 5000, `NotReady shown after ${took} ms`);
+  await page.screenshot({ path: path.join(shots, 'not-ready.png'), fullPage: true });
+
+  // Scale from the page.
+  await page.getByLabel('Replicas for web').fill('4');
+  await page.getByRole('button', { name: 'Scale web' }).click();
+  await waitFor('web scaled to 4', async () => (await c.api('GET', '/v1/deployments/web')).json?.spec?.replicas === 4, 10000, 100);
+
+  // The replica serving the page dies: the page moves to another by itself.
+  c.cps[0].child.kill('SIGKILL');
+  await page.waitForURL((u) => u.origin !== new URL(c.urls[0]).origin, { timeout: 20000 });
+  await page.locator('[data-node][data-ready="true"]').nth(2).waitFor({ timeout: 20000 });
+  await page.locator('tr.leader').waitFor({ timeout: 20000 });
+  assert.ok(await page.locator('article[data-node]').count() === 4);
+  assert.deepEqual(pageErrors, []);
+});
