@@ -5,18 +5,18 @@
 // The design, and why (the simplest one that keeps every old promise):
 //
 //   setpriv --pdeathsig KILL -- [cgroup join, cgroups.ts] --
-//     unshare --uts --ipc --mount --propagation private --
-//       sh -c SETUP  (hostname = unit name, tmpfs on /tmp; then exec:)
-//         unshare --pid --fork --kill-child --mount-proc --
-//           sh -c INIT  (PID 1 of the unit's PID namespace)
-//             <command>  (PID 2: the unit's main process)
+//     unshare --uts --ipc --mount --propagation private --pid --fork
+//             --kill-child --mount-proc --
+//       sh -c INIT  (PID 1 of the unit's PID namespace: hostname = unit
+//                    name, a tmpfs on /tmp (`mount` is PID 2), then:)
+//         <command>  (PID 3: the unit's main process)
 //
-// * Everything up to the second unshare is one process, P, by exec: the pid
-//   Node spawned, the unit's process group (pgid P) that stop() and the
-//   orphan guard signal, with setpriv's parent-death signal (kept across
-//   exec). `unshare --fork` must fork (a new PID namespace applies to
-//   children only): its child is the namespace's PID 1, and P waits for it
-//   and exits with its status.
+// * Everything up to unshare is one process, P, by exec: the pid Node
+//   spawned, the unit's process group (pgid P) that stop() and the orphan
+//   guard signal, with setpriv's parent-death signal (kept across exec).
+//   `unshare --fork` must fork (a new PID namespace applies to children
+//   only): its child is the namespace's PID 1, and P waits for it and exits
+//   with its status.
 // * PID 1 is a tiny shell, not the command: the kernel drops every signal a
 //   namespace's init has no handler for, even from outside, so a `sleep` as
 //   PID 1 would ignore SIGTERM and every graceful stop would wait out its
@@ -29,18 +29,19 @@
 //   group kills all of them. When the agent dies, P gets its pdeathsig,
 //   `--kill-child` SIGKILLs the init, and the kernel the rest of the
 //   namespace; the orphan guard's group kill reaches them all anyway.
-// * status.pid is the HOST pid of the command (PID 2 inside): found by
-//   reading P's child whose NSpid ends in 1, then that one's child whose
-//   NSpid ends in 2 (/proc/PID/status), right after the spawn; the unit is
-//   reported Running once it is known.
+// * status.pid is the HOST pid of the command (PID 3 inside: the init forks
+//   `mount` and then the command, and a new namespace hands out pids in
+//   order): found by reading P's child whose NSpid ends in 1, then that
+//   one's child whose NSpid ends in 3 (/proc/PID/status), right after the
+//   spawn; the unit is reported Running once it is known.
 // * Exit status: the init exits with the command's status, as a shell gives
 //   it: 128+N when the command died of signal N. P passes that on, so a
 //   unit with a PID namespace that exits with 128+N is reported as killed by
 //   signal N (as Docker reports 137 for SIGKILL); a program that chose to
 //   exit 137 is reported as SIGKILLed.
 // * hostPID: true (the pod template's opt-out) keeps UTS, IPC and mount:
-//   SETUP execs the command itself, so status.pid is P, as without
-//   namespaces.
+//   unshare without --pid and a SETUP shell that execs the command itself,
+//   so status.pid is P, as without namespaces.
 // * Exec probes run inside the unit's namespaces (nsenter --target <pid>),
 //   as Kubernetes runs them in the container, so they see its /tmp.
 
@@ -52,21 +53,22 @@ import { findExecutable } from './exec-util.ts';
 
 const SEARCH_PATH = `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`;
 
-/** In the new UTS and mount namespaces: hostname, a private /tmp, then the PID namespace (or the command, with hostPID). */
-export const SETUP_SCRIPT =
-  'printf %s "$1" > /proc/sys/kernel/hostname || exit 125; ' +
-  'mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp || exit 125; ' +
-  'u=$2; i=$3; shift 4; ' +
-  '[ "$u" = - ] && exec "$@"; ' +
-  'exec "$u" --pid --fork --kill-child --mount-proc -- /bin/sh -c "$i" mo-init "$@"';
+const SETUP = 'printf %s "$1" > /proc/sys/kernel/hostname || exit 125; mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp || exit 125; shift 2; ';
 
-/** PID 1 of a unit's PID namespace: run the command, forward signals, exit with its status. */
+/** hostPID: in the new UTS, IPC and mount namespaces, hostname and a private /tmp, then exec the command. */
+export const SETUP_SCRIPT = SETUP + 'exec "$@"';
+
+/** PID 1 of a unit's PID namespace: hostname, private /tmp, run the command, forward signals, exit with its status. */
 export const INIT_SCRIPT =
+  SETUP +
   'c=; trap \'[ -n "$c" ] && kill -TERM "$c" 2>/dev/null\' TERM; ' +
   'trap \'[ -n "$c" ] && kill -INT "$c" 2>/dev/null\' INT; ' +
   'trap \'[ -n "$c" ] && kill -HUP "$c" 2>/dev/null\' HUP; ' +
   '"$@" & c=$!; ' +
   'while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; exit "$s"';
+
+/** The command's pid inside its PID namespace (after the init and its `mount`). */
+export const MAIN_INNER_PID = 3;
 
 export interface Namespaces {
   enabled: boolean;
@@ -106,7 +108,9 @@ export function detectNamespaces(): Namespaces {
 
 /** The argv that runs `command` in a unit's namespaces (see the header). */
 export function namespaceArgv(unsharePath: string, unitName: string, hostPID: boolean, command: readonly string[]): string[] {
-  return [unsharePath, '--uts', '--ipc', '--mount', '--propagation', 'private', '--', '/bin/sh', '-c', SETUP_SCRIPT, 'mo-ns', unitName, hostPID ? '-' : unsharePath, INIT_SCRIPT, '--', ...command];
+  const common = [unsharePath, '--uts', '--ipc', '--mount', '--propagation', 'private'];
+  if (hostPID) return [...common, '--', '/bin/sh', '-c', SETUP_SCRIPT, 'mo-ns', unitName, '--', ...command];
+  return [...common, '--pid', '--fork', '--kill-child', '--mount-proc', '--', '/bin/sh', '-c', INIT_SCRIPT, 'mo-init', unitName, '--', ...command];
 }
 
 function children(pid: number): number[] {
@@ -128,11 +132,11 @@ function innerPid(pid: number): number | null {
   }
 }
 
-/** The host pid of the unit's main process (PID 2 of its namespace) below P, or null while not there yet. */
+/** The host pid of the unit's main process (PID 3 of its namespace) below P, or null while not there yet. */
 export function findMainPid(p: number): number | null {
   for (const init of children(p)) {
     if (innerPid(init) !== 1) continue;
-    for (const c of children(init)) if (innerPid(c) === 2) return c;
+    for (const c of children(init)) if (innerPid(c) === MAIN_INNER_PID) return c;
   }
   return null;
 }

@@ -65,7 +65,7 @@
 //   IPC and mount namespaces (hostname = unit name, a private /tmp) and,
 //   unless the template says hostPID, a PID namespace whose PID 1 is a tiny
 //   signal-forwarding init; status.pid is then the HOST pid of the command
-//   (PID 2 inside), found under the spawned process right after the spawn,
+//   (PID 3 inside), found under the spawned process right after the spawn,
 //   and the unit is Running once it is known. The spawned process stays
 //   the group leader that stop() and the orphan guard signal.
 // Without cgroups such a grandchild is out of reach, and a unit's limits are
@@ -369,7 +369,7 @@ export class UnitSupervisor {
         if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
         const main = findMainPid(spawnedPid);
         if (main === null && Date.now() < deadline) {
-          setTimeout(look, 2);
+          setTimeout(look, 1);
           return;
         }
         rec.report.pid = main ?? spawnedPid;

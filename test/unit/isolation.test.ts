@@ -274,10 +274,10 @@ test('namespaces: own PID, UTS (hostname = unit name), IPC and mount (private /t
   const pid = await h.running('ns-web-1');
   await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
   for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
-  assert.match(fs.readFileSync(`/proc/${pid}/status`, 'utf8'), new RegExp(`^NSpid:\\s+${pid}\\s+2$`, 'm'));
+  assert.match(fs.readFileSync(`/proc/${pid}/status`, 'utf8'), new RegExp(`^NSpid:\\s+${pid}\\s+3$`, 'm'));
   await waitUntil(() => fs.readFileSync(h.sup.logPath('ns-web-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
   const lines = fs.readFileSync(h.sup.logPath('ns-web-1'), 'utf8').trim().split('\n').map((l) => l.replace(/^\S+ stdout /, ''));
-  assert.deepEqual(lines, ['ns-web-1', '2', '3'], 'hostname, its pid inside, and a /tmp with only its own file (. .. and it)');
+  assert.deepEqual(lines, ['ns-web-1', '3', '3'], 'hostname, its pid inside, and a /tmp with only its own file (. .. and it)');
   assert.equal(fs.existsSync(`/tmp/${marker}`), false, "the unit's /tmp is its own");
   // A graceful stop still works: SIGTERM reaches the command through the namespace's init.
   const t0 = Date.now();
