@@ -12,8 +12,10 @@
 //       mounted there) and offers cpu and memory; the agent enables
 //       +cpu +memory (+pids) in the subtree_control of its own cgroup and of
 //       the parents it creates. A non-root own cgroup that holds processes
-//       refuses that (EBUSY: "no internal processes"); the agent then says
-//       so and enforces nothing (run it in a delegated leaf).
+//       refuses that (EBUSY: "no internal processes"); the agent then tries
+//       the top of the hierarchy (a root agent on a systemd host, as
+//       kubelet's cgroupfs driver), and failing that says so and enforces
+//       nothing (in a container: run it in a delegated leaf).
 //   v1  /sys/fs/cgroup/{cpu,memory,pids} are mounted (a systemd "hybrid"
 //       /sys/fs/cgroup/unified without controllers is ignored).
 //   Writable: the parent directories can be made (root, not read-only,
@@ -148,31 +150,15 @@ export function detectCgroups(agentName: string, options: DetectOptions = {}): C
   const rel = path.join('mini-orchestrator', agentName);
   if (fs.existsSync(path.join(root, 'cgroup.controllers'))) {
     const base = baseDir(root, ownCgroupPath(self, ''));
-    let available: string[];
-    try {
-      available = fs.readFileSync(path.join(base, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
-    } catch (err) {
-      return { version: 'none', reason: 'CgroupNotReadable', detail: `cgroup v2: cannot read ${base}/cgroup.controllers: ${errCode(err)}` };
+    const own = setupV2(base, rel, agentName);
+    // A host agent's own cgroup (a systemd scope) holds processes, so it cannot
+    // have controllers for children: as root, go to the top of the hierarchy,
+    // where kubelet's cgroupfs driver puts /kubepods.
+    if (own.version === 'none' && own.reason === 'CgroupNotDelegated' && base !== root) {
+      const top = setupV2(root, rel, agentName);
+      if (top.version === 'v2') return top;
     }
-    const missing = ['cpu', 'memory'].filter((c) => !available.includes(c));
-    if (missing.length > 0) return { version: 'none', reason: 'ControllersMissing', detail: `cgroup v2: controller(s) ${missing.join(', ')} not delegated to ${base}` };
-    const want = ['cpu', 'memory', ...(available.includes('pids') ? ['pids'] : [])].map((c) => `+${c}`).join(' ');
-    const parent = path.join(base, rel);
-    let at = base;
-    try {
-      for (const part of ['', 'mini-orchestrator', agentName]) {
-        if (part !== '') {
-          at = path.join(at, part);
-          fs.mkdirSync(at, { recursive: true });
-        }
-        fs.writeFileSync(path.join(at, 'cgroup.subtree_control'), want);
-      }
-    } catch (err) {
-      const code = errCode(err);
-      const why = code === 'EBUSY' ? ' (it holds processes: run the agent in a delegated cgroup of its own)' : '';
-      return { version: 'none', reason: code === 'EBUSY' ? 'CgroupNotDelegated' : 'CgroupNotWritable', detail: `cgroup v2: cannot set up ${at}: ${code}${why}` };
-    }
-    return { version: 'v2', parent };
+    return own;
   }
   const mounts = Object.fromEntries(V1_CONTROLLERS.map((c) => [c, path.join(root, c)])) as Record<(typeof V1_CONTROLLERS)[number], string>;
   const present = V1_CONTROLLERS.filter((c) => fs.existsSync(path.join(mounts[c], 'cgroup.procs')));
@@ -190,6 +176,35 @@ export function detectCgroups(agentName: string, options: DetectOptions = {}): C
     parents[c] = dir;
   }
   return { version: 'v1', parents };
+}
+
+/** Enable the controllers from `base` down to `base/<rel>` (cgroup v2). */
+function setupV2(base: string, rel: string, agentName: string): CgroupSetup {
+  let available: string[];
+  try {
+    available = fs.readFileSync(path.join(base, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
+  } catch (err) {
+    return { version: 'none', reason: 'CgroupNotReadable', detail: `cgroup v2: cannot read ${base}/cgroup.controllers: ${errCode(err)}` };
+  }
+  const missing = ['cpu', 'memory'].filter((c) => !available.includes(c));
+  if (missing.length > 0) return { version: 'none', reason: 'ControllersMissing', detail: `cgroup v2: controller(s) ${missing.join(', ')} not delegated to ${base}` };
+  const want = ['cpu', 'memory', ...(available.includes('pids') ? ['pids'] : [])].map((c) => `+${c}`).join(' ');
+  const parent = path.join(base, rel);
+  let at = base;
+  try {
+    for (const part of ['', 'mini-orchestrator', agentName]) {
+      if (part !== '') {
+        at = path.join(at, part);
+        fs.mkdirSync(at, { recursive: true });
+      }
+      fs.writeFileSync(path.join(at, 'cgroup.subtree_control'), want);
+    }
+  } catch (err) {
+    const code = errCode(err);
+    const why = code === 'EBUSY' ? ' (it holds processes: run the agent in a delegated cgroup of its own)' : '';
+    return { version: 'none', reason: code === 'EBUSY' ? 'CgroupNotDelegated' : 'CgroupNotWritable', detail: `cgroup v2: cannot set up ${at}: ${code}${why}` };
+  }
+  return { version: 'v2', parent };
 }
 
 /** The node condition that tells what the agent enforces. */
