@@ -34,7 +34,7 @@ export const MAX_WATCH_SEEN_OBJECTS = 10_000;
 export const WATCH_BACKOFF_MIN_MS = 200;
 export const WATCH_BACKOFF_MAX_MS = 2000;
 /** A watch gives up when no replica could be reached for this long. */
-export const WATCH_GIVE_UP_MS = 30_000;
+export const WATCH_GIVE_UP_MS = 5_000;
 
 export interface ClientOptions {
   servers: string[];
@@ -189,25 +189,50 @@ export class Client {
    * replica could be reached for WATCH_GIVE_UP_MS.
    */
   async watch(path: string, onEvent: (ev: WatchEvent) => void, onNotice: (line: string) => void): Promise<never> {
-    const watchPath = path + (path.includes('?') ? '&' : '?') + 'watch=1';
-    const seen = new Map<string, string>();
+    // Exact: every line carries the stream's resourceVersion; after a break
+    // the watch resumes from the last one, so nothing is missed or repeated.
+    // A replica that cannot resume from it (another replica's, or too old)
+    // answers 410: list again and tell only what changed since we last said.
+    const seen = new Map<string, string>(); // key -> the object as last told (JSON)
+    const last = new Map<string, unknown>(); // key -> the object as last told
+    let resourceVersion: string | undefined;
     let backoffMs = WATCH_BACKOFF_MIN_MS;
     let downSince: number | undefined;
     let lastBroken: string | undefined;
 
     const deliver = (ev: WatchEvent) => {
       const key = watchKey(ev.object);
-      const version = watchVersion(ev.object);
       if (ev.type === 'DELETED') {
+        if (!seen.has(key)) return;
         seen.delete(key);
-      } else {
-        // A replay after reconnecting repeats ADDED for objects we already showed.
-        if (ev.type === 'ADDED' && seen.get(key) === version) return;
-        seen.delete(key);
-        seen.set(key, version);
-        if (seen.size > MAX_WATCH_SEEN_OBJECTS) seen.delete(seen.keys().next().value as string);
+        last.delete(key);
+        onEvent(ev);
+        return;
       }
-      onEvent(ev);
+      const text = JSON.stringify(ev.object);
+      const before = seen.get(key);
+      if (before === text) return; // told already
+      seen.delete(key);
+      seen.set(key, text);
+      last.set(key, ev.object);
+      if (seen.size > MAX_WATCH_SEEN_OBJECTS) {
+        const oldest = seen.keys().next().value as string;
+        seen.delete(oldest);
+        last.delete(oldest);
+      }
+      onEvent({ type: ev.type === 'ADDED' && before !== undefined ? 'MODIFIED' : ev.type, object: ev.object });
+    };
+
+    const relist = async (): Promise<void> => {
+      const list = await this.get<{ items?: unknown[]; metadata?: { resourceVersion?: unknown } }>(path);
+      const keys = new Set<string>();
+      for (const item of list.items ?? []) {
+        keys.add(watchKey(item));
+        deliver({ type: 'ADDED', object: item });
+      }
+      for (const [key, obj] of [...last]) if (!keys.has(key)) deliver({ type: 'DELETED', object: obj });
+      const v = list.metadata?.resourceVersion;
+      resourceVersion = typeof v === 'string' ? v : undefined;
     };
 
     for (;;) {
@@ -221,6 +246,7 @@ export class Client {
       }
       for (const base of order) {
         let opened: Opened | undefined;
+        const watchPath = path + (path.includes('?') ? '&' : '?') + 'watch=1' + (resourceVersion !== undefined ? `&resourceVersion=${encodeURIComponent(resourceVersion)}` : '');
         let url = new URL(watchPath, base + '/');
         try {
           for (let hop = 0; ; hop++) {
@@ -239,6 +265,15 @@ export class Client {
           throw err;
         }
         if (opened === undefined) continue;
+        if (opened.status === 410) {
+          // Cannot resume from our version here: list again, then watch from the list's.
+          await readAll(opened.res).catch(() => '');
+          opened.clearDeadline();
+          await relist();
+          streamed = true;
+          backoffMs = 0;
+          break;
+        }
         if (opened.status < 200 || opened.status >= 300) {
           const text = await readAll(opened.res).catch(() => '');
           opened.clearDeadline();
@@ -261,11 +296,12 @@ export class Client {
             onNotice(`watch: skipped a line that is not JSON from ${url.origin}`);
             return;
           }
-          const e = ev as Partial<WatchEvent>;
+          const e = ev as Partial<WatchEvent> & { resourceVersion?: unknown };
           if (typeof e?.type !== 'string' || e.object === undefined) {
             onNotice(`watch: skipped a line without type/object from ${url.origin}`);
             return;
           }
+          if (typeof e.resourceVersion === 'string') resourceVersion = e.resourceVersion;
           deliver({ type: e.type, object: e.object });
         });
         streamed = true;
@@ -281,7 +317,7 @@ export class Client {
         }
       }
       await sleep(backoffMs);
-      backoffMs = Math.min(backoffMs * 2, WATCH_BACKOFF_MAX_MS);
+      backoffMs = Math.min(Math.max(backoffMs, WATCH_BACKOFF_MIN_MS) * 2, WATCH_BACKOFF_MAX_MS);
     }
   }
 

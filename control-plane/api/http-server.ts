@@ -15,6 +15,7 @@ import type { EventLog } from '../events.ts';
 import type { NodeRegistry } from '../registry/node-registry.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
 import { NoQuorumError, NotLeaderError, type ReplicatedStore } from '../store/store.ts';
+import { GoneError, WatchHub } from './watch.ts';
 import {
   allDeploymentViews,
   allNodeViews,
@@ -208,9 +209,23 @@ export class ApiServer {
       if (parts.length > 3) throw new HttpError(404, `no such path ${url.pathname}`);
       if (!this.deps.store.isLeader()) throw new NotLeaderError(this.deps.store.leaderId());
       await this.deps.store.readBarrier();
-      if (name === undefined && (url.searchParams.get('watch') === '1' || url.searchParams.get('watch') === 'true')) return this.watch(resource, req, res);
+      if (name === undefined && (url.searchParams.get('watch') === '1' || url.searchParams.get('watch') === 'true')) {
+        if (this.watchers >= MAX_WATCHERS) throw new HttpError(429, `too many watchers (max ${MAX_WATCHERS})`);
+        try {
+          this.hub.watch(resource, url.searchParams.get('resourceVersion'), req, res);
+        } catch (err) {
+          if (err instanceof GoneError) throw new HttpError(410, err.message);
+          throw err;
+        }
+        this.watchers++;
+        req.on('close', () => this.watchers--);
+        return;
+      }
+      if (name === undefined) {
+        const { items, resourceVersion } = this.hub.list(resource);
+        return sendJson(res, 200, { kind: `${KIND[resource]}List`, metadata: { resourceVersion }, items });
+      }
       const items = this.list(resource);
-      if (name === undefined) return sendJson(res, 200, { kind: `${KIND[resource]}List`, items });
       const found = items.find((o) => o.metadata.name === name);
       if (!found) throw new HttpError(404, `${resource} "${name}" not found`);
       return sendJson(res, 200, found);
@@ -348,57 +363,13 @@ export class ApiServer {
     }
   }
 
-  /** A watch: current objects first as ADDED, then every change as a JSON
-   *  line. Changes are coalesced per tick and diffed against what this
-   *  watcher was last sent, so a slow reader never sees a replayed history. */
-  private watch(resource: Resource, req: http.IncomingMessage, res: http.ServerResponse): void {
-    if (this.watchers >= MAX_WATCHERS) throw new HttpError(429, `too many watchers (max ${MAX_WATCHERS})`);
-    this.watchers++;
-    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
-    const line = (type: string, object: unknown) => res.write(JSON.stringify({ type, object }) + '\n');
-    let unsubscribe: () => void;
-    if (resource === 'events') {
-      for (const e of this.deps.events.list()) line('ADDED', eventView(e));
-      unsubscribe = this.deps.events.subscribe((e) => line('ADDED', eventView(e)));
-    } else {
-      const sent = new Map<string, string>();
-      let pending = false;
-      const flush = () => {
-        pending = false;
-        if (!this.deps.store.isLeader()) {
-          res.end(); // leadership moved: the client reconnects and is forwarded
-          return;
-        }
-        const seen = new Set<string>();
-        for (const o of this.list(resource)) {
-          const n = o.metadata.name;
-          seen.add(n);
-          const text = JSON.stringify(o);
-          const prev = sent.get(n);
-          if (prev === text) continue;
-          sent.set(n, text);
-          res.write(`{"type":"${prev === undefined ? 'ADDED' : 'MODIFIED'}","object":${text}}\n`);
-        }
-        for (const [n, text] of sent) {
-          if (!seen.has(n)) {
-            sent.delete(n);
-            res.write(`{"type":"DELETED","object":${text}}\n`);
-          }
-        }
-      };
-      flush();
-      unsubscribe = this.deps.subscribe(() => {
-        if (pending) return;
-        pending = true;
-        setImmediate(flush);
-      });
-    }
-    const keepalive = setInterval(() => res.write('\n'), 15000);
-    const close = () => {
-      clearInterval(keepalive);
-      unsubscribe();
-      this.watchers--;
-    };
-    req.on('close', close);
-  }
+  /** Lists with resourceVersions and exact, resumable watches (watch.ts). */
+  private readonly hub = new WatchHub({
+    list: (resource) => this.list(resource as Resource),
+    events: () => this.deps.events.list(),
+    onEvent: (fn) => this.deps.events.subscribe(fn),
+    eventView,
+    subscribe: (fn) => this.deps.subscribe(fn),
+    isLeader: () => this.deps.store.isLeader(),
+  });
 }

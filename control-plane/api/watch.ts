@@ -1,0 +1,156 @@
+// control-plane/api/watch.ts -- list and watch answers with resourceVersions
+// (see watch-history.ts): one WatchHistory per resource type, fed with a
+// fresh rendering of the list whenever desired or observed state changes
+// (coalesced to one rendering per turn of the event loop, shared by every
+// watcher of that resource), and by every list answer, so a list's
+// resourceVersion is always one a watch can resume from.
+//
+// Events are different: they are replicated with a sequence number, so
+// their resourceVersion is that number, and a watch resumes from it on any
+// replica, as long as the event ring still holds what comes after it.
+//
+// A watch on a replica that stops leading ends (the client reconnects, is
+// forwarded to the new leader, and resumes or lists again). A keep-alive
+// blank line every WATCH_KEEPALIVE_MS keeps idle watches open through
+// proxies.
+
+import type http from 'node:http';
+import { nanoid } from 'nanoid';
+import type { ClusterEvent } from '../events.ts';
+import type { ApiObject } from './views.ts';
+import { WatchHistory, type WatchChange } from './watch-history.ts';
+
+export const WATCH_KEEPALIVE_MS = 15_000;
+
+export interface WatchHubDeps {
+  /** Renders a resource's list as the API shows it. */
+  list: (resource: string) => ApiObject[];
+  /** The events ring, oldest first, and news of each new event. */
+  events: () => ClusterEvent[];
+  onEvent: (fn: (e: ClusterEvent) => void) => () => void;
+  eventView: (e: ClusterEvent) => ApiObject;
+  /** Desired or observed state changed. */
+  subscribe: (fn: () => void) => () => void;
+  isLeader: () => boolean;
+}
+
+/** A resourceVersion the watch cannot start from: the caller answers 410 Gone. */
+export class GoneError extends Error {}
+
+type Writer = (changes: WatchChange[], version: (n: number) => string) => void;
+
+export class WatchHub {
+  private readonly histories = new Map<string, WatchHistory>();
+  private readonly watchers = new Map<string, Set<{ write: Writer; end: () => void }>>();
+  private scheduled = false;
+  private readonly epoch = nanoid(8);
+  private unsubscribe: (() => void) | null = null;
+
+  constructor(private readonly deps: WatchHubDeps) {}
+
+  private history(resource: string): WatchHistory {
+    let h = this.histories.get(resource);
+    if (!h) {
+      h = new WatchHistory(`${this.epoch}-${resource}`);
+      this.histories.set(resource, h);
+    }
+    return h;
+  }
+
+  /** Render the list, take it into the history (telling watchers what changed), return it with its version. */
+  private refresh(resource: string): { items: ApiObject[]; version: string } {
+    const h = this.history(resource);
+    const items = this.deps.list(resource);
+    const changes = h.update(items.map((o) => ({ name: o.metadata.name, text: JSON.stringify(o) })));
+    if (changes.length > 0) {
+      const version = (n: number) => `${h.epoch}.${n}`;
+      for (const w of this.watchers.get(resource) ?? []) w.write(changes, version);
+    }
+    return { items, version: h.version() };
+  }
+
+  /** A list answer: the items and the resourceVersion to watch from. */
+  list(resource: string): { items: ApiObject[]; resourceVersion: string } {
+    if (resource === 'events') {
+      const events = this.deps.events();
+      return { items: events.map(this.deps.eventView), resourceVersion: String(events.length > 0 ? events[events.length - 1].seq : 0) };
+    }
+    const { items, version } = this.refresh(resource);
+    return { items, resourceVersion: version };
+  }
+
+  /**
+   * Start a watch: `from` empty or '0' sends the current objects as ADDED
+   * first; otherwise the changes after it. Throws GoneError (before
+   * anything is written) when `from` cannot be resumed.
+   */
+  watch(resource: string, from: string | null, req: http.IncomingMessage, res: http.ServerResponse): void {
+    const line = (type: string, objectJson: string, version: string) => res.write(`{"type":"${type}","object":${objectJson},"resourceVersion":${JSON.stringify(version)}}\n`);
+    let stop: () => void;
+    if (resource === 'events') {
+      const events = this.deps.events();
+      let backlog: ClusterEvent[] = events;
+      if (from !== null && from !== '' && from !== '0') {
+        const n = Number(from);
+        const oldest = events.length > 0 ? events[0].seq : Number.POSITIVE_INFINITY;
+        if (!Number.isSafeInteger(n) || n < 0) throw new GoneError(`resourceVersion ${JSON.stringify(from)} is not an event sequence number: list again`);
+        if (events.length > 0 && n < oldest - 1) throw new GoneError(`resourceVersion ${from} is too old (the oldest event kept is ${oldest}): list again`);
+        backlog = events.filter((e) => e.seq > n);
+      }
+      res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
+      for (const e of backlog) line('ADDED', JSON.stringify(this.deps.eventView(e)), String(e.seq));
+      stop = this.deps.onEvent((e) => line('ADDED', JSON.stringify(this.deps.eventView(e)), String(e.seq)));
+    } else {
+      const h = this.history(resource);
+      this.refresh(resource);
+      let first: WatchChange[];
+      if (from === null || from === '' || from === '0') first = h.snapshot();
+      else {
+        const since = h.since(from);
+        if (typeof since === 'string') throw new GoneError(since);
+        first = since;
+      }
+      res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-cache' });
+      const version = (n: number) => `${h.epoch}.${n}`;
+      const write: Writer = (changes, v) => {
+        for (const c of changes) line(c.type, c.text, v(c.n));
+      };
+      write(first, version);
+      const watcher = { write, end: () => res.end() };
+      let set = this.watchers.get(resource);
+      if (!set) {
+        set = new Set();
+        this.watchers.set(resource, set);
+      }
+      set.add(watcher);
+      this.unsubscribe ??= this.deps.subscribe(() => this.schedule());
+      stop = () => {
+        set!.delete(watcher);
+        if (set!.size === 0) this.watchers.delete(resource);
+        if (this.watchers.size === 0 && this.unsubscribe) {
+          this.unsubscribe();
+          this.unsubscribe = null;
+        }
+      };
+    }
+    const keepalive = setInterval(() => res.write('\n'), WATCH_KEEPALIVE_MS);
+    req.on('close', () => {
+      clearInterval(keepalive);
+      stop();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      if (!this.deps.isLeader()) {
+        // Leadership moved: end every watch; clients reconnect and are forwarded.
+        for (const set of this.watchers.values()) for (const w of set) w.end();
+        return;
+      }
+      for (const resource of [...this.watchers.keys()]) this.refresh(resource);
+    });
+  }
+}
