@@ -247,9 +247,16 @@ export function sourceText(e: EventObject): string {
   return NONE;
 }
 
+/** `30s`, or for an event that happened several times `30s (x7 over 2m)`, as kubectl describe says it. */
+export function eventAge(e: EventObject, nowMs: number): string {
+  const last = age(e.timestamp ?? e.metadata?.creationTimestamp, nowMs);
+  if (!e.count || e.count <= 1 || e.firstTimestamp === undefined) return last;
+  return `${last} (x${e.count} over ${age(e.firstTimestamp, nowMs)})`;
+}
+
 function eventRow(e: EventObject, nowMs: number, wide: boolean): string[] {
   const row = [
-    age(e.timestamp ?? e.metadata?.creationTimestamp, nowMs),
+    eventAge(e, nowMs),
     text(e.type),
     text(e.reason),
     involvedText(e),

@@ -202,6 +202,7 @@ export interface EventObject {
   source?: string | { component?: string; host?: string };
   timestamp?: Timestamp;
   count?: number;
+  firstTimestamp?: Timestamp;
 }
 
 export interface ListObject<T> {

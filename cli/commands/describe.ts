@@ -4,7 +4,7 @@
 // scores), for a node and a deployment their units, and for every object
 // its recent events.
 
-import { unitStatus } from '../format.ts';
+import { eventAge, unitStatus } from '../format.ts';
 import { expectPositionals, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { RequestError } from '../errors.ts';
@@ -91,7 +91,7 @@ async function eventsSection(ctx: Context, kind: string, name: string): Promise<
     return table(
       ['LAST SEEN', 'TYPE', 'REASON', 'FROM', 'MESSAGE'],
       recent.map((e) => [
-        age(e.timestamp ?? e.metadata?.creationTimestamp, ctx.now()),
+        eventAge(e, ctx.now()),
         show(e.type),
         show(e.reason),
         typeof e.source === 'string' ? e.source || NONE : show(e.source?.component),

@@ -88,3 +88,10 @@ describe('reading manifests for apply', () => {
     assert.throws(() => parseDurationMs('soon'), UsageError);
   });
 });
+
+test('an event that happened several times says how often and since when, as kubectl describe does', async () => {
+  const { eventAge } = await import('../../cli/format.ts');
+  const now = Date.parse('2026-12-01T10:00:00Z');
+  assert.equal(eventAge({ timestamp: '2026-12-01T09:59:30Z', count: 1, firstTimestamp: '2026-12-01T09:59:30Z' }, now), '30s');
+  assert.equal(eventAge({ timestamp: '2026-12-01T09:59:30Z', count: 7, firstTimestamp: '2026-12-01T09:58:00Z' }, now), '30s (x7 over 2m)');
+});
