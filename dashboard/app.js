@@ -138,6 +138,7 @@ function stopAll() {
 }
 
 let clusterTimer = null;
+let failures = 0;
 async function pollCluster() {
   try {
     const c = await api('GET', '/v1/cluster');
@@ -146,10 +147,16 @@ async function pollCluster() {
     sessionStorage.setItem(REPLICAS_KEY, JSON.stringify(replicaUrls));
     if (!$('problem').textContent.startsWith('invalid')) problem('');
     $('conn').textContent = `connected to ${location.host}`;
+    failures = 0;
     schedule();
   } catch (e) {
     if (e instanceof ApiError) handleError(e, 'cluster status');
-    else $('conn').textContent = `${location.host} is not answering…`;
+    else {
+      // Refused or reset: this replica is gone. Try once more soon, then move.
+      $('conn').textContent = `${location.host} is not answering…`;
+      if (++failures === 1 && token) setTimeout(pollCluster, 300);
+      else if (token) failover();
+    }
   }
   if (token && Date.now() - lastOk > 2500) failover();
 }
@@ -235,7 +242,8 @@ function render() {
       <h3>${esc(name)} <span class="badge ${st.ready ? 'ready' : 'notready-b'}">${st.ready ? 'Ready' : 'NotReady'}</span>
       ${cordoned ? '<span class="badge cordoned">cordoned</span>' : ''}
       ${(n.spec?.taints ?? []).map((t) => `<span class="badge taint">${esc(t.key)}${t.value ? '=' + esc(t.value) : ''}:${esc(t.effect)}</span>`).join('')}
-      <button type="button" data-action="${cordoned ? 'uncordon' : 'cordon'}" data-node="${esc(name)}" aria-label="${cordoned ? 'Uncordon' : 'Cordon'} node ${esc(name)}">${cordoned ? 'Uncordon' : 'Cordon'}</button></h3>
+      <button type="button" data-action="${cordoned ? 'uncordon' : 'cordon'}" data-node="${esc(name)}" aria-label="${cordoned ? 'Uncordon' : 'Cordon'} node ${esc(name)}">${cordoned ? 'Uncordon' : 'Cordon'}</button>
+      <button type="button" data-action="drain" data-node="${esc(name)}" aria-label="Drain node ${esc(name)}">Drain</button></h3>
       <div class="barlabel">cpu ${al.cpu}m / ${cap.cpu}m</div><div class="bar" role="img" aria-label="cpu ${pct(al.cpu, cap.cpu)}% allocated"><span style="width:${pct(al.cpu, cap.cpu)}%"></span></div>
       <div class="barlabel">memory ${al.memory}Mi / ${cap.memory}Mi</div><div class="bar" role="img" aria-label="memory ${pct(al.memory, cap.memory)}% allocated"><span style="width:${pct(al.memory, cap.memory)}%"></span></div>
       <div class="units">${units.map(unitBlock).join('') || '<span class="barlabel">no units</span>'}</div></article>`;
@@ -329,6 +337,17 @@ document.addEventListener('click', (ev) => {
     case 'cordon':
     case 'uncordon':
       act(() => api('PATCH', `/v1/nodes/${encodeURIComponent(d.node)}`, { unschedulable: d.action === 'cordon' }), `${d.action} ${d.node}`);
+      break;
+    case 'drain':
+      // As mo drain: cordon, then delete every unit bound there (their deployments replace them elsewhere).
+      if (confirm(`Drain node ${d.node}? It is cordoned and its units are deleted (replaced elsewhere).`)) {
+        act(async () => {
+          await api('PATCH', `/v1/nodes/${encodeURIComponent(d.node)}`, { unschedulable: true });
+          for (const u of [...state.units.values()].filter((x) => x.spec?.nodeName === d.node)) {
+            await api('DELETE', `/v1/units/${encodeURIComponent(u.metadata.name)}`).catch((e) => { if (!(e instanceof ApiError && e.status === 404)) throw e; });
+          }
+        }, `drain ${d.node}`);
+      }
       break;
     case 'scale': {
       const input = document.querySelector(`input[data-scale-input="${CSS.escape(d.deployment)}"]`);

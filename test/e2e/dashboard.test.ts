@@ -20,7 +20,7 @@ const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const skip = fs.existsSync(CHROMIUM) ? false : `${CHROMIUM} is absent (apt-get install chromium; .ci/run installs it)`;
 
-test('dashboard in chromium: login, nodes Ready, units after an apply, NotReady after an agent SIGKILL, scale, failover to another replica', { skip, timeout: 120000 }, async (t) => {
+test('dashboard in chromium: login, nodes Ready, units after an apply, scheduling verdicts, NotReady after an agent SIGKILL and units elsewhere, phone width, scale, the leader serving the page SIGKILLed', { skip, timeout: 120000 }, async (t) => {
   const { chromium } = await import('playwright-core');
   const c = await Cluster.start({ replicas: 3 });
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-chromium-'));
@@ -35,8 +35,14 @@ test('dashboard in chromium: login, nodes Ready, units after an apply, NotReady 
   const pageErrors: string[] = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
 
+  // The page is served by the leader, so its SIGKILL at the end tests both
+  // the leader mark moving and the page moving to another replica.
+  const status = await waitFor('a leader', async () => ((await c.api('GET', '/v1/cluster')).json?.leader as string) || null, 15000);
+  const leaderIndex = Number(status.replace('cp-', '')) - 1;
+  const home = c.urls[leaderIndex];
+
   // No token: the page loads and asks for one; a wrong one is one line.
-  await page.goto(`${c.urls[0]}/`);
+  await page.goto(`${home}/`);
   await page.getByLabel('Cluster token').fill('wrong-token');
   await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('alert').filter({ hasText: 'invalid token' }).waitFor({ timeout: 10000 });
@@ -62,11 +68,13 @@ test('dashboard in chromium: login, nodes Ready, units after an apply, NotReady 
   // Select a unit: its scheduling decision (every node's verdict).
   const first = running[0].metadata.name as string;
   await page.locator(`button.unit[data-unit="${first}"]`).click();
-  await page.locator('#unit').getByText('node-c').waitFor({ timeout: 5000 });
-  await page.locator('#unit').getByText('feasible').first().waitFor({ timeout: 5000 });
+  await page.locator('#unit table td', { hasText: /^node-c$/ }).waitFor({ timeout: 5000 });
+  await page.locator('#unit table td', { hasText: 'gpu-only' }).waitFor({ timeout: 5000 }); // node-c's taint: its verdict
+  await page.locator('#unit table td', { hasText: /^feasible$/ }).first().waitFor({ timeout: 5000 });
 
-  const shots = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-dashboard-shots-'));
-  t.after(() => fs.rmSync(shots, { recursive: true, force: true }));
+  // Screenshots: into MO_SCREENSHOT_DIR when set (docs/dashboard.png comes from there), else a temp dir removed after.
+  const shots = process.env.MO_SCREENSHOT_DIR ?? fs.mkdtempSync(path.join(os.tmpdir(), 'mo-dashboard-shots-'));
+  if (!process.env.MO_SCREENSHOT_DIR) t.after(() => fs.rmSync(shots, { recursive: true, force: true }));
   await page.screenshot({ path: path.join(shots, 'ready.png'), fullPage: true });
 
   // SIGKILL an agent with units: its node turns NotReady on the page.
@@ -76,18 +84,34 @@ test('dashboard in chromium: login, nodes Ready, units after an apply, NotReady 
   await page.locator(`article[data-node="${victim}"][data-ready="false"]`).waitFor({ timeout: 10000 });
   const took = Date.now() - killedAt;
   assert.ok(took < 5000, `NotReady shown after ${took} ms`);
-  await page.screenshot({ path: path.join(shots, 'not-ready.png'), fullPage: true });
+  // Its units reappear elsewhere, Running.
+  await waitFor('3 web units Running again, none on the dead node', async () =>
+    (await page.locator('button.unit[data-phase="Running"]').count()) === 3 &&
+    (await page.locator(`article[data-node="${victim}"] button.unit[data-phase="Running"]`).count()) === 0, 20000, 100);
+  await page.screenshot({ path: path.join(shots, 'dashboard.png'), fullPage: true });
+
+  // Phone width: the page itself does not scroll sideways (wide tables scroll in their section).
+  await page.setViewportSize({ width: 390, height: 844 });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1), 'no horizontal page scroll at 390 px');
+  await page.screenshot({ path: path.join(shots, 'phone.png') });
+  await page.setViewportSize({ width: 1200, height: 900 });
 
   // Scale from the page.
   await page.getByLabel('Replicas for web').fill('4');
   await page.getByRole('button', { name: 'Scale web' }).click();
   await waitFor('web scaled to 4', async () => (await c.api('GET', '/v1/deployments/web')).json?.spec?.replicas === 4, 10000, 100);
 
-  // The replica serving the page dies: the page moves to another by itself.
-  c.cps[0].child.kill('SIGKILL');
-  await page.waitForURL((u) => u.origin !== new URL(c.urls[0]).origin, { timeout: 20000 });
+  // The leader, serving the page, dies: the page moves to another replica by
+  // itself, the new leader is starred and the dead one greyed.
+  const leaderKilledAt = Date.now();
+  c.cps[leaderIndex].child.kill('SIGKILL');
+  await page.waitForURL((u) => u.origin !== new URL(home).origin, { timeout: 20000 });
+  await page.locator(`tr.leader:not([data-replica="${status}"])`).waitFor({ timeout: 20000 });
+  await page.locator(`tr.unreachable[data-replica="${status}"]`).waitFor({ timeout: 20000 });
+  const moved = Date.now() - leaderKilledAt;
+  assert.ok(moved < 8000, `new leader shown ${moved} ms after the leader's SIGKILL`);
+  t.diagnostic(`agent SIGKILL -> NotReady on the page: ${took} ms; leader SIGKILL -> page on another replica with the new leader: ${moved} ms`);
   await page.locator('[data-node][data-ready="true"]').nth(2).waitFor({ timeout: 20000 });
-  await page.locator('tr.leader').waitFor({ timeout: 20000 });
   assert.ok(await page.locator('article[data-node]').count() === 4);
   assert.deepEqual(pageErrors, []);
 });
