@@ -28,10 +28,16 @@ let lastOk = Date.now();
 const streams = [];
 let started = false;
 
-function problem(text) {
+// One line at the top; `source` says who set it, so only it clears it.
+let problemSource = '';
+function problem(text, source = '') {
   const p = $('problem');
   p.textContent = text || '';
   p.hidden = !text;
+  problemSource = text ? source : '';
+}
+function clearProblem(source) {
+  if (problemSource === source) problem('');
 }
 
 function showLogin(why) {
@@ -61,18 +67,18 @@ async function api(method, path, body) {
   try { return JSON.parse(text); } catch { return text; }
 }
 
-function handleError(e, what) {
+function handleError(e, what, source = '') {
   if (e instanceof ApiError && e.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
     token = null;
     stopAll();
     showLogin(`invalid token (${what}): enter the cluster token`);
   } else if (e instanceof ApiError && e.status === 503) {
-    problem(`no quorum: ${e.message}`);
+    problem(`no quorum: ${e.message}`, source);
   } else if (e instanceof ApiError) {
-    problem(`${what}: ${e.message}`);
+    problem(`${what}: ${e.message}`, source);
   } else {
-    problem(`${what}: ${e?.message ?? e}`);
+    problem(`${what}: ${e?.message ?? e}`, source);
   }
 }
 
@@ -91,6 +97,7 @@ function watch(resource, onLine) {
           throw new ApiError(r.status, msg || r.statusText);
         }
         lastOk = Date.now();
+        clearProblem('watch');
         onLine(null); // a new stream starts with every object as ADDED
         const reader = r.body.getReader();
         const dec = new TextDecoder();
@@ -112,7 +119,7 @@ function watch(resource, onLine) {
         }
       } catch (e) {
         if (s.stop) return;
-        if (e instanceof ApiError) handleError(e, `watch ${resource}`);
+        if (e instanceof ApiError) handleError(e, `watch ${resource}`, 'watch');
         if (!token) return;
       }
       if (!s.stop) await new Promise((r) => setTimeout(r, 300));
@@ -145,12 +152,13 @@ async function pollCluster() {
     state.cluster = c;
     replicaUrls = c.replicas.map((r) => r.url);
     sessionStorage.setItem(REPLICAS_KEY, JSON.stringify(replicaUrls));
-    if (!$('problem').textContent.startsWith('invalid')) problem('');
+    if (!c.leader) problem('no quorum: no replica is the leader (a majority of the replicas must be up)', 'cluster');
+    else clearProblem('cluster');
     $('conn').textContent = `connected to ${location.host}`;
     failures = 0;
     schedule();
   } catch (e) {
-    if (e instanceof ApiError) handleError(e, 'cluster status');
+    if (e instanceof ApiError) handleError(e, 'cluster status', 'cluster');
     else {
       // Refused or reset: this replica is gone. Try once more soon, then move.
       $('conn').textContent = `${location.host} is not answering…`;
@@ -316,9 +324,9 @@ async function loadLog(name) {
 async function act(fn, what) {
   try {
     await fn();
-    problem('');
+    clearProblem('action');
   } catch (e) {
-    handleError(e, what);
+    handleError(e, what, 'action');
   }
 }
 
@@ -352,7 +360,7 @@ document.addEventListener('click', (ev) => {
     case 'scale': {
       const input = document.querySelector(`input[data-scale-input="${CSS.escape(d.deployment)}"]`);
       const n = Number(input?.value);
-      if (!Number.isInteger(n) || n < 0) { problem('replicas: enter a whole number >= 0'); return; }
+      if (!Number.isInteger(n) || n < 0) { problem('replicas: enter a whole number >= 0', 'action'); return; }
       input?.blur();
       act(() => api('PATCH', `/v1/deployments/${encodeURIComponent(d.deployment)}/scale`, { replicas: n }), `scale ${d.deployment}`);
       break;

@@ -5,8 +5,9 @@
 // apply the deployment's units appear as Running blocks with pids; a unit's
 // scheduling decision opens on click; a SIGKILLed agent's node turns
 // NotReady on the page within a few seconds; scaling from the page works;
-// when the replica serving the page is SIGKILLed, the page moves to another
-// one by itself. Skips, saying why, when /usr/bin/chromium is absent.
+// when the leader serving the page is SIGKILLed, the page moves to another
+// replica by itself and stars the new leader; with one more replica gone it
+// says "no quorum". Skips, saying why, when /usr/bin/chromium is absent.
 // Everything started here is stopped by pid in t.after; temp dirs removed.
 
 import { test } from 'node:test';
@@ -20,7 +21,7 @@ const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const skip = fs.existsSync(CHROMIUM) ? false : `${CHROMIUM} is absent (apt-get install chromium; .ci/run installs it)`;
 
-test('dashboard in chromium: login, nodes Ready, units after an apply, scheduling verdicts, NotReady after an agent SIGKILL and units elsewhere, phone width, scale, the leader serving the page SIGKILLed', { skip, timeout: 120000 }, async (t) => {
+test('dashboard in chromium: login, nodes Ready, units after an apply, scheduling verdicts, NotReady after an agent SIGKILL and units elsewhere, phone width, scale, the leader serving the page SIGKILLed, no quorum', { skip, timeout: 120000 }, async (t) => {
   const { chromium } = await import('playwright-core');
   const c = await Cluster.start({ replicas: 3 });
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-chromium-'));
@@ -113,5 +114,13 @@ test('dashboard in chromium: login, nodes Ready, units after an apply, schedulin
   t.diagnostic(`agent SIGKILL -> NotReady on the page: ${took} ms; leader SIGKILL -> page on another replica with the new leader: ${moved} ms`);
   await page.locator('[data-node][data-ready="true"]').nth(2).waitFor({ timeout: 20000 });
   assert.ok(await page.locator('article[data-node]').count() === 4);
+
+  // One more replica dies (not the one serving the page): no majority, and
+  // the page says "no quorum" in one line instead of failing.
+  const servedBy = new URL(page.url()).origin;
+  const other = c.urls.findIndex((u, i) => i !== leaderIndex && new URL(u).origin !== servedBy);
+  c.cps[other].child.kill('SIGKILL');
+  await page.getByRole('alert').filter({ hasText: 'no quorum' }).waitFor({ timeout: 20000 });
+  await page.screenshot({ path: path.join(shots, 'no-quorum.png'), fullPage: true });
   assert.deepEqual(pageErrors, []);
 });
