@@ -17,9 +17,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { Cluster, waitFor, webManifest } from '../helpers/cluster.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
+/** Debian's chromium; MO_CHROMIUM points elsewhere (a missing path shows the skip). */
+const CHROMIUM = process.env.MO_CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-const skip = fs.existsSync(CHROMIUM) ? false : `${CHROMIUM} is absent (apt-get install chromium; .ci/run installs it)`;
+const skip = fs.existsSync(CHROMIUM) ? false : `no browser: ${CHROMIUM} is absent (apt-get install chromium; .ci/run installs it)`;
 
 test('dashboard in chromium: login, nodes Ready, units after an apply, scheduling verdicts, NotReady after an agent SIGKILL and units elsewhere, phone width, scale, the leader serving the page SIGKILLed, no quorum', { skip, timeout: 120000 }, async (t) => {
   const { chromium } = await import('playwright-core');
