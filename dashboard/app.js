@@ -224,8 +224,8 @@ const pct = (a, b) => (b > 0 ? Math.min(100, Math.round((a / b) * 100)) : 0);
 
 function render() {
   const c = state.cluster;
-  set('replicas', c ? `<table><thead><tr><th>replica</th><th>role</th><th>term</th><th>commit</th><th>url</th></tr></thead><tbody>${c.replicas.map((r) =>
-    `<tr class="${r.id === c.leader ? 'leader' : ''} ${r.reachable ? '' : 'unreachable'}" data-replica="${esc(r.id)}" data-role="${esc(r.role)}"><td>${esc(r.id)}</td><td>${r.reachable ? esc(r.role) : 'unreachable'}</td><td>${esc(r.term ?? '–')}</td><td>${esc(r.commitIndex ?? '–')}</td><td><a href="${esc(r.url)}/">${esc(r.url.replace(/^https?:\/\//, ''))}</a></td></tr>`).join('')}</tbody></table>` : '<p>loading…</p>');
+  set('replicas', c ? `<table><thead><tr><th>replica</th><th>role</th><th>term</th><th>commit</th><th>applied</th><th>url</th></tr></thead><tbody>${c.replicas.map((r) =>
+    `<tr class="${r.id === c.leader ? 'leader' : ''} ${r.reachable ? '' : 'unreachable'}" data-replica="${esc(r.id)}" data-role="${esc(r.role)}"><td>${esc(r.id)}</td><td>${r.reachable ? esc(r.role) : 'unreachable'}</td><td>${esc(r.term ?? '–')}</td><td>${esc(r.commitIndex ?? '–')}</td><td>${esc(r.appliedIndex ?? '–')}</td><td><a href="${esc(r.url)}/">${esc(r.url.replace(/^https?:\/\//, ''))}</a></td></tr>`).join('')}</tbody></table>` : '<p>loading…</p>');
 
   const byNode = new Map();
   for (const u of state.units.values()) {

@@ -76,6 +76,8 @@ export interface ReplicaRow {
   role: string;
   term: number | null;
   commitIndex: number | null;
+  /** Highest index applied to its state machine (the dashboard shows it beside commitIndex). */
+  appliedIndex?: number | null;
   pid: number | null;
   reachable: boolean;
 }
@@ -87,9 +89,9 @@ export async function gatherClusterStatus(peers: Map<string, string>, selfId: st
       const url = httpUrlOf(ws);
       try {
         const s = id === selfId ? self() : ((await (await fetch(`${url}/v1/replica`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(STATUS_TIMEOUT_MS) })).json()) as Record<string, unknown>);
-        return { id, url, role: String(s.role), term: Number(s.term), commitIndex: Number(s.commitIndex), pid: Number(s.pid), reachable: true };
+        return { id, url, role: String(s.role), term: Number(s.term), commitIndex: Number(s.commitIndex), appliedIndex: Number(s.appliedIndex), pid: Number(s.pid), reachable: true };
       } catch {
-        return { id, url, role: 'unknown', term: null, commitIndex: null, pid: null, reachable: false };
+        return { id, url, role: 'unknown', term: null, commitIndex: null, appliedIndex: null, pid: null, reachable: false };
       }
     }),
   );
