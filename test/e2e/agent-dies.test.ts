@@ -224,7 +224,7 @@ test('when the agent is killed with SIGKILL, every unit it started dies within 2
   await waitUntil(() => childrenOf(treePid).length > 0, 3000, 'the grandchild of tree-1');
   const grandchild = childrenOf(treePid)[0];
   unitPids.add(grandchild);
-  assert.match(agent.stdout(), /\d\d:\d\d:\d\d\.\d{3} started web-1 pid=\d+/);
+  assert.match(agent.stdout(), /(\[node-a\]|\d\d:\d\d:\d\d\.\d{3}) started web-1 pid=\d+/);
 
   // Heartbeats flow to both replicas.
   await waitUntil(() => cp1.frames('heartbeat').length >= 2 && cp2.frames('heartbeat').length >= 2, 3000, 'heartbeats');
