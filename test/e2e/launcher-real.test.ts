@@ -31,6 +31,14 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
   await waitFor('the banner', () => /cluster is up/.test(out), 40000);
   const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
   assert.equal(cfg.servers.length, 3);
+  // The banner's dashboard link logs in: the first replica's page, the token in the fragment.
+  const link = /dashboard: (http:\/\/\S+)\/#token=(\S+)/.exec(out);
+  assert.ok(link, 'the banner prints the dashboard link');
+  assert.equal(link[1], cfg.servers[0]);
+  assert.equal(decodeURIComponent(link[2]), cfg.token);
+  const page = await fetch(`${link[1]}/`);
+  assert.equal(page.status, 200);
+  assert.match(await page.text(), /<title>mini-orchestrator<\/title>/);
   const api = async (method: string, p: string, body?: unknown) => {
     const r = await fetch(cfg.servers[0] + p, { method, headers: { authorization: `Bearer ${cfg.token}`, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
     return { status: r.status, json: (await r.json()) as any };
