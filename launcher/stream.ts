@@ -8,6 +8,7 @@
 // continuation mark and buffering starts over.
 
 import type { Readable } from 'node:stream';
+import { timestamp } from '../shared/log.ts';
 
 /** Longest partial line kept per child stream before it is printed anyway. */
 export const MAX_LINE_CHARS = 16 * 1024;
@@ -94,8 +95,9 @@ export class LogStream {
     this.out.write(`${this.prefix(name)} ${text}\n`);
   }
 
+  /** The launcher's own lines carry their time, like every process's. */
   launcher(text: string): void {
-    this.line(LAUNCHER_NAME, text);
+    this.line(LAUNCHER_NAME, `${timestamp()} ${text}`);
   }
 
   /**

@@ -18,6 +18,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
 import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/protocol/messages.ts';
+import { timestamp } from '../shared/log.ts';
 import { AgentCore } from './agent-core.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
@@ -50,8 +51,10 @@ function main(): void {
     process.exit(2);
   }
   const config = parsed.config;
+  // One line per event with its time, like the replicas' (the launcher and
+  // docker compose prefix each line with the process's name).
   const log = (line: string): void => {
-    process.stdout.write(`[${config.name}] ${line}\n`);
+    process.stdout.write(`${timestamp()} ${line}\n`);
   };
 
   try {

@@ -73,7 +73,7 @@ class LauncherRun {
 
   private onLine(line: string): void {
     this.lines.push(line);
-    const started = /^launcher\| started \S+ pid=(\d+)/.exec(line);
+    const started = /^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started \S+ pid=(\d+)/.exec(line);
     if (started) this.childPids.add(Number(started[1]));
     const grandchild = /^\S+ *\| grandchild pid=(\d+)$/.exec(line);
     if (grandchild) this.grandchildPids.add(Number(grandchild[1]));
@@ -136,14 +136,14 @@ test('npm start runs every process with a real pid, streams prefixed whole lines
   const base = randomBasePort();
   const run = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(base), '--replicas', '3', '--nodes', nodesFile(dir, ['node-a', 'node-b']), '--restart-after', '1']);
 
-  const banner = await run.waitForLine(/^launcher\| =+ cluster is up: 3 control-plane replica\(s\), leader (\S+), 2 node agent\(s\)/);
+  const banner = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\), leader (\S+), 2 node agent\(s\)/);
   assert.equal(banner[1], 'cp-1', 'the banner names the leader that GET /v1/cluster reported (with the token)');
 
   // Every process of the cluster is a real OS process running the command we built.
   const names = ['cp-1', 'cp-2', 'cp-3', 'node-a', 'node-b'];
   const pids = new Map<string, number>();
   for (const name of names) {
-    const m = await run.waitForLine(new RegExp(`^launcher\\| started ${name} pid=(\\d+)$`));
+    const m = await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?started ${name} pid=(\\d+)$`));
     const pid = Number(m[1]);
     pids.set(name, pid);
     assert.ok(alive(pid), `${name} pid ${pid} is in /proc`);
@@ -187,10 +187,10 @@ test('npm start runs every process with a real pid, streams prefixed whole lines
   // Kill an agent: the stream says so, with a command line that recreates it exactly.
   const oldPid = pids.get('node-b')!;
   process.kill(oldPid, 'SIGKILL');
-  const death = await run.waitForLine(new RegExp(`^launcher\\| node-b \\(pid ${oldPid}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`), 15_000);
+  const death = await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?node-b \\(pid ${oldPid}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`), 15_000);
   assert.ok(alive(run.pid), 'the launcher keeps running');
-  await run.waitForLine(/^launcher\| restarting node-b in 1 s \(--restart-after\)$/);
-  const restarted = await run.waitForLine(/^launcher\| started node-b pid=(\d+) \(restart #1\)$/, 15_000);
+  await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?restarting node-b in 1 s \(--restart-after\)$/);
+  const restarted = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-b pid=(\d+) \(restart #1\)$/, 15_000);
   const newPid = Number(restarted[1]);
   assert.notEqual(newPid, oldPid);
   assert.ok(alive(newPid), `restarted node-b pid ${newPid} is in /proc`);
@@ -207,7 +207,7 @@ test('npm start runs every process with a real pid, streams prefixed whole lines
   const exit = await run.exited;
   assert.deepEqual(exit, { code: 0, signal: null }, `launcher exit; stderr: ${run.stderr}`);
   for (const pid of run.allPids()) assert.ok(!alive(pid), `pid ${pid} (${cmdline(pid).join(' ')}) is gone`);
-  assert.ok(run.lines.includes('launcher| stopped: every process of the cluster has exited'));
+  assert.ok(run.lines.some((l) => /^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?\d\d:\d\d:\d\d\.\d{3} stopped: every process of the cluster has exited$/.test(l)));
   assert.ok(!run.lines.some((l) => l.includes('got SIGINT')), 'the terminal\'s Ctrl-C reached only the launcher, which stopped the children with SIGTERM');
   assert.ok(!run.lines.some((l) => l.includes('again: SIGKILL')), 'one Ctrl-C is one stop, not a forced kill');
   assert.ok(!existsSync(join(dataDir, 'launcher.pid')), 'the data dir lock is released');
@@ -217,13 +217,13 @@ test('SIGTERM to the launcher stops a child that ignores SIGTERM with SIGKILL af
   const dir = tempDir(t);
   const run = startLauncher(t, ['--data-dir', join(dir, 'data'), '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodesFile(dir, ['node-a'])], { FAKE_CHILD_STUBBORN: 'node-a' });
   await run.waitForLine(/cluster is up/);
-  const nodeA = Number((await run.waitForLine(/^launcher\| started node-a pid=(\d+)$/))[1]);
+  const nodeA = Number((await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-a pid=(\d+)$/))[1]);
   await run.waitForLine(/^node-a *\| grandchild pid=\d+$/);
 
   const sentAt = Date.now();
   process.kill(run.pid, 'SIGTERM');
   await run.waitForLine(/^node-a *\| node-a ignoring SIGTERM$/, 10_000);
-  await run.waitForLine(new RegExp(`^launcher\\| still running after 5 s: node-a \\(pid ${nodeA}\\) — SIGKILL$`), 15_000);
+  await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?still running after 5 s: node-a \\(pid ${nodeA}\\) — SIGKILL$`), 15_000);
   assert.deepEqual(await run.exited, { code: 0, signal: null });
   const tookMs = Date.now() - sentAt;
   assert.ok(tookMs >= 4500 && tookMs < 15_000, `stopped after the ~5 s grace period, took ${tookMs} ms`);

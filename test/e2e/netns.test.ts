@@ -75,7 +75,7 @@ class LauncherRun {
       this.partial = parts.pop()!;
       for (const line of parts) {
         this.lines.push(line);
-        const m = /^launcher\| started (\S+) pid=(\d+)/.exec(line);
+        const m = /^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started (\S+) pid=(\d+)/.exec(line);
         if (m) {
           this.pids.set(m[1], Number(m[2]));
           this.allPids.add(Number(m[2]));
@@ -185,7 +185,7 @@ test('with --netns every replica and agent runs in its own namespace, a cut betw
   const dataDir = join(dir, 'data');
   const base = randomBasePort();
   const run = startLauncher(t, dataDir, base, ['--restart-after', '1']);
-  await run.waitForLine(/^launcher\| =+ cluster is up: 3 control-plane replica\(s\).*, 4 node agent\(s\)/);
+  await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\).*, 4 node agent\(s\)/);
 
   // The layout the CLI and the chaos scripts read, and config.json pointing at the namespace addresses.
   const layout = readLayout(dataDir);
@@ -261,9 +261,9 @@ test('with --netns every replica and agent runs in its own namespace, a cut betw
   // A killed agent: the death line's command enters the namespace; --restart-after brings it back inside it.
   const oldB = run.pids.get('node-b')!;
   process.kill(oldB, 'SIGKILL');
-  const death = await run.waitForLine(new RegExp(`^launcher\\| node-b \\(pid ${oldB}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`), 15_000);
+  const death = await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?node-b \\(pid ${oldB}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`), 15_000);
   assert.ok(death[1].startsWith(`nsenter --net=/var/run/netns/mo-${base}-node-b -- ${process.execPath} `), death[1]);
-  const restarted = await run.waitForLine(/^launcher\| started node-b pid=(\d+) \(restart #1\)$/, 15_000);
+  const restarted = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-b pid=(\d+) \(restart #1\)$/, 15_000);
   const newB = Number(restarted[1]);
   assert.equal(spawnSync('ip', ['netns', 'identify', String(newB)], { encoding: 'utf8' }).stdout.trim(), `mo-${base}-node-b`);
 
@@ -293,7 +293,7 @@ test('with --netns a second cluster on the same base port is refused without har
   const fakes = { MO_LAUNCHER_CP_SCRIPT: FAKE, MO_LAUNCHER_AGENT_SCRIPT: FAKE };
   const dataDir = join(dir, 'one');
   const run = startLauncher(t, dataDir, base, ['--replicas', '1'], fakes);
-  await run.waitForLine(/^launcher\| =+ cluster is up: 1 control-plane replica\(s\)/, 60_000);
+  await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 1 control-plane replica\(s\)/, 60_000);
   assert.ok(!ourNamespaces(base).includes(stale), 'the stale namespace was removed');
   const before = ourNamespaces(base).sort();
   assert.equal(before.length, 6);
@@ -309,7 +309,7 @@ test('with --netns a second cluster on the same base port is refused without har
   process.kill(run.pid, 'SIGINT');
   const exit = await run.exited;
   assert.deepEqual(exit, { code: 0, signal: null });
-  assert.ok(run.lines.some((l) => l === `launcher| netns: removed the namespaces mo-${base}-* and mo-${base}-host`));
+  assert.ok(run.lines.some((l) => l.startsWith('launcher| ') && l.endsWith(` netns: removed the namespaces mo-${base}-* and mo-${base}-host`)));
   assert.deepEqual(ourNamespaces(base), []);
   assert.equal(linkExists(`mo-${base}-host`), false);
   assert.equal(existsSync(join(dataDir, 'netns.json')), false);
