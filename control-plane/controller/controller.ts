@@ -276,7 +276,9 @@ export class Controller {
             snap.forget(a.node, this.request(u));
           }
           const w = this.write({ type: 'unit.delete', at: now, name: a.unit, reason: a.reason }).then(() => {
-            const why = a.reason === 'lost' ? `node ${a.node} is not ready` : a.reason === 'rollout' ? `replaced by revision ${state.deployments.get(a.deployment)?.revision ?? '?'}` : a.reason;
+            // The pass knows why a unit is lost: its node is NotReady, or its agent restarted without it.
+            const lostWhy = plan.diffs.find((d) => d.deployment === a.deployment)?.detail[a.unit];
+            const why = a.reason === 'lost' ? (lostWhy ? `lost ${lostWhy}` : `node ${a.node} is not ready`) : a.reason === 'rollout' ? `replaced by revision ${state.deployments.get(a.deployment)?.revision ?? '?'}` : a.reason;
             const normal = a.reason === 'surplus' || a.reason === 'deployment deleted' || a.reason === 'rollout';
             this.deps.events.record(normal ? 'Normal' : 'Warning', a.reason === 'lost' ? 'UnitLost' : a.reason === 'crashed' ? 'UnitCrashed' : 'Unbound', 'Unit', a.unit, `unbound from ${a.node ?? '(no node)'}: ${why}`);
           });
