@@ -27,7 +27,9 @@ export function placedMessage(d: SchedulingDecision): string {
   const [best, runnerUp] = feasibleShown(d);
   if (!best) return unschedulableMessage(d);
   let msg = `${best.node} (score ${best.total}: ${scoreParts(d, best)})`;
-  msg += runnerUp ? ` over ${runnerUp.node} (${runnerUp.total})` : ', the only feasible node';
+  msg += runnerUp
+    ? ` over ${runnerUp.node} (${runnerUp.total}${runnerUp.total === best.total ? ', tied: the less allocated node wins, then the smaller name' : ''})`
+    : ', the only feasible node';
   if (d.rejectedCount > 0) msg += `; ${d.rejectedCount} of ${d.nodeCount} nodes rejected`;
   return msg;
 }

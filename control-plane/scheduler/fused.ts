@@ -67,6 +67,7 @@ export class FusedDefaultPass {
   readonly topSlot: Int32Array;
   readonly topTotal: Float64Array;
   private readonly topRank: Int32Array;
+  private readonly topLoad: Float64Array;
   /** Spread counts for a deployment with no units yet (never written). */
   private zeros = new Int32Array(0);
   /** spreadTable[h] = weighted spread score of a node holding h units (h <= the pass's cap). */
@@ -80,6 +81,7 @@ export class FusedDefaultPass {
     this.topSlot = new Int32Array(maxShown);
     this.topTotal = new Float64Array(maxShown);
     this.topRank = new Int32Array(maxShown);
+    this.topLoad = new Float64Array(maxShown);
     this.rejected = new Int32Array(Math.max(0, maxRejectedListed));
   }
 
@@ -114,6 +116,7 @@ export class FusedDefaultPass {
     const topSlot = this.topSlot;
     const topTotal = this.topTotal;
     const topRank = this.topRank;
+    const topLoad = this.topLoad;
     const keep = topSlot.length;
     const rejected = this.rejected;
     const rejectedMax = rejected.length;
@@ -124,6 +127,7 @@ export class FusedDefaultPass {
     // The entry a newcomer must beat once top === keep.
     let worstTotal = 0;
     let worstRank = 0;
+    let worstLoad = 0;
     for (let i = 0; i < n; i++) {
       // ---- filters (all must pass; which one fails matters only for reasons, built later)
       const f = flags[i];
@@ -137,31 +141,40 @@ export class FusedDefaultPass {
       }
       // ---- scores: 0 + balanced*w, then + spread*w, then + prefer*w, as the
       // plugin-by-plugin path adds them to its zeroed totals.
-      let total = balanced(fraction(cpuAllocated[i], cpu, cpuCapacity[i]), fraction(memAllocated[i], memory, memCapacity[i])) * balancedWeight;
+      const cpuFraction = fraction(cpuAllocated[i], cpu, cpuCapacity[i]);
+      const memFraction = fraction(memAllocated[i], memory, memCapacity[i]);
+      let total = balanced(cpuFraction, memFraction) * balancedWeight;
+      // Ties go to the least allocated node (after placing the unit), then the smaller name.
+      const load = cpuFraction + memFraction;
       const h = here[i];
       total += h <= spreadMax ? spreadTable[h] : spreadScore(h, max) * spreadWeight;
       const k = preferNoScheduleTaints[i];
       total += k <= preferTableLimit ? preferTable[k] : preferScore(req, nodes[i]) * preferWeight;
-      // ---- rank: higher total wins, equal totals go to the smaller name.
-      // The common case is one comparison: not better than the worst kept.
-      if (top === keep && !(total > worstTotal || (total === worstTotal && ranks[i] < worstRank))) continue;
+      // ---- rank: higher total wins; equal totals go to the least
+      // allocated node, then the smaller name. The common case is one
+      // comparison: not better than the worst kept.
+      if (top === keep && !(total > worstTotal || (total === worstTotal && (load < worstLoad || (load === worstLoad && ranks[i] < worstRank))))) continue;
       const rank = ranks[i];
       let at = top < keep ? top : keep - 1; // when full, the worst entry is dropped
       while (at > 0) {
         const other = topTotal[at - 1];
-        if (!(total > other || (total === other && rank < topRank[at - 1]))) break;
+        const otherLoad = topLoad[at - 1];
+        if (!(total > other || (total === other && (load < otherLoad || (load === otherLoad && rank < topRank[at - 1]))))) break;
         topSlot[at] = topSlot[at - 1];
         topTotal[at] = other;
         topRank[at] = topRank[at - 1];
+        topLoad[at] = otherLoad;
         at--;
       }
       topSlot[at] = i;
       topTotal[at] = total;
       topRank[at] = rank;
+      topLoad[at] = load;
       if (top < keep) top++;
       if (top === keep) {
         worstTotal = topTotal[keep - 1];
         worstRank = topRank[keep - 1];
+        worstLoad = topLoad[keep - 1];
       }
     }
     this.feasibleCount = n - rejectedCount;

@@ -3,7 +3,7 @@
 // framework:
 //
 //   every node --filter plugins--> feasible nodes --score plugins--> best total
-//        \__ rejected, with reasons                                 (ties: by name)
+//        \__ rejected, with reasons               (ties: least allocated, then name)
 //
 // Pure: data in (request + ClusterSnapshot), data out (SchedulingDecision).
 // Each node is visited once per plugin: O(nodes) per unit. The caller binds
@@ -26,6 +26,7 @@
 import { defaultFilters, defaultScores } from './defaults.ts';
 import { placedMessage, unschedulableMessage } from './format.ts';
 import { FusedDefaultPass } from './fused.ts';
+import { fraction } from './plugins/balanced-allocation.ts';
 import { roundHalfUp } from './plugins/round.ts';
 import type { ClusterSnapshot } from './snapshot.ts';
 import type { FilterPlugin, NodeDecision, NodeState, ScorePlugin, SchedulingDecision, UnitRequest } from './types.ts';
@@ -159,9 +160,15 @@ export class Scheduler {
     }
 
     // ---- rank: keep the best few, best first. Higher total wins; equal
-    // totals go to the smaller name, so every control-plane replica agrees.
+    // totals go to the least allocated node once the unit is placed (cpu
+    // plus memory fraction), then to the smaller name, so units do not pile
+    // on one node by name and every control-plane replica agrees.
     const keep = MAX_SCORED_NODES_IN_DECISION;
     const nameRank = count > 0 ? snap.nameRanks() : null;
+    const load = (j: number): number => {
+      const n = nodes[candidates[j]];
+      return fraction(n.allocated.cpu, req.resources.cpu, n.capacity.cpu) + fraction(n.allocated.memory, req.resources.memory, n.capacity.memory);
+    };
     const top: number[] = []; // positions j into candidates/totals, best first
     let worst = -Infinity; // totals[top[keep - 1]] once top is full
     for (let j = 0; j < count; j++) {
@@ -169,8 +176,10 @@ export class Scheduler {
       if (total < worst) continue; // the common case: one comparison per node
       let at = top.length;
       while (at > 0) {
-        const other = totals[top[at - 1]];
-        if (total > other || (total === other && nameRank![candidates[j]] < nameRank![candidates[top[at - 1]]])) at--;
+        const k = top[at - 1];
+        const other = totals[k];
+        const better = total > other || (total === other && (load(j) < load(k) || (load(j) === load(k) && nameRank![candidates[j]] < nameRank![candidates[k]])));
+        if (better) at--;
         else break;
       }
       if (at >= keep) continue;

@@ -582,11 +582,13 @@ function prng(seed: number): () => number {
 
 /** The lesson's algorithm, written the slow obvious way, with the same plugins' per-node answers. */
 function naiveChoice(req: UnitRequest, snap: ClusterSnapshot): string | null {
-  let best: { name: string; total: number } | null = null;
+  let best: { name: string; total: number; load: number } | null = null;
   for (const n of snap.nodes()) {
     if (!defaultFilters.every((f) => f.filter(req, n, snap).ok)) continue;
     const total = defaultScores.reduce((sum, s) => sum + s.weight * s.score(req, n, snap), 0);
-    if (!best || total > best.total || (total === best.total && n.name < best.name)) best = { name: n.name, total };
+    // Ties: the least allocated node once the unit is placed, then the smaller name.
+    const load = (n.allocated.cpu + req.resources.cpu) / n.capacity.cpu + (n.allocated.memory + req.resources.memory) / n.capacity.memory;
+    if (!best || total > best.total || (total === best.total && (load < best.load || (load === best.load && n.name < best.name)))) best = { name: n.name, total, load };
   }
   return best?.name ?? null;
 }
@@ -764,4 +766,17 @@ test('The scheduler folder is pure: no node:* imports, no clock, no randomness, 
       assert.doesNotMatch(source, banned, `${f} uses ${banned}`);
     }
   }
+});
+
+
+test('Equal totals go to the least allocated node, not the first by name, and the decision says it was a tie', () => {
+  // Both nodes score the same (balanced, spread, no taints); node-a is the fuller one.
+  const snap = new ClusterSnapshot([
+    node('node-a', { capacity: { cpu: 4000, memory: 8192 }, allocated: { cpu: 2000, memory: 4096 } }),
+    node('node-b', { capacity: { cpu: 8000, memory: 16384 }, allocated: { cpu: 0, memory: 0 } }),
+  ]);
+  const d = new Scheduler().schedule(request({ resources: { cpu: 1000, memory: 2048 } }), snap);
+  assert.equal(d.nodes.find((n) => n.node === 'node-a')?.total, d.nodes.find((n) => n.node === 'node-b')?.total, 'a tie on score');
+  assert.equal(d.chosen, 'node-b');
+  assert.match(d.message, /over node-a \(\d+, tied: the less allocated node wins, then the smaller name\)/);
 });
