@@ -245,7 +245,7 @@ async function main(): Promise<void> {
     raft: () => store.status(),
     source: () => ({ state: store.state, observed: registry.nodes, now: now() }),
     // The loop's own count (private; read here rather than widen the controller's API).
-    reconcilePasses: (): number => controller['passCount'],
+    reconcilePasses: (): number => controller.passes,
     openWatches: (): number => api.openWatches,
   });
   metrics.roleChanged(store.status().role);

@@ -82,6 +82,11 @@ export class Controller {
 
   constructor(private readonly deps: ControllerDeps) {}
 
+  /** Reconcile passes planned so far (metrics). */
+  get passes(): number {
+    return this.passCount;
+  }
+
   start(): void {
     this.resync = setInterval(() => this.trigger(), this.deps.options.resyncIntervalMs);
     this.resync.unref();
