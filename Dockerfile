@@ -39,6 +39,9 @@ WORKDIR /app
 COPY --from=build /src/dist/control-plane.mjs /src/dist/node-agent.mjs /app/dist/
 # The web dashboard's files (served at / by every replica, read beside dist/).
 COPY --from=build /src/dashboard /app/dashboard
+# A node container's entrypoint: puts the container's processes in a leaf
+# cgroup (cgroup v2) so the agent can give units cgroups of their own.
+COPY docker/node-entrypoint.sh /app/node-entrypoint.sh
 # /data holds a replica's state; created here, owned by the unprivileged user,
 # so a fresh named volume mounted over it starts with that owner.
 RUN mkdir -p /data && chown node:node /data

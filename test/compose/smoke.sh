@@ -189,6 +189,27 @@ nodes_ready() {
   (($(wc -w <<<"$ready") == NODES_WANTED))
 }
 
+# Succeeds when every node says it enforces limits and gives units namespaces
+# (the node containers are privileged, as docker-compose.yml explains).
+nodes_enforce() {
+  local lines
+  lines=$(api_get "/v1/nodes" | jq_js "j.items.map((n) => n.metadata.name + ' ' + ['LimitsEnforced', 'UnitNamespaces'].map((t) => { const c = (n.status.conditions || []).find((x) => x.type === t); return t + '=' + (c ? c.status + (c.status === 'True' ? '' : '(' + c.reason + ')') : 'missing'); }).join(' ')).join('; ')") || {
+    echo "no replica answered GET /v1/nodes"
+    return 1
+  }
+  echo "$lines"
+  [[ $lines != *=False* && $lines != *=missing* && $(grep -o 'LimitsEnforced=True' <<<"$lines" | wc -l) == 4 ]]
+}
+
+# The unit of deployment `limited` as "name phase node pid" (wait_for keeps
+# the last output in LAST: it runs this in a subshell).
+limited_running() {
+  local unit
+  unit=$(api_get "/v1/units" | jq_js "j.items.filter((u) => u.spec.deployment === 'limited' && u.status.phase === 'Running' && u.status.pid).map((u) => u.metadata.name + ' ' + u.status.phase + ' ' + u.spec.nodeName + ' ' + u.status.pid)[0] || ''") || return 1
+  echo "${unit:-not Running yet}"
+  [[ -n $unit ]]
+}
+
 # The cluster status as "leader term reachable-count", asked of one replica.
 cluster_line() {
   curl -fsS -m "$CURL_TIMEOUT_S" -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$1/v1/cluster" 2>/dev/null |
@@ -266,6 +287,43 @@ say "wait for a replica to know a leader (GET /readyz)"
 wait_for "a replica answers /readyz" "$READY_TIMEOUT_S" any_ready
 say "wait for the 4 nodes to be Ready"
 wait_for "4 nodes Ready" "$READY_TIMEOUT_S" nodes_ready
+
+wait_for "every node enforces limits and namespaces" "$READY_TIMEOUT_S" nodes_enforce
+
+say "a unit limited to cpu 200m, memory 64Mi: its own cgroup, with the limit, inside its node container"
+cat >"$WORK/limited.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: limited}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: limited}}
+  template:
+    metadata: {labels: {app: limited}}
+    spec:
+      containers:
+        - name: main
+          command: ["sleep", "3600"]
+          resources:
+            requests: {cpu: 100m, memory: 32Mi}
+            limits: {cpu: 200m, memory: 64Mi}
+YAML
+mo_write apply -f "$WORK/limited.yaml"
+wait_for "the limited unit Running" "$CONVERGE_TIMEOUT_S" limited_running
+read -r _ _ LIMITED_NODE LIMITED_PID <<<"$LAST"
+# What the kernel says, from inside the node container: the unit's cgroup
+# (v1: the memory hierarchy's line; v2: the one line) and its memory limit.
+cg_report=$("${DC[@]}" exec -T "$LIMITED_NODE" sh -c '
+  line=$(grep -E "^[0-9]+:(memory|):" /proc/'"$LIMITED_PID"'/cgroup | head -n 1); rel=${line#*:*:}
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then dir=/sys/fs/cgroup; file=memory.max; else dir=/sys/fs/cgroup/memory; file=memory.limit_in_bytes; fi
+  # Without a cgroup namespace (v1) the path is the host'"'"'s, and the container
+  # sees its own cgroup mounted at the top: keep the part from ours down.
+  [ -d "$dir$rel" ] || rel=/mini-orchestrator/${rel#*/mini-orchestrator/}
+  echo "$rel $(cat "$dir$rel/$file" 2>/dev/null || echo no-limit-file)"' 2>&1) || fail "could not read the unit's cgroup in $LIMITED_NODE: $cg_report"
+say "  $LIMITED_NODE pid $LIMITED_PID: cgroup and memory limit: $cg_report"
+[[ $cg_report == *mini-orchestrator* && $cg_report == *" 67108864" ]] || fail "unit $LIMITED_PID is not in its own cgroup with memory limited to 64 MiB: $cg_report"
+PASSED=$((PASSED + 1))
+mo_write delete deployment limited
 
 say "apply examples/web.yaml (3 replicas) with npx mo"
 mo_write apply -f examples/web.yaml
