@@ -1,7 +1,7 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
 // printed beside its target. Run on an otherwise idle machine; `--only NAME`
 // runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
-// failover, writes, catch-up, rollout, probes, crashloop, services, cli).
+// failover, writes, catch-up, rollout, probes, crashloop, services, isolation, cli).
 
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
@@ -9,6 +9,7 @@ import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cl
 import { benchCatchUp, benchFailover, benchWrites } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
+import { benchIsolation } from './isolation.ts';
 import { benchCliStartup } from './cli.ts';
 
 const only = (() => {
@@ -122,6 +123,18 @@ if (want('services')) {
   console.log('\n== a Service proxy: a new connection per request, straight to the unit vs through a node proxy (same run) ==');
   for (const r of await benchServiceProxy(3000)) {
     const line = `service proxy at concurrency ${r.concurrency}: direct ${Math.round(r.direct.rps)} req/s (p50 ${f(r.direct.p50, 2)} ms, p99 ${f(r.direct.p99, 2)} ms), through the proxy ${Math.round(r.proxied.rps)} req/s (p50 ${f(r.proxied.p50, 2)} ms, p99 ${f(r.proxied.p99, 2)} ms): added p50 ${f(r.proxied.p50 - r.direct.p50, 2)} ms, p99 ${f(r.proxied.p99 - r.direct.p99, 2)} ms`;
+    console.log(line);
+    summary.push(line);
+  }
+}
+
+if (want('isolation')) {
+  console.log('\n== unit isolation: start() until Running and stop() until gone (cgroup removed), the agent\'s supervisor bare / with cgroups / namespaces / both, beside a plain spawn of the same `sleep` (same run, 40 units each, one at a time) ==');
+  const rows = await benchIsolation(40);
+  const bare = rows.find((r) => r.mode === 'agent, no isolation');
+  for (const r of rows) {
+    const added = bare && r !== bare && r.mode.startsWith('agent') ? ` (adds ${f(r.startP50 - bare.startP50)} ms to start, ${f(r.stopP50 - bare.stopP50)} ms to stop, p50)` : '';
+    const line = r.skipped ? `isolation ${r.mode}: not measured: ${r.skipped}` : `isolation ${r.mode}: start p50 ${f(r.startP50)} ms, p99 ${f(r.startP99)} ms; stop p50 ${f(r.stopP50)} ms, p99 ${f(r.stopP99)} ms${added}`;
     console.log(line);
     summary.push(line);
   }
