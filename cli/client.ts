@@ -245,26 +245,19 @@ export class Client {
         if (i !== -1) order = [...order.slice(i + 1), ...order.slice(0, i + 1)];
       }
       for (const base of order) {
-        let opened: Opened | undefined;
         const watchPath = path + (path.includes('?') ? '&' : '?') + 'watch=1' + (resourceVersion !== undefined ? `&resourceVersion=${encodeURIComponent(resourceVersion)}` : '');
-        let url = new URL(watchPath, base + '/');
+        const at = { url: new URL(watchPath, base + '/') };
+        let opened: Opened;
         try {
-          for (let hop = 0; ; hop++) {
-            opened = await this.open(url, 'GET', undefined);
-            const location = headerString(opened.headers.location);
-            if (!isRedirect(opened.status) || !location || hop >= MAX_REDIRECTS) break;
-            opened.clearDeadline();
-            opened.res.resume();
-            url = new URL(location, url);
-          }
+          opened = await this.openFollowingRedirects(at);
         } catch (err) {
           if (err instanceof ConnectFailure || err instanceof AnswerLost) {
-            unreachable.push(`${url.origin} (${err.code})`);
+            unreachable.push(`${at.url.origin} (${err.code})`);
             continue;
           }
           throw err;
         }
-        if (opened === undefined) continue;
+        const url = at.url;
         if (opened.status === 410) {
           // Cannot resume from our version here: list again, then watch from the list's.
           await readAll(opened.res).catch(() => '');
@@ -332,25 +325,18 @@ export class Client {
     const unreachable: string[] = [];
     let firstUnavailable: ApiError | undefined;
     for (const base of this.serverOrder()) {
-      let url = new URL(path, base + '/');
-      let opened: Opened | undefined;
+      const at = { url: new URL(path, base + '/') };
+      let opened: Opened;
       try {
-        for (let hop = 0; ; hop++) {
-          opened = await this.open(url, 'GET', undefined);
-          const location = headerString(opened.headers.location);
-          if (!isRedirect(opened.status) || !location || hop >= MAX_REDIRECTS) break;
-          opened.clearDeadline();
-          opened.res.resume();
-          url = new URL(location, url);
-        }
+        opened = await this.openFollowingRedirects(at);
       } catch (err) {
         if (err instanceof ConnectFailure || err instanceof AnswerLost) {
-          unreachable.push(`${url.origin} (${err.code})`);
+          unreachable.push(`${at.url.origin} (${err.code})`);
           continue;
         }
         throw err;
       }
-      if (opened === undefined) continue;
+      const url = at.url;
       if (opened.status >= 200 && opened.status < 300) {
         if (endless) opened.clearDeadline();
         else opened.res.once('close', opened.clearDeadline);
@@ -365,6 +351,22 @@ export class Client {
     }
     if (firstUnavailable) throw firstUnavailable;
     throw new RequestError(`unreachable servers: ${unreachable.join(', ')}`);
+  }
+
+  /**
+   * A streamed GET of `at.url`, redirects (a follower pointing at the leader)
+   * re-issued by hand up to MAX_REDIRECTS; `at.url` ends as the URL that
+   * answered, or the one that could not be reached when this throws.
+   */
+  private async openFollowingRedirects(at: { url: URL }): Promise<Opened> {
+    for (let hop = 0; ; hop++) {
+      const opened = await this.open(at.url, 'GET', undefined);
+      const location = headerString(opened.headers.location);
+      if (!isRedirect(opened.status) || !location || hop >= MAX_REDIRECTS) return opened;
+      opened.clearDeadline();
+      opened.res.resume();
+      at.url = new URL(location, at.url);
+    }
   }
 
   /** Servers in the order to try them: the preferred one first, each once. */
