@@ -247,16 +247,8 @@ export class Client {
       for (const base of order) {
         const watchPath = path + (path.includes('?') ? '&' : '?') + 'watch=1' + (resourceVersion !== undefined ? `&resourceVersion=${encodeURIComponent(resourceVersion)}` : '');
         const at = { url: new URL(watchPath, base + '/') };
-        let opened: Opened;
-        try {
-          opened = await this.openFollowingRedirects(at);
-        } catch (err) {
-          if (err instanceof ConnectFailure || err instanceof AnswerLost) {
-            unreachable.push(`${at.url.origin} (${err.code})`);
-            continue;
-          }
-          throw err;
-        }
+        const opened = await this.openFollowingRedirects(at, unreachable);
+        if (opened === null) continue;
         const url = at.url;
         if (opened.status === 410) {
           // Cannot resume from our version here: list again, then watch from the list's.
@@ -326,16 +318,8 @@ export class Client {
     let firstUnavailable: ApiError | undefined;
     for (const base of this.serverOrder()) {
       const at = { url: new URL(path, base + '/') };
-      let opened: Opened;
-      try {
-        opened = await this.openFollowingRedirects(at);
-      } catch (err) {
-        if (err instanceof ConnectFailure || err instanceof AnswerLost) {
-          unreachable.push(`${at.url.origin} (${err.code})`);
-          continue;
-        }
-        throw err;
-      }
+      const opened = await this.openFollowingRedirects(at, unreachable);
+      if (opened === null) continue;
       const url = at.url;
       if (opened.status >= 200 && opened.status < 300) {
         if (endless) opened.clearDeadline();
@@ -356,16 +340,25 @@ export class Client {
   /**
    * A streamed GET of `at.url`, redirects (a follower pointing at the leader)
    * re-issued by hand up to MAX_REDIRECTS; `at.url` ends as the URL that
-   * answered, or the one that could not be reached when this throws.
+   * answered. A replica that cannot be reached (or dropped the answer) is
+   * noted in `unreachable` and gives null: the caller tries the next one.
    */
-  private async openFollowingRedirects(at: { url: URL }): Promise<Opened> {
-    for (let hop = 0; ; hop++) {
-      const opened = await this.open(at.url, 'GET', undefined);
-      const location = headerString(opened.headers.location);
-      if (!isRedirect(opened.status) || !location || hop >= MAX_REDIRECTS) return opened;
-      opened.clearDeadline();
-      opened.res.resume();
-      at.url = new URL(location, at.url);
+  private async openFollowingRedirects(at: { url: URL }, unreachable: string[]): Promise<Opened | null> {
+    try {
+      for (let hop = 0; ; hop++) {
+        const opened = await this.open(at.url, 'GET', undefined);
+        const location = headerString(opened.headers.location);
+        if (!isRedirect(opened.status) || !location || hop >= MAX_REDIRECTS) return opened;
+        opened.clearDeadline();
+        opened.res.resume();
+        at.url = new URL(location, at.url);
+      }
+    } catch (err) {
+      if (err instanceof ConnectFailure || err instanceof AnswerLost) {
+        unreachable.push(`${at.url.origin} (${err.code})`);
+        return null;
+      }
+      throw err;
     }
   }
 
