@@ -212,8 +212,12 @@ export class ReplicaMetrics {
     const passTime = new Histogram({ name: 'mo_reconcile_pass_duration_seconds', help: 'Time of one reconcile pass, from planning until its writes were committed.', buckets: API_BUCKETS, registers });
     const actions = new Counter({ name: 'mo_reconcile_actions_total', help: 'Actions the reconcile passes took, by action.', labelNames: ['action'], registers });
     for (const action of ACTIONS) actions.inc({ action }, 0);
-    const backlog = new Gauge({ name: 'mo_reconcile_backlog', help: 'Work left after the last pass: deferred (operations cut by the per-pass rate limit), spawns_in_flight and terminates_in_flight (sent, not yet answered by the agent).', labelNames: ['kind'], registers });
-    for (const kind of ['deferred', 'spawns_in_flight', 'terminates_in_flight']) backlog.set({ kind }, 0);
+    const BACKLOG_KINDS = ['deferred', 'spawns_in_flight', 'terminates_in_flight'];
+    const backlog = new Gauge({ name: 'mo_reconcile_backlog', help: 'Work left after the last pass: deferred (operations cut by the per-pass rate limit), spawns_in_flight and terminates_in_flight (sent, not yet answered by the agent); 0 on a follower.', labelNames: ['kind'], registers, collect() {
+      // A follower has no loop running: what it left when it last led is not a backlog.
+      if (raft().role !== 'leader') for (const kind of BACKLOG_KINDS) this.set({ kind }, 0);
+    } });
+    for (const kind of BACKLOG_KINDS) backlog.set({ kind }, 0);
     this.controllerObserver = {
       pass: (seconds, acted, left) => {
         passes.inc();

@@ -9,6 +9,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { ReplicaMetrics, routeOf, isStreamRoute } from '../../control-plane/api/metrics.ts';
 import { DesiredState } from '../../control-plane/store/desired-state.ts';
 import type { ObservedNodeState } from '../../control-plane/registry/node-registry.ts';
@@ -214,7 +216,8 @@ test('a replica exposes every family the issue asks for, valid, with the cluster
 });
 
 test('Raft, controller and API events move their series', async () => {
-  const m = metricsFor(new DesiredState());
+  let role = 'leader';
+  const m = metricsFor(new DesiredState(), { role: () => role });
   const r = m.raftObserver;
   r.election();
   r.electionWon();
@@ -258,6 +261,12 @@ test('Raft, controller and API events move their series', async () => {
   assert.equal(value(samples, 'mo_reconcile_actions_total', { action: 'spawn' }), 1);
   assert.equal(value(samples, 'mo_reconcile_backlog', { kind: 'deferred' }), 7);
   assert.equal(value(samples, 'mo_reconcile_backlog', { kind: 'spawns_in_flight' }), 3);
+  // Once this replica follows, its loop is idle: no backlog is shown.
+  role = 'follower';
+  const followerText = parseExposition(await m.text()).samples;
+  assert.equal(value(followerText, 'mo_reconcile_backlog', { kind: 'deferred' }), 0);
+  assert.equal(value(followerText, 'mo_raft_is_leader'), 0);
+  assert.equal(value(followerText, 'mo_scheduler_placements_total'), 1, 'counters keep what it counted while it led');
   // Two unit names, one route; the watch is counted but not timed; an odd method is 'other'.
   assert.equal(value(samples, 'mo_api_requests_total', { method: 'GET', route: '/v1/units/:name', code: '200' }), 2);
   assert.equal(value(samples, 'mo_api_requests_total', { method: 'GET', route: '/v1/units?watch', code: '200' }), 1);
@@ -357,5 +366,13 @@ test('malformed stats frames are refused with the field at fault', () => {
     const r = check(msg);
     assert.equal(r.ok, false, JSON.stringify(msg).slice(0, 80));
     assert.match((r as { error: string }).error, re);
+  }
+});
+
+test("the agent's counting and the shared histogram are pure: no node:* import, no clock, no timers", () => {
+  for (const file of ['../../node-agent/agent-figures.ts', '../../shared/histogram.ts']) {
+    const code = fs.readFileSync(fileURLToPath(new URL(file, import.meta.url)), 'utf8').replace(/\/\/.*$/gm, '');
+    assert.doesNotMatch(code, /from ['"]node:/, file);
+    assert.doesNotMatch(code, /Date\.now|new Date|performance\.now|Math\.random|setTimeout|setInterval/, file);
   }
 });
