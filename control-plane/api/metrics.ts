@@ -104,6 +104,11 @@ const SCHEDULER_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 
 /** A failover (seconds): election timeout 0.25-0.5 s plus a vote round. */
 const FAILOVER_BUCKETS = [0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30];
 
+interface UnitCounts {
+  phases: Map<string, number>;
+  reasons: Map<string, { phase: string; reason: string; n: number }>;
+}
+
 type ValueRow = { metricName?: string; labels: Record<string, string>; value: number };
 
 /**
@@ -142,6 +147,8 @@ export class ReplicaMetrics {
   private readonly durations: Histogram<'method' | 'route'>;
   private readonly agents = new Map<string, { stats: AgentStatsMessage; at: number }>();
   private readonly now: () => number;
+  /** During one scrape: what several families read, computed once (views of every unit cost the most). */
+  private scrape: { units?: UnitCounts; deployments?: ReturnType<typeof allDeploymentViews> } | null = null;
 
   constructor(private readonly deps: MetricsDeps) {
     this.now = deps.now ?? Date.now;
@@ -254,9 +261,7 @@ export class ReplicaMetrics {
       this.set({ ready: 'false' }, nodes.length - ready);
     } });
     // Units by phase (every phase, zeros included) and by phase and reason, from one walk per scrape.
-    let unitRows: { phases: Map<string, number>; reasons: Map<string, { phase: string; reason: string; n: number }> } | null = null;
-    const units = () => {
-      if (unitRows) return unitRows;
+    const countUnits = (): UnitCounts => {
       const phases = new Map<string, number>(UNIT_PHASES.map((p) => [p, 0]));
       const reasons = new Map<string, { phase: string; reason: string; n: number }>();
       for (const u of allUnitViews(src())) {
@@ -268,10 +273,10 @@ export class ReplicaMetrics {
         if (r) r.n++;
         else reasons.set(key, { phase: st.phase, reason, n: 1 });
       }
-      unitRows = { phases, reasons };
-      queueMicrotask(() => (unitRows = null));
-      return unitRows;
+      return { phases, reasons };
     };
+    const units = (): UnitCounts => (this.scrape ? (this.scrape.units ??= countUnits()) : countUnits());
+    const deploymentViews = () => (this.scrape ? (this.scrape.deployments ??= allDeploymentViews(src())) : allDeploymentViews(src()));
     new Gauge({ name: 'mo_units', help: `Units by phase${scope}.`, labelNames: ['phase'], registers, collect() {
       this.reset();
       for (const [phase, n] of units().phases) this.set({ phase }, n);
@@ -288,7 +293,7 @@ export class ReplicaMetrics {
     const deployments = (field: 'desired' | 'readyReplicas' | 'availableReplicas' | 'updatedReplicas') =>
       function (this: Gauge<'deployment'>) {
         this.reset();
-        for (const d of allDeploymentViews(src())) {
+        for (const d of deploymentViews()) {
           const v = field === 'desired' ? (d.spec as { replicas: number }).replicas : ((d.status as Record<string, number>)[field] ?? 0);
           this.set({ deployment: d.metadata.name }, Number(v));
         }
@@ -350,8 +355,13 @@ export class ReplicaMetrics {
   }
 
   /** The exposition text. */
-  text(): Promise<string> {
-    return this.registry.metrics();
+  async text(): Promise<string> {
+    this.scrape = {};
+    try {
+      return await this.registry.metrics();
+    } finally {
+      this.scrape = null;
+    }
   }
 
   /** GET /metrics (the caller checked the token). */
