@@ -25,7 +25,7 @@ export class AgentFigures {
   private readonly rtt = new Map<string, { seconds: HistogramCounts; lastSeconds: number }>();
   private readonly probes = new Map<string, { probe: ProbeKind; result: 'success' | 'failure'; count: number }>();
 
-  /** A spawn command for `unit` was admitted at `nowMs`. */
+  /** A spawn command for `unit` was admitted at `nowMs` (a monotonic clock, ms). */
   spawnReceived(unit: string, nowMs: number): void {
     if (this.pending.has(unit)) return; // a resend: time the first
     this.pending.set(unit, nowMs);

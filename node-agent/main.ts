@@ -103,7 +103,7 @@ function main(): void {
     namespaces,
     onProbeResult: (kind, ok) => figures.probe(kind, ok),
     onChange: (report, change) => {
-      if (change === 'phase') figures.unitPhase(report.name, report.phase, Date.now());
+      if (change === 'phase') figures.unitPhase(report.name, report.phase, performance.now());
       logTransition(report, change);
       if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);
       broadcast(core.unitStatus(report));
@@ -170,7 +170,7 @@ function main(): void {
         log(`refused spawn ${target}: ${res.error}`);
         link.send(core.refused(cmd.commandId, res.error));
       } else if (!res.created) {
-        figures.spawnRefused(target);
+        // A resend: the first spawn, if it is being timed, is still on its way to Running.
         log(`spawn ${target}: already ${res.report.phase}, nothing to do`);
         link.send(core.unitStatus(res.report));
       }
@@ -203,7 +203,7 @@ function main(): void {
           link.send(core.refused(cmd.commandId, `spawn queue full (${MAX_QUEUED_SPAWNS})`));
           return;
         }
-        if (!supervisor.get(target)) figures.spawnReceived(target, Date.now());
+        if (!supervisor.get(target)) figures.spawnReceived(target, performance.now());
         spawnQueue.push({ link, cmd });
         if (!draining) {
           draining = true;
