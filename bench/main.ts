@@ -11,6 +11,7 @@ import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
 import { benchCliStartup } from './cli.ts';
+import { benchMetrics } from './metrics.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
@@ -144,6 +145,14 @@ if (want('cli')) {
   console.log("\n== mo startup: wall time of `mo get nodes` against a running cluster, median of 20, beside `node -e ''` ==");
   const r = await benchCliStartup(20);
   const line = `mo get nodes: median ${f(r.moMs, 0)} ms over ${r.rounds} runs (target < 150 ms: ${verdict(r.moMs < 150)}); node -e '' floor ${f(r.floorMs, 0)} ms, so mo adds ${f(r.moMs - r.floorMs, 0)} ms; through tsx (MO_NO_BUNDLE=1, before the bundle) ${f(r.tsxMs, 0)} ms`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('metrics')) {
+  console.log('\n== /metrics: CPU per recorded request and Raft save, one scrape with 1,000 units and 4 agents (in process) ==');
+  const r = await benchMetrics(1000);
+  const line = `metrics: ${f(r.requestNs / 1000, 2)} us CPU per recorded API request, ${f(r.saveNs / 1000, 2)} us per recorded Raft save; a scrape with ${r.units} units and 4 agents ${f(r.scrapeMs, 1)} ms, ${f(r.scrapeBytes / 1024, 0)} KiB`;
   console.log(line);
   summary.push(line);
 }

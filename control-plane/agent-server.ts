@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
-import { MAX_FRAME_BYTES, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
+import { MAX_FRAME_BYTES, type AgentStatsMessage, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
 import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 
@@ -28,6 +28,8 @@ export interface AgentServerDeps {
   onRefused?: (node: string, commandId: string, reason: string) => void;
   /** An agent said hello on this replica (the leader sends it the Service table). */
   onHello?: (node: string) => void;
+  /** An agent's figures (spawn latency, round trips, probes), for /metrics. */
+  onStats?: (node: string, stats: AgentStatsMessage) => void;
 }
 
 export class AgentServer {
@@ -92,6 +94,8 @@ export class AgentServer {
         }
         case 'heartbeat':
           return this.deps.registry.heartbeat(node!, now);
+        case 'stats':
+          return this.deps.onStats?.(node!, msg);
         case 'unit-status':
           return this.deps.registry.unitStatus(node!, msg.unit);
         case 'unit-gone':

@@ -130,7 +130,17 @@ async function main(): Promise<void> {
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `ws://${cfg.host}:${cfg.port}`]]);
-  const raftStore = await RaftStore.open({ id: cfg.id, peers, dataDir: path.join(cfg.dataDir, 'raft'), token: cfg.token, log, snapshotEvery: cfg.snapshotEvery });
+  // /metrics (api/metrics.ts): made first, so the Raft shell and the
+  // controller report into it from their start; it reads the rest lazily.
+  const metrics = new ReplicaMetrics({
+    replicaId: cfg.id,
+    raft: () => store.status(),
+    source: () => ({ state: store.state, observed: registry.nodes, now: now() }),
+    openWatches: (): number => api.openWatches,
+    pendingProposals: (): number => raftStore.pendingProposals,
+    agentConnected: (node) => agents.connected(node),
+  });
+  const raftStore = await RaftStore.open({ id: cfg.id, peers, dataDir: path.join(cfg.dataDir, 'raft'), token: cfg.token, log, snapshotEvery: cfg.snapshotEvery, observer: metrics.raftObserver });
   const store: ReplicatedStore = raftStore;
   const events = new EventLog(cfg.id, now, {
     ring: store.state.events,
@@ -155,6 +165,7 @@ async function main(): Promise<void> {
     leadership: () => ({ term: store.term(), leaderId: store.leaderId() }),
     log,
     onHello: (node) => services.hello(node),
+    onStats: (node, stats) => metrics.agentStats(node, stats),
   });
   const services = new ServicePublisher({ state: store.state, registry, agents, isLeader: () => store.isLeader(), term: () => store.term(), id: cfg.id });
   const controller = new Controller({
@@ -165,6 +176,7 @@ async function main(): Promise<void> {
     scheduler: new Scheduler(),
     now,
     log,
+    observer: metrics.controllerObserver,
     options: {
       maxActionsPerPass: cfg.maxActionsPerPass,
       resyncIntervalMs: cfg.resyncIntervalMs,
@@ -240,18 +252,8 @@ async function main(): Promise<void> {
   // registers nodes it knows, gives silent nodes a grace period, and runs a
   // pass at once.
   let wasLeader = false;
-  const metrics = new ReplicaMetrics({
-    replicaId: cfg.id,
-    raft: () => store.status(),
-    source: () => ({ state: store.state, observed: registry.nodes, now: now() }),
-    // The loop's own count (private; read here rather than widen the controller's API).
-    reconcilePasses: (): number => controller.passes,
-    openWatches: (): number => api.openWatches,
-  });
-  metrics.roleChanged(store.status().role);
   store.onRoleChange(() => {
     const s = store.status();
-    metrics.roleChanged(s.role);
     agents.broadcastLeader(s.term, s.leaderId);
     changed();
     if (s.role === 'leader' && !wasLeader) {

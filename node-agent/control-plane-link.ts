@@ -36,6 +36,8 @@ export interface LinkHandlers {
   log: (line: string) => void;
   /** An open connection closed (the link reconnects by itself); frames sent on it are gone. */
   onClose?: (link: ControlPlaneLink) => void;
+  /** The replica answered this link's ping() after `seconds`. */
+  onRoundTrip?: (link: ControlPlaneLink, seconds: number) => void;
 }
 
 export class ControlPlaneLink {
@@ -49,6 +51,8 @@ export class ControlPlaneLink {
   private readonly abort = new AbortController();
   private running: Promise<void> | null = null;
   private failingSince: number | null = null;
+  /** When the unanswered ping() left (performance.now()), or null. */
+  private pingSentAt: number | null = null;
 
   constructor(url: string, token: string | null, handlers: LinkHandlers) {
     this.url = url;
@@ -78,6 +82,20 @@ export class ControlPlaneLink {
       return false;
     }
     ws.send(encodeMessage(msg));
+    return true;
+  }
+
+  /**
+   * Send a WebSocket ping (the agent sends one with each heartbeat) unless
+   * one is still unanswered; the replica's pong, answered by its event loop,
+   * gives onRoundTrip the round trip. A stalled replica answers late and
+   * shows as one long round trip. False when not sent.
+   */
+  ping(): boolean {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN || this.pingSentAt !== null) return false;
+    this.pingSentAt = performance.now();
+    ws.ping();
     return true;
   }
 
@@ -160,7 +178,10 @@ export class ControlPlaneLink {
       let markClosed: () => void = () => {};
       const closed = new Promise<void>((r) => (markClosed = r));
       ws.on('close', (code, reasonBuf) => {
-        if (this.ws === ws) this.ws = null;
+        if (this.ws === ws) {
+          this.ws = null;
+          this.pingSentAt = null;
+        }
         if (!opened) {
           reject(new Error(`connection closed before it opened (code ${code})`));
           return;
@@ -175,7 +196,14 @@ export class ControlPlaneLink {
       ws.on('open', () => {
         opened = true;
         this.ws = ws;
+        this.pingSentAt = null;
         if (this.failingSince !== null) this.failingSince = null;
+        ws.on('pong', () => {
+          if (this.ws !== ws || this.pingSentAt === null) return;
+          const seconds = (performance.now() - this.pingSentAt) / 1000;
+          this.pingSentAt = null;
+          this.handlers.onRoundTrip?.(this, seconds);
+        });
         ws.on('message', (data, isBinary) => this.receive(ws, data, isBinary));
         this.handlers.onOpen(this);
         // Boxed: resolving with the bare promise would wait for the end.

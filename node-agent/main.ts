@@ -20,6 +20,8 @@ import type { NodeInfo, UnitReport } from '../shared/model.ts';
 import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/protocol/messages.ts';
 import { timestamp } from '../shared/log.ts';
 import { AgentCore } from './agent-core.ts';
+import { AgentFigures } from './agent-figures.ts';
+import { STATS_INTERVAL_MS } from '../shared/protocol/messages.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
 import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
@@ -81,6 +83,9 @@ function main(): void {
   const proxy = new ServiceProxy(config.address, log);
   let servicesTerm = -1;
   const core = new AgentCore(node, process.pid);
+  // Spawn latency, heartbeat round trips, probe results: sent to every
+  // replica in a stats frame, shown on their /metrics (docs/metrics.md).
+  const figures = new AgentFigures();
   const links: ControlPlaneLink[] = [];
   // Unit logs (runtime/unit-log.ts) and the log-open streams reading them.
   const logStreams = new LogStreams({ directory: LogDirectory.for(`${config.stateDir}/units`), nodeName: config.name });
@@ -96,7 +101,9 @@ function main(): void {
     onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
     cgroups,
     namespaces,
+    onProbeResult: (kind, ok) => figures.probe(kind, ok),
     onChange: (report, change) => {
+      if (change === 'phase') figures.unitPhase(report.name, report.phase, performance.now());
       logTransition(report, change);
       if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);
       broadcast(core.unitStatus(report));
@@ -136,12 +143,14 @@ function main(): void {
       const { link, cmd } = spawnQueue.shift()!;
       const target = cmd.unit.name;
       if (shuttingDown) {
+        figures.spawnRefused(target);
         link.send(core.refused(cmd.commandId, 'agent is shutting down'));
         continue;
       }
       // Host ports for its declared ports (not for a name already known: a resend).
       const given = supervisor.get(target) ? [] : ports.allocate(target, cmd.unit.spec.ports);
       if (typeof given === 'string') {
+        figures.spawnRefused(target);
         log(`refused spawn ${target}: ${given}`);
         link.send(core.refused(cmd.commandId, given));
         continue;
@@ -157,9 +166,11 @@ function main(): void {
       });
       if (!res.ok) ports.release(target);
       if (!res.ok) {
+        figures.spawnRefused(target);
         log(`refused spawn ${target}: ${res.error}`);
         link.send(core.refused(cmd.commandId, res.error));
       } else if (!res.created) {
+        // A resend: the first spawn, if it is being timed, is still on its way to Running.
         log(`spawn ${target}: already ${res.report.phase}, nothing to do`);
         link.send(core.unitStatus(res.report));
       }
@@ -192,6 +203,7 @@ function main(): void {
           link.send(core.refused(cmd.commandId, `spawn queue full (${MAX_QUEUED_SPAWNS})`));
           return;
         }
+        if (!supervisor.get(target)) figures.spawnReceived(target, performance.now());
         spawnQueue.push({ link, cmd });
         if (!draining) {
           draining = true;
@@ -275,6 +287,9 @@ function main(): void {
         l.send(core.hello(supervisor.list()));
       },
       onClose: (l) => logStreams.closeConnection(l),
+      onRoundTrip: (l, seconds) => {
+        if (l.replicaId !== null) figures.roundTrip(l.replicaId, seconds);
+      },
     });
     links.push(link);
   }
@@ -282,7 +297,10 @@ function main(): void {
   const heartbeatTimer = setInterval(() => {
     const msg = core.heartbeat(Date.now());
     broadcast(msg);
+    for (const link of links) link.ping();
   }, config.heartbeatIntervalMs);
+  const statsTimer = setInterval(() => broadcast(figures.stats(supervisor.list())), STATS_INTERVAL_MS);
+  statsTimer.unref();
 
   async function shutdown(signal: string): Promise<void> {
     if (shuttingDown) {
@@ -298,6 +316,7 @@ function main(): void {
     await supervisor.cgroupsRemoved();
     cgroups.removeParents();
     clearInterval(heartbeatTimer);
+    clearInterval(statsTimer);
     await Promise.all(links.map((l) => l.stop()));
     log('stopped');
     process.exit(0);

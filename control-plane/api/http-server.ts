@@ -58,7 +58,7 @@ export interface ApiDeps {
   /** GET / and /ui/*: the dashboard's files (api/dashboard.ts), without a token; false: not one of its paths. */
   dashboard?: (req: http.IncomingMessage, res: http.ServerResponse, pathname: string) => boolean;
   /** GET /metrics, answered by this replica itself (api/metrics.ts), and a record of every answered request. */
-  metrics?: { serve(req: http.IncomingMessage, res: http.ServerResponse): void; observeRequest(method: string, code: number, seconds: number): void };
+  metrics?: { serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void>; observeRequest(method: string, url: string, code: number, seconds: number): void };
   /** On the leader: stop a deleted unit with the grace period the user asked for (undefined: the default). */
   terminateUnit?: (unit: string, node: string, gracePeriodMs: number | undefined, reason: string) => void;
 }
@@ -147,7 +147,7 @@ export class ApiServer {
       const metrics = this.deps.metrics;
       if (metrics) {
         const t0 = process.hrtime.bigint();
-        res.once('close', () => metrics.observeRequest(req.method ?? 'GET', res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9));
+        res.once('close', () => metrics.observeRequest(req.method ?? 'GET', req.url ?? '/', res.statusCode, Number(process.hrtime.bigint() - t0) / 1e9));
       }
       this.handle(req, res).catch((err) => this.fail(res, err));
     });

@@ -1,112 +1,73 @@
 // control-plane/api/metrics.ts -- `GET /metrics` of one replica in the
-// Prometheus text exposition format 0.0.4. Every replica answers it itself
-// (never forwarded to the leader): Raft figures are this replica's own; the
-// cluster figures (nodes, units, deployments) are rendered from this
-// replica's copy of the replicated state joined with its own observed view of
-// the agents (the same views the API serves), so a follower's figures can lag
-// the leader's by the commit latency. No dependency: a small writer below.
+// Prometheus text exposition format 0.0.4, written by prom-client. Every
+// replica answers it itself (never forwarded to the leader):
+//
+// * Raft figures are this replica's own, measured by its Raft shell
+//   (store/raft-store.ts reports through RaftStoreObserver; the pure core in
+//   raft/ knows nothing of metrics).
+// * Scheduler and reconcile figures come from the controller
+//   (ControllerObserver), which only acts on the leader.
+// * Cluster figures (nodes, units, deployments) are rendered at scrape time
+//   from this replica's copy of the replicated state joined with its own
+//   observed view of the agents (views.ts), so a follower's can lag.
+// * Agents' figures arrive in the `stats` frame every agent sends every
+//   replica each second (node-agent/agent-figures.ts) and are shown labelled
+//   by node, for the agents connected to this replica.
+//
+// Cheap by construction: fixed buckets, label values from fixed sets (routes
+// are templates like /v1/units/:name, never raw paths), gauges computed only
+// when scraped.
 
 import type http from 'node:http';
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { AGENT_SECONDS_BUCKETS, type HistogramCounts } from '../../shared/histogram.ts';
+import type { AgentStatsMessage } from '../../shared/protocol/messages.ts';
+import type { ControllerObserver } from '../controller/controller.ts';
+import type { ProposalOutcome, RaftStoreObserver } from '../store/raft-store.ts';
+import { isDashboardPath } from './dashboard.ts';
 import { allDeploymentViews, allNodeViews, allUnitViews, type ViewSource } from './views.ts';
 
-export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
-export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untyped';
-export type Labels = Record<string, string>;
+const RESOURCES = new Set(['nodes', 'units', 'deployments', 'events', 'services', 'endpoints']);
+const ROLLOUT_VERBS = new Set(['scale', 'revisions', 'undo', 'restart', 'pause', 'resume']);
+const METHODS = new Set(['GET', 'PUT', 'POST', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS']);
+const STREAM_QUERY = { watch: /(?:^|&)watch=(?:1|true)(?:&|$)/, follow: /(?:^|&)follow=(?:1|true)(?:&|$)/ };
 
-export interface Sample {
-  /** Suffix after the family name (`_bucket`, `_sum`, `_count`), '' for none. */
-  suffix?: string;
-  labels?: Labels;
-  value: number;
-}
-
-export interface MetricFamily {
-  name: string;
-  help: string;
-  type: MetricType;
-  samples: Sample[];
-}
-
-/** A label value as the format wants it: backslash, double quote and newline escaped. */
-export function escapeLabelValue(v: string): string {
-  return v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
-}
-
-/** HELP text: backslash and newline escaped (quotes stay). */
-export function escapeHelp(v: string): string {
-  return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-}
-
-const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
-
-export function formatValue(v: number): string {
-  if (Number.isNaN(v)) return 'NaN';
-  if (v === Number.POSITIVE_INFINITY) return '+Inf';
-  if (v === Number.NEGATIVE_INFINITY) return '-Inf';
-  return String(v);
-}
-
-/** The exposition text of some families (each name once, HELP and TYPE first). */
-export function formatMetrics(families: MetricFamily[]): string {
-  const out: string[] = [];
-  for (const f of families) {
-    if (!NAME.test(f.name)) throw new Error(`invalid metric name ${JSON.stringify(f.name)}`);
-    out.push(`# HELP ${f.name} ${escapeHelp(f.help)}`);
-    out.push(`# TYPE ${f.name} ${f.type}`);
-    for (const s of f.samples) {
-      const labels = Object.entries(s.labels ?? {});
-      for (const [k] of labels) if (!LABEL.test(k) || k.startsWith('__')) throw new Error(`invalid label name ${JSON.stringify(k)} on ${f.name}`);
-      const l = labels.length ? `{${labels.map(([k, v]) => `${k}="${escapeLabelValue(v)}"`).join(',')}}` : '';
-      out.push(`${f.name}${s.suffix ?? ''}${l} ${formatValue(s.value)}`);
-    }
+/**
+ * The route template of a request URL, a label from a fixed set:
+ * `/v1/units/:name`, `/v1/deployments?watch`, `/v1/units/:name/log?follow`,
+ * `/ (dashboard)`, `other`. Watch and follow streams are marked by their
+ * query, so their (long) durations stay out of the latency histogram.
+ */
+export function routeOf(url: string): string {
+  const q = url.indexOf('?');
+  const pathname = q < 0 ? url : url.slice(0, q);
+  const query = q < 0 ? '' : url.slice(q + 1);
+  switch (pathname) {
+    case '/healthz':
+    case '/readyz':
+    case '/metrics':
+    case '/v1/replica':
+    case '/v1/cluster':
+      return pathname;
   }
-  return out.join('\n') + '\n';
+  if (isDashboardPath(pathname)) return '/ (dashboard)';
+  const parts = pathname.split('/');
+  // ['', 'v1', resource, name?, verb?]
+  if (parts[1] !== 'v1' || !RESOURCES.has(parts[2]) || parts.length > 5) return 'other';
+  const resource = parts[2];
+  if (parts.length === 3 || (parts.length === 4 && parts[3] === '')) return STREAM_QUERY.watch.test(query) ? `/v1/${resource}?watch` : `/v1/${resource}`;
+  if (parts[3] === '') return 'other';
+  if (parts.length === 4) return `/v1/${resource}/:name`;
+  if (resource === 'units' && parts[4] === 'log') return STREAM_QUERY.follow.test(query) ? '/v1/units/:name/log?follow' : '/v1/units/:name/log';
+  if (resource === 'deployments' && ROLLOUT_VERBS.has(parts[4])) return `/v1/deployments/:name/${parts[4]}`;
+  return 'other';
 }
 
-/** A cumulative histogram with fixed upper bounds (seconds), per label set. */
-export class Histogram {
-  private readonly series = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
-  constructor(readonly bounds: number[]) {}
-
-  observe(labels: Labels, v: number): void {
-    const key = JSON.stringify(labels);
-    let s = this.series.get(key);
-    if (!s) {
-      s = { labels, counts: this.bounds.map(() => 0), sum: 0, count: 0 };
-      this.series.set(key, s);
-    }
-    for (let i = 0; i < this.bounds.length; i++) if (v <= this.bounds[i]) s.counts[i]++;
-    s.sum += v;
-    s.count++;
-  }
-
-  samples(): Sample[] {
-    const out: Sample[] = [];
-    for (const s of this.series.values()) {
-      this.bounds.forEach((b, i) => out.push({ suffix: '_bucket', labels: { ...s.labels, le: formatValue(b) }, value: s.counts[i] }));
-      out.push({ suffix: '_bucket', labels: { ...s.labels, le: '+Inf' }, value: s.count });
-      out.push({ suffix: '_sum', labels: s.labels, value: s.sum });
-      out.push({ suffix: '_count', labels: s.labels, value: s.count });
-    }
-    return out;
-  }
-}
-
-/** Counters by label set. */
-export class Counter {
-  private readonly series = new Map<string, { labels: Labels; value: number }>();
-  inc(labels: Labels = {}, by = 1): void {
-    const key = JSON.stringify(labels);
-    const s = this.series.get(key);
-    if (s) s.value += by;
-    else this.series.set(key, { labels, value: by });
-  }
-  samples(): Sample[] {
-    return [...this.series.values()].map((s) => ({ labels: s.labels, value: s.value }));
-  }
+/** A route whose requests are streams (open until the client leaves): counted, not timed. */
+export function isStreamRoute(route: string): boolean {
+  return route.endsWith('?watch') || route.endsWith('?follow');
 }
 
 export interface RaftFigures {
@@ -121,120 +82,298 @@ export interface MetricsDeps {
   raft: () => RaftFigures;
   /** This replica's replicated state and observed view (views.ts). */
   source: () => ViewSource;
-  /** Reconcile plans computed by this replica's loop so far (the loop plans only on the leader). */
-  reconcilePasses: () => number;
-  /** Open watch streams on this replica (optional). */
+  /** Open watch streams on this replica. */
   openWatches?: () => number;
+  /** Proposals of this replica waiting to be applied. */
+  pendingProposals?: () => number;
+  /** Whether a node's agent is connected to this replica now (its figures are shown only then). */
+  agentConnected?: (node: string) => boolean;
+  /** Wall clock, ms (tests). */
+  now?: () => number;
 }
 
 const UNIT_PHASES = ['Pending', 'Running', 'Succeeded', 'Failed', 'Lost', 'Terminating'];
-const DURATION_BOUNDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const PROPOSAL_OUTCOMES: ProposalOutcome[] = ['applied', 'not_leader', 'refused', 'overwritten', 'timeout'];
+const ACTIONS = ['create', 'schedule', 'spawn', 'unbind', 'terminate', 'forget', 'backoff', 'backoff-reset'];
+/** API latency (seconds). */
+const API_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Disk and commit latency (seconds): an O_DSYNC write is 0.1 ms on tmpfs to tens of ms on a busy disk. */
+const DISK_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** One scheduling decision (seconds): microseconds for a handful of nodes. */
+const SCHEDULER_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
+/** A failover (seconds): election timeout 0.25-0.5 s plus a vote round. */
+const FAILOVER_BUCKETS = [0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30];
 
-/** One replica's metrics: counters fed by the API server and the role watcher, gauges read at scrape time. */
+interface UnitCounts {
+  phases: Map<string, number>;
+  reasons: Map<string, { phase: string; reason: string; n: number }>;
+}
+
+type ValueRow = { metricName?: string; labels: Record<string, string>; value: number };
+
+/**
+ * A family whose values exist elsewhere (an agent's counts): prom-client
+ * renders what `rows()` gives at scrape time. prom-client's own metric
+ * classes only count what is observed in this process, and its Registry
+ * reads any object with name, help, type and get(); the cast below is the
+ * one place that relies on that.
+ */
+class ExternalFamily {
+  readonly aggregator = 'sum';
+  constructor(readonly name: string, readonly help: string, readonly type: 'counter' | 'gauge' | 'histogram', private readonly rows: () => ValueRow[]) {}
+  get(): { name: string; help: string; type: string; aggregator: string; values: ValueRow[] } {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.rows() };
+  }
+  reset(): void {}
+}
+
+/** A pre-counted cumulative histogram (shared/histogram.ts) as Prometheus rows. */
+function histogramRows(name: string, labels: Record<string, string>, h: HistogramCounts, bounds: readonly number[] = AGENT_SECONDS_BUCKETS): ValueRow[] {
+  const rows: ValueRow[] = bounds.map((b, i) => ({ metricName: `${name}_bucket`, labels: { ...labels, le: String(b) }, value: h.buckets[i] }));
+  rows.push({ metricName: `${name}_bucket`, labels: { ...labels, le: '+Inf' }, value: h.count });
+  rows.push({ metricName: `${name}_sum`, labels, value: h.sum });
+  rows.push({ metricName: `${name}_count`, labels, value: h.count });
+  return rows;
+}
+
+/** One replica's metrics: prom-client's registry, fed by the API server, the Raft shell, the controller and the agents' stats frames. */
 export class ReplicaMetrics {
-  readonly requests = new Counter();
-  readonly durations = new Histogram(DURATION_BOUNDS);
-  private leaderChanges = 0;
-  private lastRole: string | null = null;
-  private lastLeaderSeen: boolean | null = null;
-  private readonly loop: IntervalHistogram;
-  private readonly started = Date.now();
+  readonly registry = new Registry();
+  /** Hand to RaftStore.open({ observer }). */
+  readonly raftObserver: RaftStoreObserver;
+  /** Hand to the Controller ({ observer }). */
+  readonly controllerObserver: ControllerObserver;
+  private readonly requests: Counter<'method' | 'route' | 'code'>;
+  private readonly durations: Histogram<'method' | 'route'>;
+  private readonly agents = new Map<string, { stats: AgentStatsMessage; at: number }>();
+  private readonly now: () => number;
+  /** During one scrape: what several families read, computed once (views of every unit cost the most). */
+  private scrape: { units?: UnitCounts; deployments?: ReturnType<typeof allDeploymentViews> } | null = null;
 
   constructor(private readonly deps: MetricsDeps) {
-    this.loop = monitorEventLoopDelay({ resolution: 10 });
-    this.loop.enable();
-  }
+    this.now = deps.now ?? Date.now;
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    const scope = " (this replica's copy of the replicated state joined with its own view of the agents; a follower may lag the leader)";
 
-  /** Call on every role change of this replica (store.onRoleChange). */
-  roleChanged(role: string): void {
-    if (this.lastRole !== null && role !== this.lastRole) this.leaderChanges++;
-    this.lastRole = role;
-    this.lastLeaderSeen = role === 'leader';
-  }
+    new Gauge({ name: 'mo_replica_info', help: 'This replica (value 1).', labelNames: ['replica'], registers, collect() {
+      this.set({ replica: deps.replicaId }, 1);
+    } });
 
-  /** One answered API request (method, status code, seconds taken). Watch streams count when they end. */
-  observeRequest(method: string, code: number, seconds: number): void {
-    const m = ['GET', 'PUT', 'POST', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'].includes(method) ? method : 'other';
-    this.requests.inc({ method: m, code: String(code) });
-    this.durations.observe({ method: m }, seconds);
-  }
-
-  families(): MetricFamily[] {
-    const r = this.deps.raft();
-    if (this.lastRole === null) this.roleChanged(r.role);
-    const src = this.deps.source();
-    const nodes = allNodeViews(src);
-    const units = allUnitViews(src);
-    const deployments = allDeploymentViews(src);
-    const scope = ' (from this replica\'s copy of the replicated state and its own observed view of the agents; a follower may lag the leader)';
-
-    const nodeReady = { true: 0, false: 0 };
-    for (const n of nodes) nodeReady[(n.status as { ready: boolean }).ready ? 'true' : 'false']++;
-    const phases = new Map<string, number>(UNIT_PHASES.map((p) => [p, 0]));
-    for (const u of units) {
-      const p = String((u.status as { phase: string }).phase);
-      phases.set(p, (phases.get(p) ?? 0) + 1);
+    // ---- Raft
+    const raft = () => deps.raft();
+    new Gauge({ name: 'mo_raft_term', help: 'Current Raft term of this replica.', registers, collect() {
+      this.set(raft().term);
+    } });
+    new Gauge({ name: 'mo_raft_commit_index', help: 'Highest log index this replica knows committed.', registers, collect() {
+      this.set(raft().commitIndex);
+    } });
+    new Gauge({ name: 'mo_raft_applied_index', help: "Highest log index applied to this replica's state machine.", registers, collect() {
+      this.set(raft().appliedIndex);
+    } });
+    new Gauge({ name: 'mo_raft_is_leader', help: '1 if this replica is the Raft leader, else 0.', registers, collect() {
+      this.set(raft().role === 'leader' ? 1 : 0);
+    } });
+    new Gauge({ name: 'mo_raft_role', help: "This replica's Raft role (1 on the current one).", labelNames: ['role'], registers, collect() {
+      const role = raft().role;
+      for (const r of ['follower', 'candidate', 'leader']) this.set({ role: r }, role === r ? 1 : 0);
+    } });
+    if (deps.pendingProposals) {
+      const pending = deps.pendingProposals;
+      new Gauge({ name: 'mo_raft_proposals_pending', help: "This replica's proposals not yet committed and applied.", registers, collect() {
+        this.set(pending());
+      } });
     }
-    const dep = (field: string) =>
-      deployments.map((d) => ({ labels: { deployment: d.metadata.name }, value: Number(field === 'desired' ? (d.spec as { replicas: number }).replicas : (d.status as Record<string, number>)[field] ?? 0) }));
-
-    const mem = process.memoryUsage();
-    const cpu = process.cpuUsage();
-    const ns = (v: number) => (Number.isFinite(v) ? v / 1e9 : 0);
-    const fams: MetricFamily[] = [
-      { name: 'mo_replica_info', help: 'This replica (value 1).', type: 'gauge', samples: [{ labels: { replica: this.deps.replicaId }, value: 1 }] },
-      { name: 'mo_raft_term', help: 'Current Raft term of this replica.', type: 'gauge', samples: [{ value: r.term }] },
-      { name: 'mo_raft_commit_index', help: 'Highest log index this replica knows committed.', type: 'gauge', samples: [{ value: r.commitIndex }] },
-      { name: 'mo_raft_applied_index', help: 'Highest log index applied to this replica\'s state machine.', type: 'gauge', samples: [{ value: r.appliedIndex }] },
-      { name: 'mo_raft_is_leader', help: '1 if this replica is the Raft leader, else 0.', type: 'gauge', samples: [{ value: r.role === 'leader' ? 1 : 0 }] },
-      { name: 'mo_raft_role', help: 'This replica\'s Raft role (1 on the current one).', type: 'gauge', samples: ['follower', 'candidate', 'leader'].map((role) => ({ labels: { role }, value: r.role === role ? 1 : 0 })) },
-      { name: 'mo_raft_leader_changes_total', help: 'Role changes of this replica (follower/candidate/leader) since it started.', type: 'counter', samples: [{ value: this.leaderChanges }] },
-      { name: 'mo_nodes', help: `Nodes by readiness${scope}.`, type: 'gauge', samples: [{ labels: { ready: 'true' }, value: nodeReady.true }, { labels: { ready: 'false' }, value: nodeReady.false }] },
-      { name: 'mo_units', help: `Units by phase${scope}.`, type: 'gauge', samples: [...phases].map(([phase, value]) => ({ labels: { phase }, value })) },
-      { name: 'mo_deployments', help: `Deployments${scope}.`, type: 'gauge', samples: [{ value: deployments.length }] },
-      { name: 'mo_deployment_replicas_desired', help: `Replicas a deployment asks for${scope}.`, type: 'gauge', samples: dep('desired') },
-      { name: 'mo_deployment_replicas_ready', help: `A deployment's ready units${scope}.`, type: 'gauge', samples: dep('readyReplicas') },
-      { name: 'mo_deployment_replicas_available', help: `A deployment's available units${scope}.`, type: 'gauge', samples: dep('availableReplicas') },
-      { name: 'mo_deployment_replicas_updated', help: `A deployment's units of its current revision${scope}.`, type: 'gauge', samples: dep('updatedReplicas') },
-      { name: 'mo_reconcile_passes_total', help: 'Reconcile plans computed by this replica (only the leader reconciles).', type: 'counter', samples: [{ value: this.deps.reconcilePasses() }] },
-      { name: 'mo_api_requests_total', help: 'HTTP API requests answered by this replica (forwarded ones included), by method and status code.', type: 'counter', samples: this.requests.samples() },
-      { name: 'mo_api_request_duration_seconds', help: 'Time to answer an HTTP API request on this replica (watch streams: until they close).', type: 'histogram', samples: this.durations.samples() },
-    ];
-    if (this.deps.openWatches) fams.push({ name: 'mo_api_open_watches', help: 'Watch streams open on this replica.', type: 'gauge', samples: [{ value: this.deps.openWatches() }] });
-    fams.push(
-      { name: 'process_resident_memory_bytes', help: 'Resident memory size in bytes.', type: 'gauge', samples: [{ value: mem.rss }] },
-      { name: 'process_cpu_seconds_total', help: 'Total user and system CPU time spent in seconds.', type: 'counter', samples: [{ value: (cpu.user + cpu.system) / 1e6 }] },
-      { name: 'process_start_time_seconds', help: 'Start time of the process since unix epoch in seconds.', type: 'gauge', samples: [{ value: Math.floor(this.started / 1000) }] },
-      { name: 'nodejs_heap_used_bytes', help: 'V8 heap used in bytes.', type: 'gauge', samples: [{ value: mem.heapUsed }] },
-      {
-        name: 'nodejs_eventloop_delay_seconds',
-        help: 'Event loop delay since the previous scrape (perf_hooks.monitorEventLoopDelay), by quantile; reset at each scrape.',
-        type: 'gauge',
-        samples: [
-          { labels: { quantile: '0.5' }, value: ns(this.loop.percentile(50)) },
-          { labels: { quantile: '0.99' }, value: ns(this.loop.percentile(99)) },
-          { labels: { quantile: 'max' }, value: ns(this.loop.max) },
-        ],
+    const proposals = new Counter({ name: 'mo_raft_proposals_total', help: "Proposals made on this replica by outcome: applied, not_leader, refused (no quorum), overwritten (a new leader's entry took its index), timeout (outcome unknown).", labelNames: ['outcome'], registers });
+    for (const outcome of PROPOSAL_OUTCOMES) proposals.inc({ outcome }, 0);
+    const elections = new Counter({ name: 'mo_raft_elections_total', help: 'Elections this replica started (asked for votes in a new term, after a won pre-vote).', registers });
+    const won = new Counter({ name: 'mo_raft_elections_won_total', help: 'Elections this replica won.', registers });
+    const leaderChanges = new Counter({ name: 'mo_raft_leader_changes_total', help: "Leaders this replica has seen: each new term's leader, the first one included.", registers });
+    const fsync = new Histogram({ name: 'mo_raft_fsync_duration_seconds', help: "Time for one Raft save (log entries and/or term and vote) to be durable on this replica's disk (an O_DSYNC write; saves waiting meanwhile share the next).", buckets: DISK_BUCKETS, registers });
+    const commit = new Histogram({ name: 'mo_raft_commit_duration_seconds', help: 'Time from a proposal on this leader until it was committed by a majority and applied here.', buckets: DISK_BUCKETS, registers });
+    const failover = new Histogram({ name: 'mo_raft_failover_seconds', help: 'Time this replica was without a leader at each leader change: from the last message of the previous leader (or its own step-down) until the new leader was known.', buckets: FAILOVER_BUCKETS, registers });
+    const lastFailover = new Gauge({ name: 'mo_raft_last_failover_seconds', help: 'mo_raft_failover_seconds of the latest leader change this replica saw (0 before its first failover).', registers });
+    const lastChange = new Gauge({ name: 'mo_raft_last_leader_change_timestamp_seconds', help: 'When this replica last learnt of a new leader (unix seconds; 0 before the first).', registers });
+    const now = this.now;
+    this.raftObserver = {
+      persisted: (s) => fsync.observe(s),
+      proposal: (outcome) => proposals.inc({ outcome }),
+      committed: (s) => commit.observe(s),
+      election: () => elections.inc(),
+      electionWon: () => won.inc(),
+      leaderChanged: (_leader, _term, failoverSeconds) => {
+        leaderChanges.inc();
+        lastChange.set(now() / 1000);
+        if (failoverSeconds !== null) {
+          failover.observe(failoverSeconds);
+          lastFailover.set(failoverSeconds);
+        }
       },
+    };
+
+    // ---- scheduler and reconcile (the controller acts only on the leader)
+    const placements = new Counter({ name: 'mo_scheduler_placements_total', help: 'Units bound to a node by this replica (counted once the binding is committed).', registers });
+    const unschedulable = new Counter({ name: 'mo_scheduler_unschedulable_total', help: 'Scheduling attempts that found no feasible node (a Pending unit is tried again each pass).', registers });
+    const schedulerTime = new Histogram({ name: 'mo_scheduler_duration_seconds', help: 'Time of one scheduling decision (filter and score over all nodes).', buckets: SCHEDULER_BUCKETS, registers });
+    const passes = new Counter({ name: 'mo_reconcile_passes_total', help: 'Reconcile passes run by this replica (only the leader reconciles).', registers });
+    const passTime = new Histogram({ name: 'mo_reconcile_pass_duration_seconds', help: 'Time of one reconcile pass, from planning until its writes were committed.', buckets: API_BUCKETS, registers });
+    const actions = new Counter({ name: 'mo_reconcile_actions_total', help: 'Actions the reconcile passes took, by action.', labelNames: ['action'], registers });
+    for (const action of ACTIONS) actions.inc({ action }, 0);
+    const BACKLOG_KINDS = ['deferred', 'spawns_in_flight', 'terminates_in_flight'];
+    const backlog = new Gauge({ name: 'mo_reconcile_backlog', help: 'Work left after the last pass: deferred (operations cut by the per-pass rate limit), spawns_in_flight and terminates_in_flight (sent, not yet answered by the agent); 0 on a follower.', labelNames: ['kind'], registers, collect() {
+      // A follower has no loop running: what it left when it last led is not a backlog.
+      if (raft().role !== 'leader') for (const kind of BACKLOG_KINDS) this.set({ kind }, 0);
+    } });
+    for (const kind of BACKLOG_KINDS) backlog.set({ kind }, 0);
+    this.controllerObserver = {
+      pass: (seconds, acted, left) => {
+        passes.inc();
+        passTime.observe(seconds);
+        for (const a of acted) actions.inc({ action: a.type });
+        backlog.set({ kind: 'deferred' }, left.deferred);
+        backlog.set({ kind: 'spawns_in_flight' }, left.spawns);
+        backlog.set({ kind: 'terminates_in_flight' }, left.terminates);
+      },
+      scheduled: (seconds, placed) => {
+        schedulerTime.observe(seconds);
+        if (!placed) unschedulable.inc();
+      },
+      placed: () => placements.inc(),
+    };
+
+    // ---- API
+    this.requests = new Counter({ name: 'mo_api_requests_total', help: 'HTTP requests answered by this replica (forwarded ones included), by method, route template and status code.', labelNames: ['method', 'route', 'code'], registers });
+    this.durations = new Histogram({ name: 'mo_api_request_duration_seconds', help: 'Time to answer an HTTP request on this replica, by method and route (watch and log-follow streams are not timed).', labelNames: ['method', 'route'], buckets: API_BUCKETS, registers });
+    if (deps.openWatches) {
+      const open = deps.openWatches;
+      new Gauge({ name: 'mo_api_open_watches', help: 'Watch streams open on this replica.', registers, collect() {
+        this.set(open());
+      } });
+    }
+
+    // ---- the cluster, from this replica's state and view
+    const src = () => deps.source();
+    new Gauge({ name: 'mo_nodes', help: `Nodes by readiness${scope}.`, labelNames: ['ready'], registers, collect() {
+      let ready = 0;
+      const nodes = allNodeViews(src());
+      for (const n of nodes) if ((n.status as { ready: boolean }).ready) ready++;
+      this.set({ ready: 'true' }, ready);
+      this.set({ ready: 'false' }, nodes.length - ready);
+    } });
+    // Units by phase (every phase, zeros included) and by phase and reason, from one walk per scrape.
+    const countUnits = (): UnitCounts => {
+      const phases = new Map<string, number>(UNIT_PHASES.map((p) => [p, 0]));
+      const reasons = new Map<string, { phase: string; reason: string; n: number }>();
+      for (const u of allUnitViews(src())) {
+        const st = u.status as { phase: string; reason: string | null };
+        phases.set(st.phase, (phases.get(st.phase) ?? 0) + 1);
+        const reason = st.reason ?? 'none';
+        const key = `${st.phase}/${reason}`;
+        const r = reasons.get(key);
+        if (r) r.n++;
+        else reasons.set(key, { phase: st.phase, reason, n: 1 });
+      }
+      return { phases, reasons };
+    };
+    const units = (): UnitCounts => (this.scrape ? (this.scrape.units ??= countUnits()) : countUnits());
+    const deploymentViews = () => (this.scrape ? (this.scrape.deployments ??= allDeploymentViews(src())) : allDeploymentViews(src()));
+    new Gauge({ name: 'mo_units', help: `Units by phase${scope}.`, labelNames: ['phase'], registers, collect() {
+      this.reset();
+      for (const [phase, n] of units().phases) this.set({ phase }, n);
+    } });
+    new Gauge({ name: 'mo_units_by_reason', help: `Units by phase and reason (none: no reason given), only combinations that exist${scope}.`, labelNames: ['phase', 'reason'], registers, collect() {
+      this.reset();
+      for (const r of units().reasons.values()) this.set({ phase: r.phase, reason: r.reason }, r.n);
+    } });
+    new Gauge({ name: 'mo_units_unscheduled', help: `Units with no node yet (Pending, unschedulable)${scope}.`, registers, collect() {
+      let n = 0;
+      for (const u of src().state.units.values()) if (!u.nodeName) n++;
+      this.set(n);
+    } });
+    const deployments = (field: 'desired' | 'readyReplicas' | 'availableReplicas' | 'updatedReplicas') =>
+      function (this: Gauge<'deployment'>) {
+        this.reset();
+        for (const d of deploymentViews()) {
+          const v = field === 'desired' ? (d.spec as { replicas: number }).replicas : ((d.status as Record<string, number>)[field] ?? 0);
+          this.set({ deployment: d.metadata.name }, Number(v));
+        }
+      };
+    new Gauge({ name: 'mo_deployments', help: `Deployments${scope}.`, registers, collect() {
+      this.set(src().state.deployments.size);
+    } });
+    new Gauge({ name: 'mo_deployment_replicas_desired', help: `Replicas a deployment asks for${scope}.`, labelNames: ['deployment'], registers, collect: deployments('desired') });
+    new Gauge({ name: 'mo_deployment_replicas_ready', help: `A deployment's ready units${scope}.`, labelNames: ['deployment'], registers, collect: deployments('readyReplicas') });
+    new Gauge({ name: 'mo_deployment_replicas_available', help: `A deployment's available units${scope}.`, labelNames: ['deployment'], registers, collect: deployments('availableReplicas') });
+    new Gauge({ name: 'mo_deployment_replicas_updated', help: `A deployment's units of its current revision${scope}.`, labelNames: ['deployment'], registers, collect: deployments('updatedReplicas') });
+
+    // ---- the agents' own figures (stats frames), per node connected here
+    const agentHelp = " (the agent's own figure, from its stats frame to this replica, every second)";
+    const family = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', rows: (node: string, s: AgentStatsMessage, at: number) => ValueRow[]) =>
+      this.registry.registerMetric(
+        new ExternalFamily(name, help, type, () => this.liveAgents().flatMap(([node, a]) => rows(node, a.stats, a.at))) as unknown as Metric,
+      );
+    family('mo_agent_spawn_duration_seconds', `Time from a spawn command's arrival at the agent until the unit's process runs${agentHelp}.`, 'histogram', (node, s) =>
+      histogramRows('mo_agent_spawn_duration_seconds', { node }, s.spawnSeconds),
     );
-    this.loop.reset();
-    return fams;
+    family('mo_agent_heartbeat_rtt_seconds', `Round trip from the agent to each replica: a WebSocket ping sent with each heartbeat, answered by the replica's event loop${agentHelp}.`, 'histogram', (node, s) =>
+      s.heartbeatRtt.flatMap((r) => histogramRows('mo_agent_heartbeat_rtt_seconds', { node, replica: r.replica }, r.seconds)),
+    );
+    family('mo_agent_heartbeat_rtt_last_seconds', `The latest heartbeat round trip from the agent to each replica${agentHelp}.`, 'gauge', (node, s) =>
+      s.heartbeatRtt.map((r) => ({ labels: { node, replica: r.replica }, value: r.lastSeconds })),
+    );
+    family('mo_agent_probe_results_total', `Probe results on the node by probe (startup, readiness, liveness) and result (success, failure), since the agent started${agentHelp}.`, 'counter', (node, s) =>
+      s.probes.map((p) => ({ labels: { node, probe: p.probe, result: p.result }, value: p.count })),
+    );
+    family('mo_agent_units', `Units the agent holds, by phase${agentHelp}.`, 'gauge', (node, s) => s.units.map((u) => ({ labels: { node, phase: u.phase }, value: u.count })));
+    family('mo_agent_stats_age_seconds', 'Seconds since this replica received the agent\'s last stats frame (about 1 when all is well).', 'gauge', (node, _s, at) => [
+      { labels: { node }, value: Math.max(0, (this.now() - at) / 1000) },
+    ]);
+  }
+
+  /** Agents whose figures are shown: those connected to this replica now. */
+  private liveAgents(): Array<[string, { stats: AgentStatsMessage; at: number }]> {
+    const connected = this.deps.agentConnected;
+    const out: Array<[string, { stats: AgentStatsMessage; at: number }]> = [];
+    for (const [node, a] of this.agents) {
+      if (connected && !connected(node)) this.agents.delete(node);
+      else out.push([node, a]);
+    }
+    return out.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  }
+
+  /** An agent's stats frame (AgentServer onStats); the last one per node is kept. */
+  agentStats(node: string, stats: AgentStatsMessage): void {
+    this.agents.set(node, { stats, at: this.now() });
+  }
+
+  /** One answered HTTP request: method, request URL (its route template is the label), status code, seconds taken. */
+  observeRequest(method: string, url: string, code: number, seconds: number): void {
+    const m = METHODS.has(method) ? method : 'other';
+    const route = routeOf(url);
+    this.requests.inc({ method: m, route, code: String(code) });
+    if (!isStreamRoute(route)) this.durations.observe({ method: m, route }, seconds);
+  }
+
+  /** The exposition text. */
+  async text(): Promise<string> {
+    this.scrape = {};
+    try {
+      return await this.registry.metrics();
+    } finally {
+      this.scrape = null;
+    }
   }
 
   /** GET /metrics (the caller checked the token). */
-  serve(req: http.IncomingMessage, res: http.ServerResponse): void {
+  async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       const text = JSON.stringify({ error: `${req.method} is not supported on /metrics (GET)` });
       res.writeHead(405, { 'content-type': 'application/json', allow: 'GET, HEAD' });
       res.end(text);
       return;
     }
-    const text = formatMetrics(this.families());
+    const text = await this.text();
     res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
     res.end(req.method === 'HEAD' ? undefined : text);
-  }
-
-  stop(): void {
-    this.loop.disable();
   }
 }

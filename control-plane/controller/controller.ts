@@ -42,6 +42,20 @@ export const DEFAULT_CONTROLLER_OPTIONS: ControllerOptions = {
   terminateGracePeriodMs: 2000,
 };
 
+/** What the loop tells /metrics (api/metrics.ts implements it); the pure reconciler and scheduler know nothing of it. */
+export interface ControllerObserver {
+  /**
+   * One pass on the leader: seconds from planning until its writes were
+   * answered, the actions it took, and what is left: operations the rate
+   * limit deferred, spawns and terminates sent but not yet answered.
+   */
+  pass(seconds: number, actions: ReadonlyArray<{ type: string }>, backlog: { deferred: number; spawns: number; terminates: number }): void;
+  /** One scheduling decision took `seconds`; placed: a feasible node was chosen. */
+  scheduled(seconds: number, placed: boolean): void;
+  /** A unit's binding to a node was committed. */
+  placed(): void;
+}
+
 export interface ControllerDeps {
   store: ReplicatedStore;
   registry: NodeRegistry;
@@ -51,6 +65,7 @@ export interface ControllerDeps {
   now: () => number;
   log: (line: string) => void;
   options: ControllerOptions;
+  observer?: ControllerObserver;
 }
 
 export class Controller {
@@ -81,11 +96,6 @@ export class Controller {
   private readonly lastDiff = new Map<string, string>();
 
   constructor(private readonly deps: ControllerDeps) {}
-
-  /** Reconcile passes planned so far (metrics). */
-  get passes(): number {
-    return this.passCount;
-  }
 
   start(): void {
     this.resync = setInterval(() => this.trigger(), this.deps.options.resyncIntervalMs);
@@ -159,7 +169,11 @@ export class Controller {
     this.dirty = false;
     this.lastPassAt = this.deps.now();
     try {
-      if (this.deps.store.isLeader()) await this.pass();
+      if (this.deps.store.isLeader()) {
+        const t0 = performance.now();
+        const plan = await this.pass();
+        this.deps.observer?.pass((performance.now() - t0) / 1000, plan?.actions ?? [], { deferred: plan?.deferred ?? 0, spawns: this.spawns.size, terminates: this.terminates.size });
+      }
     } catch (err) {
       this.deps.log(`reconcile: pass failed: ${(err as Error).message}`);
     } finally {
@@ -234,14 +248,15 @@ export class Controller {
     });
   }
 
-  private async pass(): Promise<void> {
+  /** One pass; the plan it acted on (null: it did not act, having lost the read barrier). */
+  private async pass(): Promise<Plan | null> {
     const { store } = this.deps;
     const state = store.state;
     const first = this.plan();
     this.wakeUpAt(first.wakeAt);
     if (first.actions.length === 0) {
       this.updateStatuses(first);
-      return;
+      return first;
     }
     // Nothing is started or stopped without a quorum: confirm this replica
     // still leads (read index: one heartbeat round), then plan again from
@@ -249,13 +264,13 @@ export class Controller {
     try {
       await store.readBarrier();
     } catch {
-      return;
+      return null;
     }
     const now = this.deps.now();
     const plan = this.plan();
     this.wakeUpAt(plan.wakeAt);
     this.updateStatuses(plan);
-    if (plan.actions.length === 0) return;
+    if (plan.actions.length === 0) return plan;
     // Memory of what was last said, only for what still exists.
     for (const name of this.lastDiff.keys()) if (!state.deployments.has(name) && !plan.diffs.some((d) => d.deployment === name)) this.lastDiff.delete(name);
     for (const name of this.lastFailure.keys()) if (!state.units.has(name)) this.lastFailure.delete(name);
@@ -335,6 +350,7 @@ export class Controller {
       }
     }
     await Promise.all(writes);
+    return plan;
   }
 
   private request(u: { deployment: string; spec: { resources: { cpu: number; memory: number }; tolerations: UnitRecord['spec']['tolerations'] } }): UnitRequest {
@@ -389,7 +405,7 @@ export class Controller {
     if (!d) return;
     const spec = (specHash !== undefined ? d.revisions.find((r) => r.specHash === specHash)?.unitSpec : undefined) ?? d.unitSpec;
     const req: UnitRequest = { deployment, resources: spec.resources, tolerations: spec.tolerations };
-    const decision = this.deps.scheduler.schedule(req, snap);
+    const decision = this.schedule(req, snap);
     if (decision.chosen) snap.assume(decision.chosen, req);
     const cmd: StoreCommand = { type: 'unit.create', at: now, uid: nanoid(), deployment, nodeName: decision.chosen, scheduling: this.record(decision, now) };
     if (specHash !== undefined) cmd.specHash = specHash;
@@ -400,7 +416,7 @@ export class Controller {
 
   private async scheduleExisting(u: UnitRecord, snap: ClusterSnapshot, now: number): Promise<void> {
     const req = this.request(u);
-    const decision = this.deps.scheduler.schedule(req, snap);
+    const decision = this.schedule(req, snap);
     if (!decision.chosen) {
       this.afterDecision(u.name, decision);
       return;
@@ -408,6 +424,16 @@ export class Controller {
     snap.assume(decision.chosen, req);
     const r = await this.write({ type: 'unit.bind', at: now, name: u.name, nodeName: decision.chosen, scheduling: this.record(decision, now) });
     if (r) this.afterDecision(u.name, decision);
+  }
+
+  /** The pure scheduler's decision, timed for /metrics. */
+  private schedule(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
+    const obs = this.deps.observer;
+    if (!obs) return this.deps.scheduler.schedule(req, snap);
+    const t0 = performance.now();
+    const decision = this.deps.scheduler.schedule(req, snap);
+    obs.scheduled((performance.now() - t0) / 1000, decision.chosen !== null);
+    return decision;
   }
 
   /** After the binding is committed: event + spawn (or FailedScheduling). */
@@ -421,6 +447,7 @@ export class Controller {
       return;
     }
     this.lastFailure.delete(name);
+    this.deps.observer?.placed();
     this.deps.events.record('Normal', 'Scheduled', 'Unit', name, `assigned ${name} to ${decision.chosen}: ${decision.message}`);
     this.deps.log(`scheduler: ${name} -> ${decision.message}`);
     const u = this.deps.store.state.units.get(name);

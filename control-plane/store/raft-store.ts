@@ -33,8 +33,35 @@ export const READ_TIMEOUT_MS = 2000;
 /** Take a snapshot and compact the log once this many entries were applied since the last. */
 export const SNAPSHOT_EVERY_ENTRIES = 10000;
 
+/** How a proposal ended, for /metrics. */
+export type ProposalOutcome = 'applied' | 'not_leader' | 'refused' | 'overwritten' | 'timeout';
+
+/**
+ * What this shell tells /metrics (api/metrics.ts implements it). The Raft
+ * core stays pure: everything here is measured around it, in this file.
+ */
+export interface RaftStoreObserver {
+  /** One save (entries and/or term and vote) became durable on disk after `seconds` (O_DSYNC write; saves may share one). */
+  persisted(seconds: number): void;
+  proposal(outcome: ProposalOutcome): void;
+  /** A proposal of this leader was committed and applied `seconds` after it was proposed. */
+  committed(seconds: number): void;
+  /** This replica started an election: asked for votes in a new term (after a won pre-vote). */
+  election(): void;
+  /** This replica won an election. */
+  electionWon(): void;
+  /**
+   * This replica learnt of a new leader (a new term's leader, the first one
+   * included). `failoverSeconds`: since it last heard from the previous
+   * leader (or stopped leading itself); null for the first leader it knows.
+   */
+  leaderChanged(leader: string, term: number, failoverSeconds: number | null): void;
+}
+
 interface Waiter {
   term: number;
+  /** performance.now() at propose. */
+  at: number;
   resolve: (r: ApplyResult) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout;
@@ -48,6 +75,7 @@ export interface RaftStoreOptions {
   log: (line: string) => void;
   timing?: RaftTiming;
   snapshotEvery?: number;
+  observer?: RaftStoreObserver;
 }
 
 export class RaftStore implements ReplicatedStore {
@@ -67,6 +95,11 @@ export class RaftStore implements ReplicatedStore {
   private savedTerm = 0;
   private savedVote: string | null = null;
   private closed = false;
+  /** The (term, leader) last told to the observer, and when the leader was last heard from (performance.now()). */
+  private knownLeader: string | null = null;
+  private knownLeaderTerm = -1;
+  private lastHeardFromLeader = 0;
+  private lastCampaignTerm = -1;
 
   private constructor(private readonly opts: RaftStoreOptions, private readonly disk: DiskStorage, private readonly raft: RaftNode) {
     this.id = opts.id;
@@ -119,6 +152,7 @@ export class RaftStore implements ReplicatedStore {
 
   private onMessage(m: Message): void {
     if (this.closed) return;
+    if (m.from === this.lastLeader) this.lastHeardFromLeader = performance.now();
     this.raft.step(m);
     this.kick();
   }
@@ -203,7 +237,9 @@ export class RaftStore implements ReplicatedStore {
 
   private async persist(rd: Ready): Promise<void> {
     const hs = rd.hardState;
+    const t0 = performance.now();
     await this.disk.save({ hardState: hs, entries: rd.entries, snapshot: rd.snapshot });
+    this.opts.observer?.persisted((performance.now() - t0) / 1000);
     if (hs) {
       this.savedTerm = hs.term;
       this.savedVote = hs.vote;
@@ -230,6 +266,11 @@ export class RaftStore implements ReplicatedStore {
       if (w) {
         this.waiters.delete(e.index);
         clearTimeout(w.timer);
+        const obs = this.opts.observer;
+        if (obs) {
+          if (w.term === e.term) obs.committed((performance.now() - w.at) / 1000);
+          obs.proposal(w.term === e.term ? 'applied' : 'overwritten');
+        }
         if (w.term === e.term) w.resolve(result);
         else w.reject(new NoQuorumError(`no quorum: leadership changed before the write committed; it was not applied (entry ${e.index} holds term ${e.term}'s entry)`, 'refused'));
       }
@@ -264,6 +305,10 @@ export class RaftStore implements ReplicatedStore {
         }
         break;
       case 'vote':
+        if (m.term !== this.lastCampaignTerm) {
+          this.lastCampaignTerm = m.term;
+          this.opts.observer?.election();
+        }
         if (m.to === [...this.opts.peers.keys()].find((p) => p !== this.id)) log(`election: ${this.id} is a candidate in term ${m.term} (last log ${m.lastLogIndex}/t${m.lastLogTerm}); requesting votes`);
         break;
       case 'voteResponse':
@@ -281,11 +326,39 @@ export class RaftStore implements ReplicatedStore {
     this.lastRole = s.role;
     this.lastTerm = s.term;
     this.lastLeader = s.leader;
+    this.observeLeadership(s.role, was, s.term, s.leader);
     if (s.role === 'leader' && was !== 'leader') this.opts.log(`election: ${this.id} won the election: leader of term ${s.term}`);
     else if (was === 'leader' && s.role !== 'leader') this.opts.log(`election: ${this.id} steps down in term ${s.term}${s.leader ? ` (leader is now ${s.leader})` : ' (no quorum heard)'}`);
     else if (s.role === 'follower' && s.leader) this.opts.log(`election: ${this.id} follows ${s.leader} in term ${s.term}`);
     if (s.role !== 'leader') this.failPending();
     for (const fn of this.listeners) fn();
+  }
+
+  private observeLeadership(role: RaftRole, was: RaftRole, term: number, leader: string | null): void {
+    const obs = this.opts.observer;
+    const now = performance.now();
+    // Stepping down is the moment this replica stopped hearing a leader.
+    if (was === 'leader' && role !== 'leader') this.lastHeardFromLeader = now;
+    if (!obs) return;
+    if (role === 'leader' && was !== 'leader') {
+      // A single replica wins without asking anyone: that is its election.
+      if (this.lastCampaignTerm !== term) {
+        this.lastCampaignTerm = term;
+        obs.election();
+      }
+      obs.electionWon();
+    }
+    if (leader !== null && (leader !== this.knownLeader || term !== this.knownLeaderTerm)) {
+      obs.leaderChanged(leader, term, this.knownLeader === null ? null : (now - this.lastHeardFromLeader) / 1000);
+      this.knownLeader = leader;
+      this.knownLeaderTerm = term;
+      this.lastHeardFromLeader = now;
+    }
+  }
+
+  /** Waiters for proposals of this replica not yet applied (for /metrics). */
+  get pendingProposals(): number {
+    return this.waiters.size;
   }
 
   /** Proposals and reads waiting on a leader that is no longer us. */
@@ -313,6 +386,7 @@ export class RaftStore implements ReplicatedStore {
   propose(cmd: StoreCommand): Promise<ApplyResult> {
     const res = this.raft.propose(pack(cmd));
     if (!res.ok) {
+      this.opts.observer?.proposal(res.reason === 'not leader' ? 'not_leader' : 'refused');
       if (res.reason === 'not leader') return Promise.reject(new NotLeaderError(res.leader));
       const reachable = this.transport.connectedPeers().length + 1;
       return Promise.reject(new NoQuorumError(`no quorum: ${res.reason} (${reachable} of ${this.opts.peers.size} replicas reachable from ${this.id}); the write was refused and will never apply`, 'refused'));
@@ -320,9 +394,10 @@ export class RaftStore implements ReplicatedStore {
     const done = new Promise<ApplyResult>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters.delete(res.index);
+        this.opts.observer?.proposal('timeout');
         reject(new NoQuorumError(`no quorum: the write was proposed at index ${res.index} (term ${res.term}) but not committed within ${PROPOSAL_TIMEOUT_MS} ms; its outcome is unknown: it may still apply once a quorum returns`, 'unknown'));
       }, PROPOSAL_TIMEOUT_MS);
-      this.waiters.set(res.index, { term: res.term, resolve, reject, timer });
+      this.waiters.set(res.index, { term: res.term, at: performance.now(), resolve, reject, timer });
     });
     this.kick();
     return done;

@@ -72,6 +72,8 @@ export interface UnitProberOptions {
   onChange: () => void;
   /** A startup or liveness probe failed for good: kill the unit. Probing has stopped. */
   onKill: (message: string) => void;
+  /** Every probe's outcome, for the agent's figures (/metrics). */
+  onResult?: (kind: ProbeKind, ok: boolean) => void;
 }
 
 export class UnitProber {
@@ -127,6 +129,7 @@ export class UnitProber {
     const cancel = runProbe(probe, this.opts.exec, (outcome) => {
       this.running.delete(kind);
       if (this.stopped) return;
+      this.opts.onResult?.(kind, outcome.ok);
       const verdict = this.logic.result(kind, outcome.ok, outcome.detail, this.opts.now());
       if (verdict.type === 'kill') {
         this.stop();

@@ -127,6 +127,8 @@ export interface UnitSupervisorOptions {
   nodeName: string;
   /** Called synchronously on every state transition and readiness change, with a fresh copy. */
   onChange: (report: UnitReport, change: UnitChange) => void;
+  /** Every probe's outcome (the agent counts them for /metrics). */
+  onProbeResult?: (kind: 'startup' | 'readiness' | 'liveness', ok: boolean) => void;
   maxLogBytes?: number;
   defaultGracePeriodMs?: number;
   /** 'auto' wraps units in setpriv --pdeathsig when available; 'off' never does. */
@@ -177,6 +179,7 @@ export class UnitSupervisor {
   readonly setprivPath: string | null;
   private readonly nodeName: string;
   private readonly onChange: (report: UnitReport, change: UnitChange) => void;
+  private readonly onProbeResult: UnitSupervisorOptions['onProbeResult'];
   private readonly maxLogBytes: number;
   private readonly defaultGracePeriodMs: number;
   private readonly baseEnv: NodeJS.ProcessEnv;
@@ -195,6 +198,7 @@ export class UnitSupervisor {
     fs.mkdirSync(this.unitsDir, { recursive: true });
     this.nodeName = options.nodeName;
     this.onChange = options.onChange;
+    this.onProbeResult = options.onProbeResult;
     this.maxLogBytes = options.maxLogBytes ?? MAX_UNIT_LOG_BYTES;
     this.defaultGracePeriodMs = options.defaultGracePeriodMs ?? DEFAULT_GRACE_PERIOD_MS;
     this.baseEnv = options.baseEnv ?? process.env;
@@ -471,6 +475,7 @@ export class UnitSupervisor {
         this.copyReadiness(rec, prober);
         this.emit(rec, 'readiness');
       },
+      ...(this.onProbeResult ? { onResult: this.onProbeResult } : {}),
       onKill: (message) => {
         if (isFinal(rec.report.phase) || rec.stopRequested) return;
         this.terminate(rec, { kind: 'probe', message }, rec.spec.gracePeriodMs ?? this.defaultGracePeriodMs);

@@ -8,6 +8,7 @@
 // the highest term it has seen, and answers `command-refused`.
 
 import type { NodeInfo, ProxyTable, UnitReport, UnitSpec } from '../model.ts';
+import type { HistogramCounts } from '../histogram.ts';
 
 export const PROTOCOL_VERSION = 1;
 /** Largest frame either side accepts; bigger frames close the connection. */
@@ -75,8 +76,30 @@ export interface LogEndMessage {
   error?: string;
 }
 
+/**
+ * The agent's own figures, sent to every replica every STATS_INTERVAL_MS
+ * (replicas show them on /metrics, labelled by node). Counts are since the
+ * agent started; histograms use AGENT_SECONDS_BUCKETS (shared/histogram.ts).
+ */
+export interface AgentStatsMessage {
+  v: 1;
+  type: 'stats';
+  /** From a spawn command's arrival to the unit's process running. */
+  spawnSeconds: HistogramCounts;
+  /** Round trip of a WebSocket ping sent with each heartbeat, per replica connection (by replica id). */
+  heartbeatRtt: Array<{ replica: string; seconds: HistogramCounts; lastSeconds: number }>;
+  /** Probe results by probe kind and outcome. */
+  probes: Array<{ probe: 'startup' | 'readiness' | 'liveness'; result: 'success' | 'failure'; count: number }>;
+  /** Units the agent holds now, by phase. */
+  units: Array<{ phase: 'Pending' | 'Running' | 'Terminating' | 'Succeeded' | 'Failed'; count: number }>;
+}
+
+/** How often an agent sends its stats frame. */
+export const STATS_INTERVAL_MS = 1000;
+
 export type AgentMessage =
   | HelloMessage
+  | AgentStatsMessage
   | HeartbeatMessage
   | UnitStatusMessage
   | UnitGoneMessage

@@ -21,9 +21,11 @@
 // Pure: no I/O, no clock, no node:* imports.
 
 import type { ContainerPort, NodeCondition, NodeInfo, Probe, ProxyTable, Resources, Taint, Toleration, UnitPortStatus, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
+import { AGENT_SECONDS_BUCKETS, type HistogramCounts } from '../histogram.ts';
 import {
   PROTOCOL_VERSION,
   type AgentMessage,
+  type AgentStatsMessage,
   type CommandRefusedMessage,
   type ControlPlaneMessage,
   type ForgetCommand,
@@ -91,6 +93,8 @@ export const MAX_ADDRESS_CHARS = 64;
 export const MAX_SERVICES = 1024;
 export const MAX_SERVICE_PORTS = 64;
 export const MAX_ENDPOINTS = 4096;
+/** Replica connections one stats frame may report a round trip for. */
+export const MAX_STATS_REPLICAS = 16;
 
 // ---- the schema helper ----------------------------------------------------
 
@@ -443,6 +447,22 @@ export const unitReport: Validator<UnitReport> = object<UnitReport>({
   ports: optional(array(unitPortStatus, MAX_PORTS_PER_UNIT)),
 });
 
+/** A finite number >= 0 (a sum of seconds). */
+const nonNegative: Validator<number> = (value, path) =>
+  typeof value === 'number' && Number.isFinite(value) && value >= 0 ? null : expected('a finite number >= 0', value, path);
+
+/** A cumulative histogram over AGENT_SECONDS_BUCKETS: one count per bound, non-decreasing, none above the total. */
+const histogramCounts: Validator<HistogramCounts> = (value, path) => {
+  const shape = object<HistogramCounts>({ buckets: array(count, AGENT_SECONDS_BUCKETS.length), count, sum: nonNegative })(value, path);
+  if (shape !== null) return shape;
+  const h = value as HistogramCounts;
+  if (h.buckets.length !== AGENT_SECONDS_BUCKETS.length) return `${path}.buckets: expected ${AGENT_SECONDS_BUCKETS.length} counts (one per bound), got ${h.buckets.length}`;
+  for (let i = 0; i < h.buckets.length; i++) {
+    if ((i > 0 && h.buckets[i] < h.buckets[i - 1]) || h.buckets[i] > h.count) return `${path}.buckets[${i}]: cumulative counts must not decrease nor exceed count ${h.count}, got ${h.buckets[i]}`;
+  }
+  return null;
+};
+
 // ---- the messages ---------------------------------------------------------
 
 const v = literal(PROTOCOL_VERSION as 1);
@@ -457,6 +477,17 @@ const agentSchemas: { [K in AgentMessage['type']]: Validator<Extract<AgentMessag
     highestTerm: term,
   }),
   heartbeat: object<HeartbeatMessage>({ v, type: literal('heartbeat'), seq: count, sentAt: timestampMs }),
+  stats: object<AgentStatsMessage>({
+    v,
+    type: literal('stats'),
+    spawnSeconds: histogramCounts,
+    heartbeatRtt: array(object<AgentStatsMessage['heartbeatRtt'][number]>({ replica: id, seconds: histogramCounts, lastSeconds: nonNegative }), MAX_STATS_REPLICAS),
+    probes: array(
+      object<AgentStatsMessage['probes'][number]>({ probe: oneOf(['startup', 'readiness', 'liveness'] as const), result: oneOf(['success', 'failure'] as const), count }),
+      6,
+    ),
+    units: array(object<AgentStatsMessage['units'][number]>({ phase: oneOf(['Pending', 'Running', 'Terminating', 'Succeeded', 'Failed'] as const), count }), 5),
+  }),
   'unit-status': object<UnitStatusMessage>({ v, type: literal('unit-status'), unit: unitReport }),
   'unit-gone': object<UnitGoneMessage>({ v, type: literal('unit-gone'), name }),
   'command-refused': object<CommandRefusedMessage>({

@@ -7,7 +7,10 @@
 // NotReady on the page within a few seconds; scaling from the page works;
 // when the leader serving the page is SIGKILLed, the page moves to another
 // replica by itself and stars the new leader; with one more replica gone it
-// says "no quorum". Skips, saying why, when /usr/bin/chromium is absent.
+// says "no quorum" in one line where the replica answers 503, and every
+// replica the test did not kill is still running. A wrong token in a
+// `#token=` link is one line with the login form too, never a blank page.
+// Skips, saying why, when /usr/bin/chromium is absent.
 // Everything started here is stopped by pid in t.after; temp dirs removed.
 
 import { test } from 'node:test';
@@ -15,7 +18,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Cluster, waitFor, webManifest } from '../helpers/cluster.ts';
+import { Cluster, pidAlive, waitFor, webManifest } from '../helpers/cluster.ts';
 
 /** Debian's chromium; MO_CHROMIUM points elsewhere (a missing path shows the skip). */
 const CHROMIUM = process.env.MO_CHROMIUM ?? '/usr/bin/chromium';
@@ -43,11 +46,27 @@ test('dashboard in chromium: login, nodes Ready, units after an apply, schedulin
   const leaderIndex = Number(status.replace('cp-', '')) - 1;
   const home = c.urls[leaderIndex];
 
+  /** The alert line's text: one line, and the page around it is not blank. */
+  const oneLine = async (text: string) => {
+    const alert = page.getByRole('alert').filter({ hasText: text });
+    await alert.waitFor({ timeout: 20000 });
+    const shown = await alert.innerText();
+    assert.doesNotMatch(shown.trim(), /\n/, `one line: ${JSON.stringify(shown)}`);
+    assert.ok((await page.locator('body').innerText()).trim().length > shown.trim().length, 'more than the alert on the page');
+    return shown;
+  };
+
+  // A link with a wrong token: one line, and the login form (not a blank page).
+  await page.goto(`${home}/#token=not-the-token`);
+  await oneLine('invalid token');
+  assert.ok(await page.getByLabel('Cluster token').isVisible(), 'the login form is shown');
+  assert.equal(new URL(page.url()).hash, '', 'the token left the address bar');
+
   // No token: the page loads and asks for one; a wrong one is one line.
   await page.goto(`${home}/`);
   await page.getByLabel('Cluster token').fill('wrong-token');
   await page.getByRole('button', { name: 'Log in' }).click();
-  await page.getByRole('alert').filter({ hasText: 'invalid token' }).waitFor({ timeout: 10000 });
+  await oneLine('invalid token');
 
   // The right token: every node Ready.
   await page.getByLabel('Cluster token').fill(c.token);
@@ -121,7 +140,20 @@ test('dashboard in chromium: login, nodes Ready, units after an apply, schedulin
   const servedBy = new URL(page.url()).origin;
   const other = c.urls.findIndex((u, i) => i !== leaderIndex && new URL(u).origin !== servedBy);
   c.cps[other].child.kill('SIGKILL');
-  await page.getByRole('alert').filter({ hasText: 'no quorum' }).waitFor({ timeout: 20000 });
+  const noQuorum = await oneLine('no quorum');
   await page.screenshot({ path: path.join(shots, 'no-quorum.png'), fullPage: true });
   assert.deepEqual(pageErrors, []);
+  // The replica serving the page answers the API with 503 and one line, and
+  // it, like every replica the test did not kill, still runs.
+  const served = c.urls.findIndex((u) => new URL(u).origin === servedBy);
+  const r = await fetch(`${c.urls[served]}/v1/nodes`, { headers: { authorization: `Bearer ${c.token}` }, signal: AbortSignal.timeout(15000) });
+  assert.equal(r.status, 503);
+  const body = (await r.json()) as { error: string };
+  assert.match(body.error, /^no quorum|no leader|not the leader|majority/i);
+  assert.doesNotMatch(body.error, /\n/);
+  t.diagnostic(`the page said: ${noQuorum.trim()}`);
+  c.cps.forEach((p, i) => {
+    if (i !== leaderIndex && i !== other) assert.ok(p.child.exitCode === null && p.child.signalCode === null && pidAlive(p.pid), `cp-${i + 1} still runs`);
+  });
+  assert.equal((await fetch(`${c.urls[served]}/healthz`)).status, 200);
 });
