@@ -4,7 +4,7 @@
 // cluster, check that nothing it started survives, and print the report.
 //
 // Phases (times in the log are since the run began):
-//   start      the cluster: 3 replicas + the four lesson nodes by default
+//   start      the cluster: 3 replicas + the four default nodes
 //   setup      baseline deployments applied, wait until observed == desired
 //   faults     --duration seconds of the scenario (+ workload writes)
 //   heal       SIGCONT the stopped, restart the killed, heal partitions

@@ -5,7 +5,7 @@
 // THEN advance(). A proposal resolves only once its entry is committed and
 // applied here, so the API acknowledges nothing a majority does not hold.
 //
-// Failure answers, as the contract wants them:
+// Failure answers, as docs/contract.md describes them:
 //   * not leader / no leader known       -> NotLeaderError (the API forwards)
 //   * leader without a recent quorum     -> NoQuorumError 'refused' (never in the log)
 //   * proposed, not committed in time    -> NoQuorumError 'unknown' (may still apply)
@@ -252,7 +252,7 @@ export class RaftStore implements ReplicatedStore {
     }
   }
 
-  /** The election, told as it happens (the lesson's step 8, for real). */
+  /** The election, told as it happens (lesson 2's step 8, for real). */
   private describe(m: Message): void {
     const log = this.opts.log;
     switch (m.type) {

@@ -1,5 +1,5 @@
-// test/e2e/cluster.test.ts -- the lesson's story against real processes: a
-// control-plane replica and the four lesson node agents as OS processes,
+// test/e2e/cluster.test.ts -- both lessons' story (docs/lessons.md) against real processes: a
+// control-plane replica and the four default node agents as OS processes,
 // units as real child processes whose pids are checked in /proc (not in
 // the cluster's own bookkeeping).
 
@@ -16,7 +16,7 @@ const agentOf = (pid: number, agents: number[]): number => {
   return 0;
 };
 
-test('the lesson story: apply, scale, unit crash, node loss, scale down, delete, stop', { timeout: 120000 }, async (t) => {
+test('both lessons\' story: apply, scale, unit crash, node loss, scale down, delete, stop', { timeout: 120000 }, async (t) => {
   const c = await Cluster.start();
   t.after(() => c.stop());
   const agentPid = (node: string) => c.agents.get(node)!.pid;

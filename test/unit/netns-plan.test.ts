@@ -62,7 +62,7 @@ function addressesIn(argv: readonly string[]): string[] {
 }
 
 describe('netns address plan', () => {
-  test('the lesson cluster on base port 7000 gets 10.213.88.0/24: host .1, replicas .11-.13, agents .21-.24', () => {
+  test('the default cluster on base port 7000 gets 10.213.88.0/24: host .1, replicas .11-.13, agents .21-.24', () => {
     const layout = lesson();
     assert.equal(layout.subnet, '10.213.88.0/24');
     assert.equal(layout.prefix, 'mo-7000-');
