@@ -1,4 +1,4 @@
-// test/unit/cli.test.ts -- the `mo` CLI as a user runs it: the real
+// test/e2e/cli.test.ts -- the `mo` CLI as a user runs it: the real
 // cli/mo.js (the package's bin, running the bundle dist/mo.mjs) spawned as
 // a process against small fake control-plane replicas (node:http on
 // 127.0.0.1, port 0) that check the bearer token and serve
