@@ -269,8 +269,13 @@ export class RaftStore implements ReplicatedStore {
       case 'voteResponse':
         log(`election: ${this.id} ${m.reject ? 'refuses' : 'grants'} its vote to ${m.to} for term ${m.term}`);
         break;
-      default:
-        break;
+      case 'preVoteResponse':
+      case 'append':
+      case 'appendResponse':
+      case 'heartbeat':
+      case 'heartbeatResponse':
+      case 'snapshot':
+        break; // not part of the election story
     }
   }
 

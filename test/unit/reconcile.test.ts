@@ -157,6 +157,9 @@ class World {
         case 'forget':
           this.nodes.get(a.node)!.units.delete(a.unit);
           break;
+        case 'backoff':
+        case 'backoff-reset':
+          break; // the simulated world keeps no back-off state
       }
     }
     return { plan, created, deleted };
