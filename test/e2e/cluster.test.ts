@@ -65,8 +65,8 @@ test('both lessons\' story: apply, scale, unit crash, node loss, scale down, del
   const deadAgent = c.agents.get(deadNode)!;
   deadAgent.child.kill('SIGKILL');
   await deadAgent.exited;
-  await waitFor(`the units of ${deadNode} to die with their agent`, () => deadUnits.every((u) => !pidAlive(u.status.pid)), 3000);
-  await waitFor(`${deadNode} NotReady`, async () => (await c.api('GET', `/v1/nodes/${deadNode}`)).json.status.ready === false, 5000);
+  await waitFor(`the units of ${deadNode} to die with their agent`, () => deadUnits.every((u) => !pidAlive(u.status.pid)), 15000);
+  await waitFor(`${deadNode} NotReady`, async () => (await c.api('GET', `/v1/nodes/${deadNode}`)).json.status.ready === false, 15000);
   units = await waitFor('5 running units again, none on the dead node', async () => {
     const u = await c.running('web');
     return u.length === 5 && u.every((x) => x.spec.nodeName !== deadNode) ? u : null;
