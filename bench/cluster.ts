@@ -23,9 +23,16 @@ export const pct = (xs: number[], p: number): number => {
   return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : NaN;
 };
 
+/** The fields of a Unit (docs/contract.md, "JSON shapes") the benchmarks read. */
+export interface WatchedUnit {
+  metadata: { name: string };
+  spec: { deployment: string; nodeName: string; revision: number };
+  status: { phase: string; pid: number; ready: boolean };
+}
+
 /** Follow the units watch stream; resolve waiters when a predicate holds. */
 export class UnitWatch {
-  readonly units = new Map<string, any>();
+  readonly units = new Map<string, WatchedUnit>();
   private waiters: Array<{ pred: () => boolean; resolve: (t: number) => void }> = [];
   private ac = new AbortController();
   constructor(private c: Cluster) {}
@@ -67,7 +74,7 @@ export class UnitWatch {
       this.waiters.push(w);
     });
   }
-  running(dep: string): any[] {
+  running(dep: string): WatchedUnit[] {
     return [...this.units.values()].filter((u) => u.spec.deployment === dep && u.status.phase === 'Running' && u.status.pid);
   }
   stop(): void {

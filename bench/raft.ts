@@ -16,7 +16,7 @@ const NODES = [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: 
 
 /** A ~600-byte write: a deployment manifest with 0 replicas (no units). */
 function manifest(name: string): unknown {
-  const m = webManifest(name, 0, { command: ['sleep', '3600'] }) as any;
+  const m = webManifest(name, 0, { command: ['sleep', '3600'] }) as { spec: { template: { spec: { containers: Array<Record<string, unknown>> } } } };
   m.spec.template.spec.containers[0].env = [{ name: 'PADDING', value: 'x'.repeat(330) }];
   return m;
 }
@@ -140,7 +140,7 @@ export async function benchCatchUp(entries = 10000): Promise<{ entries: number; 
         }
       }),
     );
-    const lead = (await c.api('GET', '/v1/cluster')).json.replicas.find((r: any) => r.role === 'leader');
+    const lead = (await c.api('GET', '/v1/cluster')).json.replicas.find((r: { role: string }) => r.role === 'leader');
     const t0 = performance.now();
     c.startReplica(lagging);
     await waitFor('the restarted replica to catch up', async () => {

@@ -45,8 +45,8 @@ function duBytes(dir: string): number {
   return total;
 }
 
-function manifest(name: string, replicas: number, env: string, probe?: unknown): any {
-  const m = webManifest(name, replicas, { cpu: '10m', memory: '8Mi', env: [{ name: 'V', value: env }] }) as any;
+function manifest(name: string, replicas: number, env: string, probe?: unknown): unknown {
+  const m = webManifest(name, replicas, { cpu: '10m', memory: '8Mi', env: [{ name: 'V', value: env }] }) as { spec: { template: { spec: { containers: Array<Record<string, unknown>> } } } };
   if (probe) m.spec.template.spec.containers[0].readinessProbe = probe;
   return m;
 }
@@ -125,11 +125,11 @@ export async function benchCrashLoop(seconds = 60): Promise<{
     process.kill(victim.status.pid, 'SIGKILL');
     const healMs = await waitFor('the healthy unit replaced', async () => {
       const now = await c.running('good');
-      return now.length === 2 && !now.some((u: any) => u.metadata.name === victim.metadata.name) ? performance.now() - k0 : 0;
+      return now.length === 2 && !now.some((u: { metadata: { name: string } }) => u.metadata.name === victim.metadata.name) ? performance.now() - k0 : 0;
     }, 10000, 2);
     await sleep(Math.max(0, seconds * 1000 - (performance.now() - t0)));
     const elapsed = performance.now() - t0;
-    const units = (await c.api('GET', '/v1/units')).json.items as any[];
+    const units: Array<{ metadata: { name: string }; spec: { deployment: string } }> = (await c.api('GET', '/v1/units')).json.items;
     const highest = (d: string) => Math.max(0, ...units.filter((u) => u.spec.deployment === d).map((u) => Number(u.metadata.name.split('-').pop())));
     const events = (await c.api('GET', '/v1/events')).json.items.length;
     return {

@@ -4,11 +4,51 @@
 // timeout and never a hang. It also says, for writes, whether an answer
 // means the write was acknowledged, refused, or has an unknown outcome.
 
+import type { Taint, Toleration } from '../shared/model.ts';
 import type { WriteOutcome } from './checker.ts';
+
+/** The fields of an API object the chaos tools read; all but the name may be missing. */
+export interface ApiObject {
+  metadata: { name: string; uid?: string | null };
+  spec?: {
+    replicas?: number;
+    deployment?: string;
+    nodeName?: string | null;
+    resources?: { cpu?: number; memory?: number };
+    tolerations?: Toleration[];
+    taints?: Taint[];
+    template?: { spec?: { containers?: Array<{ env?: Array<{ name?: string; value?: string }> }> } };
+  };
+  status?: {
+    ready?: boolean;
+    capacity?: { cpu: number; memory: number };
+    allocated?: { cpu: number; memory: number } | null;
+    agent?: { pid?: number | null };
+    phase?: string;
+    pid?: number | null;
+    term?: number | null;
+    startTime?: string | null;
+  };
+}
+
+/** An answer's JSON as the chaos tools read it: a list, one object, the cluster status, or an error. */
+export interface ApiJson extends Partial<ApiObject> {
+  items?: ApiObject[];
+  leader?: string;
+  /** GET /v1/replica: this replica's own status. */
+  id?: string;
+  role?: string;
+  term?: number;
+  pid?: number;
+  replicas?: Array<{ id: string; role?: string; term?: number; pid?: number; reachable?: boolean }>;
+  error?: string;
+  outcome?: string;
+}
 
 export interface ApiAnswer {
   status: number;
-  json: any;
+  /** The parsed body, or null when it was not JSON. */
+  json: ApiJson | null;
   text: string;
   url: string;
 }
@@ -28,9 +68,9 @@ export class ApiClient {
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await r.text();
-    let json: any = null;
+    let json: ApiJson | null = null;
     try {
-      json = JSON.parse(text);
+      json = JSON.parse(text) as ApiJson;
     } catch {
       /* not JSON */
     }

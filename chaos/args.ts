@@ -8,7 +8,7 @@ export const CHAOS_USAGE = `Usage: npm run chaos -- <scenario> [options]
 Scenarios:
   kill-agents   SIGKILL random node agents, restart them 2-4 s later
   kill-leader   SIGKILL (then restart) or SIGSTOP/SIGCONT the current leader
-  crash-units   kill -9 random unit pids, --iterations times (the reconcile lesson's exercise)
+  crash-units   kill -9 random unit pids, --iterations times (lesson 1's exercise, docs/lessons.md)
   partition     isolate the leader, or split agents from the majority, then heal
   soak          all of the above at random while a workload applies, scales and deletes
 

@@ -4,7 +4,7 @@
 // cluster, check that nothing it started survives, and print the report.
 //
 // Phases (times in the log are since the run began):
-//   start      the cluster: 3 replicas + the four lesson nodes by default
+//   start      the cluster: 3 replicas + the four default nodes
 //   setup      baseline deployments applied, wait until observed == desired
 //   faults     --duration seconds of the scenario (+ workload writes)
 //   heal       SIGCONT the stopped, restart the killed, heal partitions
@@ -148,7 +148,7 @@ async function main(): Promise<number> {
     // ---- final state
     for (let i = 0; i < 20 && !finalDeployments; i++) {
       const d = await poller.api.read('/v1/deployments', 2000);
-      if (d) finalDeployments = (d.json.items as any[]).map((x) => ({ name: x.metadata.name, replicas: x.spec?.replicas ?? 0, marker: markerOf(x) }));
+      if (d) finalDeployments = (d.json?.items ?? []).map((x) => ({ name: x.metadata.name, replicas: x.spec?.replicas ?? 0, marker: markerOf(x) }));
       else await sleep(500);
     }
     await poller.pollAllReplicas();

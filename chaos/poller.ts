@@ -9,7 +9,7 @@
 // `snapshotEveryMs`.
 
 import type { InvariantChecker, NodeObservation, SnapshotObservation, UnitObservation } from './checker.ts';
-import { ApiClient } from './api-client.ts';
+import { ApiClient, type ApiObject } from './api-client.ts';
 import { childrenOf, ProcTable } from './proc.ts';
 
 export interface PollerOptions {
@@ -83,7 +83,7 @@ export class Poller {
       if (!deps || !units || !nodes) return false;
       const t = this.o.now();
       const pc = this.o.procChecks;
-      const nodeObs: NodeObservation[] = (nodes.json.items as any[]).map((n) => ({
+      const nodeObs: NodeObservation[] = (nodes.json?.items ?? []).map((n) => ({
         name: n.metadata.name,
         ready: n.status?.ready === true,
         capacity: n.status?.capacity ?? { cpu: 0, memory: 0 },
@@ -92,7 +92,7 @@ export class Poller {
         agentPid: n.status?.agent?.pid ?? null,
         agentAlive: pc && n.status?.agent?.pid ? this.procs.alive(n.status.agent.pid) : null,
       }));
-      const unitObs: UnitObservation[] = (units.json.items as any[]).map((u) => {
+      const unitObs: UnitObservation[] = (units.json?.items ?? []).map((u) => {
         const pid: number | null = typeof u.status?.pid === 'number' ? u.status.pid : null;
         const started = u.status?.startTime ? Date.parse(u.status.startTime) : NaN;
         return {
@@ -116,7 +116,7 @@ export class Poller {
       const obs: SnapshotObservation = {
         type: 'snapshot',
         t,
-        deployments: (deps.json.items as any[]).map((d) => ({ name: d.metadata.name, replicas: d.spec?.replicas ?? 0, marker: markerOf(d) })),
+        deployments: (deps.json?.items ?? []).map((d) => ({ name: d.metadata.name, replicas: d.spec?.replicas ?? 0, marker: markerOf(d) })),
         units: unitObs,
         nodes: nodeObs,
         helpers,
@@ -139,8 +139,8 @@ export class Poller {
 }
 
 /** The workload's write marker: env CHAOS_WRITE of the template's container. */
-export function markerOf(d: any): string | null {
+export function markerOf(d: ApiObject): string | null {
   const env = d?.spec?.template?.spec?.containers?.[0]?.env;
   if (!Array.isArray(env)) return null;
-  return env.find((e: any) => e?.name === 'CHAOS_WRITE')?.value ?? null;
+  return env.find((e) => e?.name === 'CHAOS_WRITE')?.value ?? null;
 }

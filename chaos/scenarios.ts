@@ -158,7 +158,7 @@ export class FaultInjector {
     const c = await this.ctx.api.read('/v1/cluster', 1500);
     const id = c?.json?.leader;
     if (typeof id !== 'string' || !id) return null;
-    const r = (c!.json.replicas ?? []).find((x: any) => x.id === id);
+    const r = (c!.json?.replicas ?? []).find((x) => x.id === id);
     return { id, pid: typeof r?.pid === 'number' ? r.pid : null };
   }
 

@@ -179,7 +179,7 @@ export class AttachedTarget implements ChaosTarget {
     const reps = (c.json?.replicas ?? []) as Array<{ id: string; pid?: number }>;
     this.replicaList = reps.map((r) => r.id);
     const n = await this.api.read('/v1/nodes', 3000);
-    this.nodeList = ((n?.json?.items ?? []) as any[]).map((x) => x.metadata.name);
+    this.nodeList = (n?.json?.items ?? []).map((x) => x.metadata.name);
     this.procChecks = this.mode !== 'compose' && reps.length > 0 && reps.every((r) => typeof r.pid === 'number' && readStat(r.pid) !== null && cmdlineOf(r.pid).includes('control-plane'));
   }
 
@@ -196,7 +196,7 @@ export class AttachedTarget implements ChaosTarget {
   async pidOf(kind: ProcKind, name: string): Promise<number | null> {
     if (kind === 'replica') {
       const c = await this.api.read('/v1/cluster');
-      const r = (c?.json?.replicas ?? []).find((x: any) => x.id === name);
+      const r = (c?.json?.replicas ?? []).find((x) => x.id === name);
       return typeof r?.pid === 'number' ? r.pid : null;
     }
     const n = await this.api.read(`/v1/nodes/${encodeURIComponent(name)}`);
@@ -301,7 +301,8 @@ export class LauncherTarget implements ChaosTarget {
         const a = await AttachedTarget.attach({ cluster: cfg, compose: false }).catch(() => null);
         if (!a) return false;
         const nodes = await new ApiClient(a.urls, a.token).read('/v1/nodes');
-        return nodes && nodes.json.items.length >= 4 && nodes.json.items.every((n: any) => n.status.ready) ? a : false;
+        const items = nodes?.json?.items ?? [];
+        return items.length >= 4 && items.every((n) => n.status?.ready === true) ? a : false;
       }, 60000, 250);
       const inner = await AttachedTarget.attach({ cluster: cfg, compose: false });
       return new LauncherTarget(child, exited, inner, dataDir, output);

@@ -1,5 +1,5 @@
 // cli/errors.ts -- the two ways `mo` fails, as named error classes with the
-// exit status each one maps to (contract: 1 the request failed, 2 bad usage).
+// exit status each one maps to (docs/contract.md: 1 the request failed, 2 bad usage).
 // mo.ts catches them at the top and prints exactly one line on stderr.
 
 /** Bad usage: unknown command or flag, missing argument, bad value. Exit 2. */

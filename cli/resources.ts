@@ -89,7 +89,7 @@ export function resourcePath(type: ResourceType, name?: string): string {
   return name === undefined ? `/v1/${type}` : `/v1/${type}/${encodeURIComponent(name)}`;
 }
 
-// ---- loose shapes of what the server returns (contract: "JSON shapes") ----
+// ---- loose shapes of what the server returns (docs/contract.md, "JSON shapes") ----
 
 export type Timestamp = string | number | undefined;
 

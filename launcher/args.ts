@@ -1,5 +1,5 @@
-// launcher/args.ts -- the flags of `npm start -- ...` (contract: "npm start
-// — a local cluster on one machine"). Pure: argv in, options out, or a
+// launcher/args.ts -- the flags of `npm start -- ...` (docs/contract.md, "npm
+// start: a local cluster on one machine"). Pure: argv in, options out, or a
 // UsageError whose message is the one line main.ts prints before exit 2.
 
 export interface LauncherOptions {
@@ -8,7 +8,7 @@ export interface LauncherOptions {
   /** Replica i serves on basePort + i. */
   basePort: number;
   replicas: 1 | 3 | 5;
-  /** A YAML/JSON list of nodes; absent = the four lesson nodes. */
+  /** A YAML/JSON list of nodes; absent = the four default nodes. */
   nodesFile?: string;
   /** Restart a dead process this long after it dies; absent = never. */
   restartAfterMs?: number;
@@ -40,7 +40,7 @@ Options:
   --base-port P        replica i serves on port P+i (default ${DEFAULT_BASE_PORT}: 7001, 7002, ...)
   --replicas N         control-plane replicas: 1, 3 or 5 (default ${DEFAULT_REPLICAS})
   --nodes FILE         YAML/JSON list of nodes (name, cpu, memory, taints, labels);
-                       default: the four lesson nodes (see examples/nodes.yaml)
+                       default: the four default nodes (see examples/nodes.yaml)
   --restart-after S    restart a process of the cluster S seconds after it dies
                        (default: off; the stream prints the command to restart it)
   --netns              root only: every process in its own network namespace,

@@ -13,7 +13,7 @@
 // listen on their namespace address instead of 127.0.0.1, and peers and
 // agents use those addresses; the printed hand command includes the prefix.
 // A taint is written like kubectl writes one: `key[=value][:Effect]`, with
-// the effect left out when it is NoSchedule (so the lesson's node-c reads
+// the effect left out when it is NoSchedule (so the default node-c reads
 // `--taint gpu-only`).
 
 import type { NodeInfo, Taint } from '../shared/model.ts';
@@ -58,7 +58,7 @@ export const CONTROL_PLANE_SCRIPT = 'control-plane/main.ts';
 export const NODE_AGENT_SCRIPT = 'node-agent/main.ts';
 export const LOOPBACK_HOST = '127.0.0.1';
 
-/** `cp-1` ... `cp-N`: 1-based, like the contract's `--id cp-1`. */
+/** `cp-1` ... `cp-N`: 1-based, like docs/contract.md's `--id cp-1`. */
 export function replicaIds(replicas: number): string[] {
   return Array.from({ length: replicas }, (_, i) => `cp-${i + 1}`);
 }

@@ -1,5 +1,5 @@
-// launcher/main.ts -- `npm start`: a local cluster on one machine (contract:
-// "npm start — a local cluster on one machine"). Reads the flags, prepares
+// launcher/main.ts -- `npm start`: a local cluster on one machine (see
+// docs/contract.md, "npm start: a local cluster on one machine"). Reads the flags, prepares
 // the data dir (token, config.json for `npx mo`), checks the ports, starts
 // the control-plane replicas and the node agents as separate processes,
 // streams their output, prints the next steps once a leader is known, and
@@ -16,7 +16,7 @@
 // removes everything on the way out; a cleanup guard does it if the
 // launcher is SIGKILLed (netns/topology.ts).
 //
-// Test hook (not part of the contract): MO_LAUNCHER_CP_SCRIPT and
+// Test hook (not part of docs/contract.md): MO_LAUNCHER_CP_SCRIPT and
 // MO_LAUNCHER_AGENT_SCRIPT replace control-plane/main.ts and
 // node-agent/main.ts (paths relative to the repo root) with the same flags;
 // test/e2e/launcher.test.ts points them at test/fixtures/fake-child.ts.

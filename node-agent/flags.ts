@@ -1,5 +1,5 @@
 // node-agent/flags.ts -- the agent's command line and environment
-// (contract.md: "Each process can also be started on its own"). Pure: the
+// (docs/contract.md: "Each process can also be started on its own"). Pure: the
 // caller passes argv, the environment and the machine-derived defaults, and
 // gets a validated config or a one-line error naming the bad flag.
 //

@@ -125,8 +125,8 @@ function main(): void {
         if (r.reason === 'StartError') return log(`${r.name} failed to start: ${r.message}`);
         if (r.signal) return log(`${r.name} exited signal=${r.signal} (${detail})`);
         return log(`${r.name} exited code=${r.exitCode} (${detail})`);
-      default:
-        return; // Pending is logged where it is decided
+      case 'Pending':
+        return; // logged where it is decided
     }
   }
 

@@ -1,5 +1,5 @@
 // shared/manifest.ts -- the Deployment manifest a user applies (a subset of
-// Kubernetes apps/v1 Deployment, see the contract's "Manifests") and the
+// Kubernetes apps/v1 Deployment, see docs/contract.md, "Manifests") and the
 // UnitSpec derived from it. Used by the CLI (to refuse a bad file before it
 // is sent) and by the API server (the authority: it validates every PUT).
 // Pure: no I/O, no clock.
@@ -30,7 +30,7 @@
 // and defaults: strategy RollingUpdate 25%/25%, revisionHistoryLimit 10,
 // progressDeadlineSeconds 600, probes 0/10/1/3/1 s. A probe's named port is
 // resolved to its number in the UnitSpec. The grace period, when absent, is
-// the cluster's default (2 s, the lessons' "terminate, wait, kill") rather
+// the cluster's default (2 s, lesson 2's "terminate, wait, kill", docs/lessons.md) rather
 // than Kubernetes' 30 s.
 
 import { parseDocument } from 'yaml';

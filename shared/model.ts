@@ -140,7 +140,7 @@ export interface ProxyTable {
   }>;
 }
 
-/** Phases of a unit (contract: status.phase). */
+/** Phases of a unit (docs/contract.md: status.phase). */
 export type UnitPhase = 'Pending' | 'Running' | 'Terminating' | 'Succeeded' | 'Failed' | 'Lost';
 
 /** What an agent reports about one unit it runs or ran: the observed state. */

@@ -1,5 +1,5 @@
 // shared/nodes-file.ts -- the nodes a local cluster runs: the `--nodes FILE`
-// of `npm start` (a YAML or JSON list), the four lesson nodes used when there
+// of `npm start` (a YAML or JSON list), the four default nodes used when there
 // is no file, and the taint/capacity notation shared with the agent's flags
 // (`--taint gpu-only`, `--cpu 4000`, `--memory 8Gi`). Pure: parses text it
 // is given, reads no files.
@@ -11,7 +11,7 @@
 //     taints: [gpu-only, "zone=b:PreferNoSchedule", {key: k, value: v, effect: NoExecute}]
 //     labels: {zone: b}
 // Capacity notation: a bare whole number (8192, or the string "8192") is in
-// this project's units, millicores and MiB, as the contract's table says.
+// this project's units, millicores and MiB, as docs/contract.md's tables say.
 // Anything with a suffix is a Kubernetes quantity (4000m, 8Gi, 8192Mi); a
 // bare fraction such as 1.5 is refused (write 1500m). Beware that Kubernetes reads a bare cpu "4" as
 // 4 cores and a bare memory "8192" as bytes; here a bare number always means
@@ -61,7 +61,7 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** The four lesson nodes of the contract. Frozen: clone before changing. */
+/** The four default nodes (docs/lessons.md, step 1). Frozen: clone before changing. */
 export const LESSON_NODES: NodeInfo[] = deepFreeze([
   { name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} },
   { name: 'node-b', capacity: { cpu: 8000, memory: 16384 }, taints: [], labels: {} },

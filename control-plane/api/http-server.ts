@@ -1,4 +1,4 @@
-// control-plane/api/http-server.ts -- the HTTP API of the contract on one
+// control-plane/api/http-server.ts -- the HTTP API of docs/contract.md on one
 // replica: resources (nodes, units, deployments, events), watch streams of
 // JSON lines, writes that answer only once durable (committed and applied),
 // and the cluster status. Every error is `{"error": "<one line>"}` with a
@@ -45,7 +45,7 @@ export interface ApiDeps {
   events: EventLog;
   token: string;
   now: () => number;
-  /** GET /v1/cluster: the status object of the contract. */
+  /** GET /v1/cluster: the status object of docs/contract.md. */
   clusterStatus: () => Promise<unknown>;
   /** This replica's own status (GET /v1/replica), for peers' /v1/cluster. */
   replicaStatus: () => unknown;

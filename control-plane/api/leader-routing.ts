@@ -82,7 +82,7 @@ export interface ReplicaRow {
   reachable: boolean;
 }
 
-/** The contract's `mo cluster status` object, from every replica's own word. */
+/** docs/contract.md's `mo cluster status` object, from every replica's own word. */
 export async function gatherClusterStatus(peers: Map<string, string>, selfId: string, token: string, self: () => Record<string, unknown>): Promise<{ leader: string; replicas: ReplicaRow[] }> {
   const rows = await Promise.all(
     [...peers.entries()].map(async ([id, ws]): Promise<ReplicaRow> => {

@@ -1,5 +1,5 @@
 // control-plane/api/views.ts -- how desired and observed state look to a
-// user: the Kubernetes-shaped JSON objects of the contract (kind, metadata,
+// user: the Kubernetes-shaped JSON objects of docs/contract.md (kind, metadata,
 // spec, status). Pure functions over the store, the registry and a clock
 // reading; the HTTP layer and watch streams both render through these.
 

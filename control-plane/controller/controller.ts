@@ -274,7 +274,7 @@ export class Controller {
     // Memory of what was last said, only for what still exists.
     for (const name of this.lastDiff.keys()) if (!state.deployments.has(name) && !plan.diffs.some((d) => d.deployment === name)) this.lastDiff.delete(name);
     for (const name of this.lastFailure.keys()) if (!state.units.has(name)) this.lastFailure.delete(name);
-    // The lesson's printed diff; a no-op pass is told once, not every pass.
+    // Lesson 1's printed diff (docs/lessons.md); a no-op pass is told once, not every pass.
     for (const d of plan.diffs) {
       const line = formatDiff(d);
       if (line && this.lastDiff.get(d.deployment) !== line) this.deps.log(`reconcile ${line}`);

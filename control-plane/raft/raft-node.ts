@@ -169,7 +169,13 @@ export class RaftNode {
       case 'preVote':
         this.handleVoteRequest(m);
         return;
-      default:
+      case 'append':
+      case 'appendResponse':
+      case 'heartbeat':
+      case 'heartbeatResponse':
+      case 'snapshot':
+      case 'preVoteResponse':
+      case 'voteResponse':
         this.stepRole(m);
     }
   }
@@ -519,8 +525,13 @@ export class RaftNode {
         this.lead = m.from;
         this.handleSnapshot(m);
         return;
-      default:
-        return; // stale responses from an earlier candidacy or leadership
+      case 'appendResponse':
+      case 'heartbeatResponse':
+      case 'preVote':
+      case 'preVoteResponse':
+      case 'vote':
+      case 'voteResponse':
+        return; // stale responses from an earlier candidacy or leadership (requests are handled in step)
     }
   }
 
@@ -550,8 +561,11 @@ export class RaftNode {
         }
         return;
       }
-      default:
-        return;
+      case 'appendResponse':
+      case 'heartbeatResponse':
+      case 'preVote':
+      case 'vote':
+        return; // stale responses; vote requests are handled in step
     }
   }
 
@@ -594,8 +608,14 @@ export class RaftNode {
         if (m.context !== null) this.ackRead(m.from, m.context);
         return;
       }
-      default:
-        return;
+      case 'append':
+      case 'heartbeat':
+      case 'snapshot':
+      case 'preVote':
+      case 'preVoteResponse':
+      case 'vote':
+      case 'voteResponse':
+        return; // another leader of our term cannot exist (§5.2); votes are handled in step
     }
   }
 

@@ -1,5 +1,5 @@
 // control-plane/reconcile/format-diff.ts -- one line per deployment per
-// reconcile pass, in the words of the lesson's printed run, for the
+// reconcile pass, in the words of lesson 1's printed run, for the
 // cluster's live stream and `mo describe deployment`:
 //   web: desired=5 live=3 -> create 2 (lost: web-1, web-2 on node-a NotReady)
 //   web: desired=2 live=5 -> delete web-7, web-6, web-5

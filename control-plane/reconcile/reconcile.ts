@@ -3,15 +3,15 @@
 // reports on Ready nodes) and return the plan that closes the gap. Pure and
 // level-based: it reads the current state and never replays events, so
 // running it twice on the same input returns the same plan, and running it
-// again after the plan took effect returns an empty one (the lesson's
-// idempotent iterations 2 and 7). The leader's controller calls it on every
+// again after the plan took effect returns an empty one (lesson 1's
+// idempotent iterations 2 and 7, docs/lessons.md). The leader's controller calls it on every
 // change and on a periodic resync; a driver executes the plan.
 //
 // Per binding (the unit the scheduler committed):
 //   node missing or NotReady     -> unbind 'lost' (no terminate: the node is
 //                                   unreachable); the gap is refilled by create
 //   observed Failed / Succeeded  -> unbind 'crashed' / 'completed'; refilled by
-//                                   a NEW unit with a new name, like the lesson
+//                                   a NEW unit with a new name, like lesson 1
 //   observed Pending / Running   -> live
 //   observed Terminating, or a terminate of ours in flight -> not live, no
 //                                   action (it is on its way out)
@@ -25,7 +25,7 @@
 // Per deployment: live + unscheduled < replicas -> that many `create`;
 // more -> remove exactly the surplus: unplaced first, then Pending (or not
 // yet reported), then Running; newest (highest index) first within each, so
-// the lesson's scale 5 -> 2 deletes pod-7, pod-6, pod-5 in that order.
+// lesson 1's scale 5 -> 2 deletes pod-7, pod-6, pod-5 in that order.
 // Per Ready node: a unit it reports that is not bound to it is terminated if
 // still running, and forgotten (the agent drops its record) once finished.
 // A finished unit is forgotten only on the pass AFTER its unbind, once the
@@ -51,14 +51,14 @@
 // action: the driver commits it, replicated) of BACKOFF_INITIAL_MS doubling
 // to BACKOFF_MAX_MS; the failed unit stays bound and counted (so nothing
 // else starts in its place) until the round ends, then it is replaced. A
-// unit that ran longer is replaced at once (the lessons' path) and resets
+// unit that ran longer is replaced at once (both lessons' path) and resets
 // the back-off.
 //
 // Rate limit: maxActionsPerPass is a budget of OPERATIONS, not of actions:
 // one create, one schedule, one removal of a bound unit (unbind + its
-// terminate, never split: a removal is one "delete" in the lesson's sense),
+// terminate, never split: a removal is one "delete" in lesson 1's sense),
 // one terminate of an unbound unit. Exempt, because they start nothing and
-// the lesson's self-healing promise depends on them: unbind of lost,
+// lesson 1's self-healing promise depends on them: unbind of lost,
 // crashed or completed units (bookkeeping; their replacements are creates
 // and are budgeted), spawn resends (they re-deliver decisions already made
 // and budgeted) and forget. The budget is shared round-robin across
@@ -111,7 +111,7 @@ export function ranMs(r: UnitReport): number {
  * True for a finished unit that ended soon after it started (or never
  * started): its program crash-loops. A unit SIGKILLed from outside (`kill
  * -9`, a chaos script) did not fail by itself, however young it was: it is
- * replaced at once, as the lessons promise. The kernel's OOM kill is a
+ * replaced at once, as both lessons promise. The kernel's OOM kill is a
  * SIGKILL too, but the agent names it (OOMKilled), and it does loop.
  */
 export function isQuickFailure(r: UnitReport): boolean {

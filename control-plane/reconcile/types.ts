@@ -135,7 +135,7 @@ export type Action =
   /** The agent holds a finished, unbound unit: tell it to drop the record. */
   | { type: 'forget'; unit: string; node: string };
 
-/** What one pass decided for one deployment: the lesson's printed line, as data. */
+/** What one pass decided for one deployment: lesson 1's printed line, as data. */
 export interface DeploymentDiff {
   deployment: string;
   desired: number; // 0 once the deployment is deleted

@@ -1,6 +1,6 @@
 // control-plane/scheduler/format.ts -- turns a SchedulingDecision into the
 // words users read: the one-line `message` (events, `mo describe`) and the
-// lesson-style printout of every rejection and every score. Pure.
+// printout of every rejection and every score. Pure.
 
 import type { NodeDecision, SchedulingDecision } from './types.ts';
 
@@ -46,13 +46,13 @@ export function unschedulableMessage(d: SchedulingDecision): string {
 }
 
 /**
- * The lesson's printout, one string per line, indented for nesting (the
+ * Lesson 2's printout (docs/lessons.md), one string per line, indented for nesting (the
  * feasible nodes are listed best first, the rejected ones in node order):
  *   filtering: feasible=[node-b, node-d]
  *     rejected node-a: cpu_free=800m < request=1000m
  *     scoring node-b: cpu%=37.5% mem%=36.9% imbalance=0.6% -> score=99
  *     -> binding decision: node-b
- * With a single score plugin of weight 1 the scoring line is the lesson's
+ * With a single score plugin of weight 1 the scoring line is lesson 2's
  * exactly; with several, each plugin's score is followed by its explanation.
  */
 export function formatDecision(d: SchedulingDecision): string[] {

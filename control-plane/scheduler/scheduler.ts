@@ -1,5 +1,5 @@
 // control-plane/scheduler/scheduler.ts -- the filter -> score pipeline for one
-// unit at a time, as in the lesson's step 3 and the Kubernetes scheduling
+// unit at a time, as in lesson 2's step 3 (docs/lessons.md) and the Kubernetes scheduling
 // framework:
 //
 //   every node --filter plugins--> feasible nodes --score plugins--> best total

@@ -5,7 +5,7 @@
 // THEN advance(). A proposal resolves only once its entry is committed and
 // applied here, so the API acknowledges nothing a majority does not hold.
 //
-// Failure answers, as the contract wants them:
+// Failure answers, as docs/contract.md describes them:
 //   * not leader / no leader known       -> NotLeaderError (the API forwards)
 //   * leader without a recent quorum     -> NoQuorumError 'refused' (never in the log)
 //   * proposed, not committed in time    -> NoQuorumError 'unknown' (may still apply)
@@ -293,7 +293,7 @@ export class RaftStore implements ReplicatedStore {
     }
   }
 
-  /** The election, told as it happens (the lesson's step 8, for real). */
+  /** The election, told as it happens (lesson 2's step 8, for real). */
   private describe(m: Message): void {
     const log = this.opts.log;
     switch (m.type) {
@@ -314,8 +314,13 @@ export class RaftStore implements ReplicatedStore {
       case 'voteResponse':
         log(`election: ${this.id} ${m.reject ? 'refuses' : 'grants'} its vote to ${m.to} for term ${m.term}`);
         break;
-      default:
-        break;
+      case 'preVoteResponse':
+      case 'append':
+      case 'appendResponse':
+      case 'heartbeat':
+      case 'heartbeatResponse':
+      case 'snapshot':
+        break; // not part of the election story
     }
   }
 

@@ -1,4 +1,4 @@
-// control-plane/store/store.ts -- the contract between the control plane and
+// control-plane/store/store.ts -- the interface between the control plane and
 // whatever replicates its desired state. The API and the controllers only
 // ever call `propose` (which resolves once the command is committed AND
 // applied to `state`) and read `state`; they never learn whether one replica

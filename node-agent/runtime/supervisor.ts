@@ -84,7 +84,7 @@ import { MAX_UNIT_LOG_BYTES, UnitLog } from './unit-log.ts';
 
 export { findExecutable };
 
-/** Grace period between SIGTERM and SIGKILL when the command names none (the lesson's "terminate, wait 2 s, kill"). */
+/** Grace period between SIGTERM and SIGKILL when the command names none (lesson 2's "terminate, wait 2 s, kill", docs/lessons.md step 5). */
 export const DEFAULT_GRACE_PERIOD_MS = 2000;
 /** Most units alive (not yet finished) at once on one agent. */
 export const MAX_LIVE_UNITS = 1024;

@@ -143,7 +143,7 @@ export function describe(value: unknown): string {
       return 'a symbol';
     case 'function':
       return 'a function';
-    default:
+    case 'object':
       if (value === null) return 'null';
       if (Array.isArray(value)) return `an array of ${value.length}`;
       if (ArrayBuffer.isView(value)) return `binary data of ${value.byteLength} bytes`;

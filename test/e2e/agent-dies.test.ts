@@ -269,7 +269,9 @@ test('fencing: a spawn with a term lower than a leader message already seen is r
   // The same command again (a resend) does not start a second process.
   cp.send(fresh);
   cp.send(spawnCommand('web-5', ['sleep', '300'], 4, 'cp-2'));
-  await sleep(300);
+  // Frames are handled in order: once the second one (a new id, the same
+  // name) is answered "nothing to do", the duplicate before it was handled too.
+  await waitUntil(() => agent.stdout().includes(' spawn web-5: already Running, nothing to do'), 5000, 'the resend handled');
   // (With a PID namespace per unit, Pending has no pid yet: the command's host pid is known from Running on.)
   assert.deepEqual([...new Set(cp.reports('web-5').map((r) => r.pid).filter((p) => p !== undefined))], [running.pid], 'one process only');
   // terminate from a deposed leader is refused too; the unit keeps running.

@@ -1,5 +1,5 @@
-// test/e2e/cluster.test.ts -- the lesson's story against real processes: a
-// control-plane replica and the four lesson node agents as OS processes,
+// test/e2e/cluster.test.ts -- both lessons' story (docs/lessons.md) against real processes: a
+// control-plane replica and the four default node agents as OS processes,
 // units as real child processes whose pids are checked in /proc (not in
 // the cluster's own bookkeeping).
 
@@ -16,7 +16,7 @@ const agentOf = (pid: number, agents: number[]): number => {
   return 0;
 };
 
-test('the lesson story: apply, scale, unit crash, node loss, scale down, delete, stop', { timeout: 120000 }, async (t) => {
+test('both lessons\' story: apply, scale, unit crash, node loss, scale down, delete, stop', { timeout: 120000 }, async (t) => {
   const c = await Cluster.start();
   t.after(() => c.stop());
   const agentPid = (node: string) => c.agents.get(node)!.pid;
@@ -65,8 +65,8 @@ test('the lesson story: apply, scale, unit crash, node loss, scale down, delete,
   const deadAgent = c.agents.get(deadNode)!;
   deadAgent.child.kill('SIGKILL');
   await deadAgent.exited;
-  await waitFor(`the units of ${deadNode} to die with their agent`, () => deadUnits.every((u) => !pidAlive(u.status.pid)), 3000);
-  await waitFor(`${deadNode} NotReady`, async () => (await c.api('GET', `/v1/nodes/${deadNode}`)).json.status.ready === false, 5000);
+  await waitFor(`the units of ${deadNode} to die with their agent`, () => deadUnits.every((u) => !pidAlive(u.status.pid)), 15000);
+  await waitFor(`${deadNode} NotReady`, async () => (await c.api('GET', `/v1/nodes/${deadNode}`)).json.status.ready === false, 15000);
   units = await waitFor('5 running units again, none on the dead node', async () => {
     const u = await c.running('web');
     return u.length === 5 && u.every((x) => x.spec.nodeName !== deadNode) ? u : null;

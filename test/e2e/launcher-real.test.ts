@@ -1,5 +1,5 @@
 // test/e2e/launcher-real.test.ts -- `npm start` with the real processes:
-// three replicas and the four lesson agents, a deployment with live units,
+// three replicas and the four default agents, a deployment with live units,
 // a killed agent reported with its restart command, then SIGTERM to the
 // launcher: every process it started, units included, must be gone from
 // /proc.

@@ -10,7 +10,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -160,17 +160,71 @@ async function reachableFromHost(url: string): Promise<boolean> {
   }
 }
 
-test('npm start -- --netns as a non-root user is refused with one line and exit 2, before touching the data dir', { timeout: 60_000 }, (t) => {
-  const dir = tempDir(t);
-  const dataDir = join(dir, 'data');
-  // As root, drop to nobody for this one run; otherwise we already are a non-root user.
-  const drop = IS_ROOT ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
-  if (IS_ROOT && spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '--', 'true']).status !== 0) {
-    t.skip('running as root and cannot drop to nobody with setpriv');
-    return;
+/**
+ * The launcher as one ES module in a fresh directory that every user can
+ * read, for a run as `nobody`: the checkout itself may sit in a folder only
+ * its owner can enter (a clone under /root, or in a `mktemp -d` folder).
+ * esbuild is replaced by a stub that throws: the launcher imports it to
+ * bundle the cluster's processes, which a refused start never gets to.
+ */
+async function launcherForAnyone(t: TestContext): Promise<{ dir: string; script: string }> {
+  const { build } = await import('esbuild');
+  const dir = mkdtempSync(join(tmpdir(), 'mo-launcher-public-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  chmodSync(dir, 0o755);
+  const script = join(dir, 'launcher.mjs');
+  await build({
+    entryPoints: [join(REPO, 'launcher/main.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outfile: script,
+    logLevel: 'silent',
+    external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
+    banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
+    plugins: [
+      {
+        name: 'no-esbuild',
+        setup(b) {
+          b.onResolve({ filter: /^esbuild$/ }, () => ({ path: 'esbuild', namespace: 'stub' }));
+          b.onLoad({ filter: /.*/, namespace: 'stub' }, () => ({
+            contents: "export function build() { throw new Error('esbuild is not available in this test bundle'); }",
+          }));
+        },
+      },
+    ],
+  });
+  chmodSync(script, 0o644);
+  return { dir, script };
+}
+
+test('npm start -- --netns as a non-root user is refused with one line and exit 2, before touching the data dir', { timeout: 60_000 }, async (t) => {
+  let argv: string[];
+  let cwd: string;
+  let home: string;
+  if (IS_ROOT) {
+    // As root, drop to nobody for this one run; otherwise we already are a non-root user.
+    const drop = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'];
+    if (spawnSync(drop[0], [...drop.slice(1), 'true']).status !== 0) {
+      t.skip('running as root and cannot drop to nobody with setpriv');
+      return;
+    }
+    const pub = await launcherForAnyone(t);
+    // A home nobody owns, so that only the refusal keeps the data dir from being made.
+    home = join(pub.dir, 'home');
+    mkdirSync(home);
+    chownSync(home, 65534, 65534);
+    cwd = pub.dir;
+    argv = [...drop, process.execPath, pub.script];
+  } else {
+    home = tempDir(t);
+    cwd = REPO;
+    argv = [process.execPath, '--import', 'tsx', 'launcher/main.ts'];
   }
-  const argv = [...drop, process.execPath, '--import', 'tsx', 'launcher/main.ts', '--netns', '--data-dir', dataDir, '--base-port', String(randomBasePort())];
-  const r = spawnSync(argv[0], argv.slice(1), { cwd: REPO, encoding: 'utf8', env: { ...process.env, HOME: dir }, timeout: 60_000 });
+  const dataDir = join(home, 'data');
+  argv.push('--netns', '--data-dir', dataDir, '--base-port', String(randomBasePort()));
+  const r = spawnSync(argv[0], argv.slice(1), { cwd, encoding: 'utf8', env: { ...process.env, HOME: home }, timeout: 60_000 });
   assert.equal(r.stderr, 'launcher: --netns needs root (network namespaces): run as root or without --netns\n');
   assert.equal(r.status, 2);
   assert.equal(existsSync(dataDir), false);

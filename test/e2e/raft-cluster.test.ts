@@ -100,6 +100,10 @@ test('without a quorum writes fail fast with "no quorum" and nothing is started;
   assert.ok(Date.now() - t0 < 5000, `failed fast (${Date.now() - t0} ms)`);
   // a crashed unit is NOT replaced while there is no quorum
   process.kill(units[0].status.pid, 'SIGKILL');
+  // A negative check ("no replacement starts") has no event to wait for: a
+  // bounded observation window of 2.5 s, more than two resync intervals of
+  // the reconcile loop (1 s), in which a replica acting without a quorum would
+  // have started one.
   await sleep(2500);
   const lines = [...c.agents.values()].flatMap((a) => a.output).filter((l) => /started web-/.test(l));
   assert.equal(lines.length, 2, `no new unit was started without a quorum:\n${lines.join('\n')}`);
@@ -163,6 +167,8 @@ test('a leader paused with SIGSTOP is replaced; after SIGCONT it steps down and 
     const me = s.replicas.find((r: any) => r.id === old.id);
     return me?.reachable && me.role === 'follower' && me.term >= next.term;
   }, 10000);
+  // A negative check (nothing from the old term gets through now that it is
+  // back) has no event to wait for: a bounded observation window of 0.5 s.
   await sleep(500);
   // every unit running was started by a command of the new term or later
   for (const u of await c.running('web')) {

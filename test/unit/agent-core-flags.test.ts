@@ -1,5 +1,5 @@
 // test/unit/agent-core-flags.test.ts -- the agent's flags and environment
-// variables (contract.md): defaults, precedence, taint and label syntax, and
+// variables (docs/contract.md): defaults, precedence, taint and label syntax, and
 // the one-line errors a user sees for bad input.
 
 import { test } from 'node:test';
@@ -21,7 +21,7 @@ function err(argv: string[], env: Record<string, string> = {}): string {
   return r.error;
 }
 
-test('the contract example parses into the node the agent registers', () => {
+test('the docs/contract.md example parses into the node the agent registers', () => {
   const c = ok(['--name', 'node-a', '--cpu', '4000', '--memory', '8192', '--taint', 'gpu-only',
     '--control-plane', 'ws://h1:7001,ws://h2:7002,ws://h3:7003', '--token', 'T']);
   assert.equal(c.name, 'node-a');

@@ -23,7 +23,7 @@ import type { NodeInfo } from '../../shared/model.ts';
 import { LESSON_NODES, parseNodesFile } from '../../shared/nodes-file.ts';
 
 describe('launcher flags', () => {
-  test('no flags give the contract defaults: .mo, base port 7000, 3 replicas, lesson nodes, no restarts', () => {
+  test('no flags give the docs/contract.md defaults: .mo, base port 7000, 3 replicas, the four default nodes, no restarts', () => {
     assert.deepEqual(parseLauncherArgs([]), { dataDir: '.mo', basePort: 7000, replicas: 3, help: false });
   });
 
@@ -185,11 +185,11 @@ describe('launcher stream', () => {
 describe('launcher examples', () => {
   const read = (path: string): string => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 
-  test('examples/nodes.yaml is exactly the four lesson nodes the launcher starts by default', () => {
+  test('examples/nodes.yaml is exactly the four default nodes the launcher starts by default', () => {
     assert.deepEqual(parseNodesFile(read('examples/nodes.yaml')), LESSON_NODES);
   });
 
-  test('examples/web.yaml is the contract\'s web deployment: 3 units of sleep 3600 at 1000m/2048Mi, no tolerations', () => {
+  test('examples/web.yaml is the docs/lessons.md web deployment: 3 units of sleep 3600 at 1000m/2048Mi, no tolerations', () => {
     const { manifest, unitSpec } = validateManifest(parseManifestObject(read('examples/web.yaml')));
     assert.equal(manifest.metadata.name, 'web');
     assert.equal(manifest.spec.replicas, 3);
@@ -198,7 +198,7 @@ describe('launcher examples', () => {
     assert.deepEqual(unitSpec.tolerations, []);
   });
 
-  test('the default agents get the lesson capacities and node-c its gpu-only taint', () => {
+  test('the default agents get the default capacities and node-c its gpu-only taint', () => {
     const specs = nodeAgentCommands({ ...layout, nodes: LESSON_NODES });
     assert.deepEqual(specs.map((s) => s.name), ['node-a', 'node-b', 'node-c', 'node-d']);
     const flag = (argv: string[], name: string): string[] => argv.flatMap((a, i) => (a === name ? [argv[i + 1]] : []));

@@ -1,5 +1,5 @@
 // test/unit/manifest.test.ts -- the Deployment manifest subset: the
-// contract's example becomes the expected UnitSpec, every kind of bad
+// docs/contract.md example becomes the expected UnitSpec, every kind of bad
 // manifest is refused with the field at fault in the message, and the spec
 // hash is stable.
 
@@ -18,7 +18,7 @@ import type { UnitSpec } from '../../shared/model.ts';
 import { decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
 import { SeededRandom } from '../../shared/random.ts';
 
-/** The example manifest of the contract, verbatim. */
+/** The example manifest of docs/contract.md, verbatim. */
 const CONTRACT_EXAMPLE = `apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -52,7 +52,7 @@ function refusal(obj: unknown): ManifestError {
   assert.fail('the manifest was accepted');
 }
 
-test("the contract's example manifest is accepted and yields the expected UnitSpec", () => {
+test("the docs/contract.md example manifest is accepted and yields the expected UnitSpec", () => {
   const { manifest, unitSpec } = validateManifest(parseManifestObject(CONTRACT_EXAMPLE));
   assert.deepEqual(unitSpec, {
     containerName: 'web',

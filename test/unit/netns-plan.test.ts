@@ -3,14 +3,10 @@
 // lines (every one confined to the cluster's own namespaces and subnet),
 // reading our rules back from iptables/tc output, the host-route overlap
 // check, the launcher's command lines in a namespace, and the flags of both
-// commands. One case runs the cleanup guard script for real against a fake
-// `ip` (no root needed): it must survive SIGTERM and clean up at EOF.
+// commands. The cleanup guard script run for real (against a fake `ip`) is
+// in test/e2e/netns-guard.test.ts.
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parseLauncherArgs, UsageError } from '../../launcher/args.ts';
 import { clusterCommands, serverUrls, shellQuote, type ClusterLayout } from '../../launcher/command-lines.ts';
@@ -25,7 +21,6 @@ import {
   enterCommand,
   findProcess,
   formatOwner,
-  guardArgs,
   lossOneWay,
   NetnsError,
   overlappingRoutes,
@@ -62,7 +57,7 @@ function addressesIn(argv: readonly string[]): string[] {
 }
 
 describe('netns address plan', () => {
-  test('the lesson cluster on base port 7000 gets 10.213.88.0/24: host .1, replicas .11-.13, agents .21-.24', () => {
+  test('the default cluster on base port 7000 gets 10.213.88.0/24: host .1, replicas .11-.13, agents .21-.24', () => {
     const layout = lesson();
     assert.equal(layout.subnet, '10.213.88.0/24');
     assert.equal(layout.prefix, 'mo-7000-');
@@ -209,34 +204,6 @@ describe('netns host checks', () => {
     assert.deepEqual(parseOwner(formatOwner({ pid: 1234, startTime: '567' })), { pid: 1234, startTime: '567' });
     assert.equal(parseOwner('some admin note'), undefined);
     assert.equal(parseOwner(undefined), undefined);
-  });
-
-  test('the cleanup guard ignores SIGTERM and, at EOF on its stdin, deletes the host veth and every namespace', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'mo-guard-'));
-    try {
-      const fakeIp = join(dir, 'ip');
-      const record = join(dir, 'calls');
-      writeFileSync(fakeIp, `#!/bin/sh\necho "$*" >> '${record}'\n`);
-      chmodSync(fakeIp, 0o755);
-      const guard = spawn('/bin/sh', guardArgs(lesson(), fakeIp), { stdio: ['pipe', 'ignore', 'ignore'] });
-      const exited = new Promise<number | null>((resolve) => guard.once('exit', (code) => resolve(code)));
-      try {
-        await new Promise((r) => setTimeout(r, 200));
-        guard.kill('SIGTERM');
-        await new Promise((r) => setTimeout(r, 200));
-        assert.throws(() => readFileSync(record), /ENOENT/, 'the guard acted before EOF');
-        guard.stdin!.end();
-        assert.equal(await exited, 0);
-      } finally {
-        if (guard.exitCode === null && guard.signalCode === null) guard.kill('SIGKILL');
-      }
-      const calls = readFileSync(record, 'utf8').trim().split('\n');
-      assert.equal(calls[0], 'link del mo-7000-host');
-      assert.equal(calls.length, 9);
-      assert.ok(calls.includes('netns del mo-7000-node-a') && calls.at(-1) === 'netns del mo-7000-hub');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
 

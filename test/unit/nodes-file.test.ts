@@ -1,5 +1,5 @@
-// test/unit/nodes-file.test.ts -- the `--nodes FILE` list, the lesson
-// nodes, and the taint / capacity notation the agent's flags share.
+// test/unit/nodes-file.test.ts -- the `--nodes FILE` list, the four
+// default nodes, and the taint / capacity notation the agent's flags share.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,7 +14,7 @@ import {
 import { encodeMessage, decodeAgentMessage } from '../../shared/protocol/codec.ts';
 import type { NodeInfo } from '../../shared/model.ts';
 
-test('the lesson nodes are the four of the contract, node-c tainted gpu-only', () => {
+test('the default nodes are the four of docs/contract.md, node-c tainted gpu-only', () => {
   assert.deepEqual(LESSON_NODES, [
     { name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} },
     { name: 'node-b', capacity: { cpu: 8000, memory: 16384 }, taints: [], labels: {} },
@@ -23,14 +23,14 @@ test('the lesson nodes are the four of the contract, node-c tainted gpu-only', (
   ] satisfies NodeInfo[]);
 });
 
-test('the lesson nodes cannot be changed by accident', () => {
+test('the default nodes cannot be changed by accident', () => {
   assert.throws(() => {
     (LESSON_NODES[0].capacity as { cpu: number }).cpu = 1;
   }, TypeError);
   assert.equal(LESSON_NODES[0].capacity.cpu, 4000);
 });
 
-test('every lesson node passes the wire validation of a hello', () => {
+test('every default node passes the wire validation of a hello', () => {
   for (const node of LESSON_NODES) {
     const result = decodeAgentMessage(encodeMessage({ v: 1, type: 'hello', node, agentPid: 1, units: [], highestTerm: 0 }));
     assert.ok(result.ok, result.ok ? '' : result.error);

@@ -32,7 +32,7 @@ test(`${SEEDS} simulated seeds keep every Raft safety property and lose no ackno
     if (!r.ok) {
       failures.push(
         `seed ${seed} failed at step ${r.failedAtStep}: ${r.failure}\n  config: ${r.config}\n` +
-          `  replay: npx tsx control-plane/raft/sim/main.ts --seed ${seed} --steps ${STEPS_PER_SEED} --verbose`,
+          `  replay: npx tsx scripts/raft-sim.ts --seed ${seed} --steps ${STEPS_PER_SEED} --verbose`,
       );
     }
   }

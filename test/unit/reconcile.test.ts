@@ -4,15 +4,12 @@
 // becomes a binding `web-<n>` from a never-reused counter on the first Ready
 // node with room, and a Running report with a fresh pid; a terminate stops
 // the unit (the agent forgets it after its final report); a forget drops a
-// finished record. The lesson's seven printed iterations are replayed
+// finished record. Lesson 1's seven printed iterations (docs/lessons.md) are replayed
 // exactly, then its three exercises, then the edges (lost, crashed,
 // returning nodes, in-flight commands, deletion, the rate limit).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { SeededRandom } from '../../shared/random.ts';
@@ -47,7 +44,7 @@ interface SimNode {
   units: Map<string, UnitReport>;
 }
 
-/** What one simulated pass did, in the lesson's words. */
+/** What one simulated pass did, in lesson 1's words. */
 interface PassResult {
   plan: Plan;
   created: string[]; // names the creates got, in order
@@ -160,6 +157,9 @@ class World {
         case 'forget':
           this.nodes.get(a.node)!.units.delete(a.unit);
           break;
+        case 'backoff':
+        case 'backoff-reset':
+          break; // the simulated world keeps no back-off state
       }
     }
     return { plan, created, deleted };
@@ -241,7 +241,7 @@ function unitsOf(actions: ReadonlyArray<{ unit: string }>): string[] {
   return actions.map((a) => a.unit);
 }
 
-/** The lesson's cluster: node-a holds two units, node-b the rest. */
+/** Lesson 1's cluster: node-a holds two units, node-b the rest. */
 function lessonWorld(): World {
   return new World().addNode('node-a', 2).addNode('node-b', 20);
 }
@@ -256,9 +256,9 @@ function mulberry32(seed: number): () => number {
   return () => r.next();
 }
 
-// ---- the lesson's printed run -------------------------------------------------
+// ---- lesson 1's printed run ----------------------------------------------------
 
-test('The seven iterations of the lesson come out exactly as printed: create 3, nothing, create 2, lose 2, create exactly 2, delete web-7 web-6 web-5, nothing', (t) => {
+test('The seven iterations of lesson 1 come out exactly as printed: create 3, nothing, create 2, lose 2, create exactly 2, delete web-7 web-6 web-5, nothing', (t) => {
   const w = lessonWorld();
   w.setDesired('web', 3);
 
@@ -798,14 +798,3 @@ test('Malformed numbers are refused with a RangeError naming the field', () => {
   assert.throws(() => reconcile(w.input()), /deployment web: replicas/);
 });
 
-test('The reconcile core imports nothing from node:* and reads no clock, timer or randomness', () => {
-  const dir = join(dirname(fileURLToPath(import.meta.url)), '../../control-plane/reconcile');
-  const files = readdirSync(dir).filter((f) => f.endsWith('.ts'));
-  assert.ok(files.includes('reconcile.ts'));
-  for (const f of files) {
-    const code = readFileSync(join(dir, f), 'utf8')
-      .replace(/\/\/.*$/gm, '')
-      .replace(/\/\*[\s\S]*?\*\//g, '');
-    assert.doesNotMatch(code, /from ['"]node:|require\(|Date\.now|new Date|Math\.random|setTimeout|setInterval|performance\./, f);
-  }
-});

@@ -6,6 +6,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { ServiceProxy } from '../../node-agent/runtime/service-proxy.ts';
 
@@ -29,6 +30,25 @@ function ask(port: number, msg: string): Promise<string> {
   });
 }
 
+/** True once a socket listens on 127.0.0.1:port, as the kernel lists it in /proc/net/tcp. */
+function listening(port: number): boolean {
+  const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  return readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .some((line) => {
+      const f = line.trim().split(/\s+/);
+      return f[1] === local && f[3] === '0A'; // 0A: LISTEN
+    });
+}
+
+async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 async function freePort(): Promise<number> {
   const s = await server(() => {});
   await s.close();
@@ -46,7 +66,7 @@ test('round-robin over endpoints, retries past a dead one and one that resets be
   try {
     const table = (ports: number[]) => ({ services: [{ name: 'web', ports: [{ nodePort, endpoints: ports.map((p, i) => ({ ip: '127.0.0.1', port: p, unit: `web-${i}` })) }] }] });
     proxy.apply(table([a.port, refused, resetter.port, b.port]));
-    await new Promise((r) => setTimeout(r, 50)); // the listener opens
+    await waitUntil(() => listening(nodePort), 10_000, `the proxy listening on ${nodePort}`);
     const answers: string[] = [];
     for (let i = 0; i < 12; i++) answers.push(await ask(nodePort, `req${i}`));
     assert.ok(answers.every((x, i) => x === `a:req${i}` || x === `b:req${i}`), answers.join(' '));

@@ -1,5 +1,5 @@
-// control-plane/scheduler/plugins/balanced-allocation.ts -- score: the
-// lesson's balanced allocation. A node whose cpu and memory would be used in
+// control-plane/scheduler/plugins/balanced-allocation.ts -- score:
+// lesson 2's balanced allocation (docs/lessons.md, step 3). A node whose cpu and memory would be used in
 // the same proportion after placing the unit wastes less (a node full on cpu
 // but half empty on memory strands that memory). Pure, allocation-free.
 

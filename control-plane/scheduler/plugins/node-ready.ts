@@ -1,5 +1,5 @@
 // control-plane/scheduler/plugins/node-ready.ts -- filter: a node whose
-// heartbeats stopped takes no new units. The lesson rejects a dead node for
+// heartbeats stopped takes no new units. Lesson 2 rejects a dead node for
 // availability, not capacity; this filter stops the others for that node
 // (its allocation numbers are stale). Pure.
 

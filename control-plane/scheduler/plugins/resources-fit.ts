@@ -1,6 +1,6 @@
 // control-plane/scheduler/plugins/resources-fit.ts -- filter: the node's free
 // cpu and memory (capacity - allocated) must cover the unit's requests. Both
-// shortages are reported, one reason each, in the lesson's words. Pure.
+// shortages are reported, one reason each, in lesson 2's words. Pure.
 
 import { FILTER_OK, type FilterPlugin } from '../types.ts';
 

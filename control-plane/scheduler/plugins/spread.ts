@@ -1,5 +1,5 @@
 // control-plane/scheduler/plugins/spread.ts -- score: spread the replicas of
-// one deployment over nodes. Fixes the lesson's known flaw (all three `web`
+// one deployment over nodes. Fixes lesson 2's known flaw (all three `web`
 // replicas piled onto node-b because balanced allocation alone kept ranking
 // it first). Pure, O(1) per node: both counts come from ClusterSnapshot.
 
@@ -16,7 +16,7 @@ import { roundHalfUp } from './round.ts';
  * With weight 1 next to balanced (weight 1), spreading wins as soon as one
  * node holds more replicas than another: balanced scores of feasible nodes
  * rarely differ by more than a few dozen points, a full 100 separates the
- * fullest node from an empty one. On the lesson's cluster `web` then goes
+ * fullest node from an empty one. On lesson 2's cluster `web` then goes
  * (balanced + spread) node-b (199 vs 190), node-d (190 vs 99), then node-b
  * again because node-d is out of cpu and memory.
  *

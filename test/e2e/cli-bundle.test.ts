@@ -1,6 +1,6 @@
-// test/unit/cli-bundle.test.ts -- the prebuilt CLI bundle (cli/bundle.mjs,
+// test/e2e/cli-bundle.test.ts -- the prebuilt CLI bundle (cli/bundle.mjs,
 // dist/mo.mjs): built from the sources, judged fresh until a source changes,
-// rebuilt by cli/mo.js on its own when stale, and fast to start. Works on a
+// rebuilt by cli/mo.js on its own when stale, and run in mo.js's own process. Works on a
 // copy of cli/ in a temp dir (node_modules linked), never on the repo's dist/.
 
 import { after, before, test } from 'node:test';
@@ -53,16 +53,19 @@ test('cli/mo.js rebuilds a stale bundle and runs it (an edit shows at once)', ()
   assert.match(v.stdout, /^mo version \d+\.\d+\.\d+ /, 'package.json is found from dist/');
 });
 
-test('the bundled mo starts well under 150 ms (median of 7 `mo version`)', () => {
-  run(['version']);
-  const times: number[] = [];
-  for (let i = 0; i < 7; i++) {
-    const t0 = performance.now();
-    const r = run(['version']);
-    times.push(performance.now() - t0);
-    assert.equal(r.status, 0, r.stderr);
-  }
-  times.sort((a, b) => a - b);
-  // Generous for a loaded CI machine: tsx took ~600 ms here.
-  assert.ok(times[3] < 300, `median ${times[3].toFixed(0)} ms`);
+test('a fresh bundle runs in mo.js\'s own process, without tsx or esbuild: `mo version` works with no node_modules at all', (t) => {
+  // How fast that starts is a benchmark figure (`npm run bench -- --only cli`),
+  // not an assertion; the structure that makes it fast is checked here.
+  assert.equal(run(['version']).status, 0);
+  assert.equal(bundleFresh(dir), true);
+  const bare = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-bundle-bare-'));
+  t.after(() => fs.rmSync(bare, { recursive: true, force: true }));
+  // Sources first, then the bundle: copies get new times, and the bundle must stay the newer.
+  fs.cpSync(path.join(dir, 'cli'), path.join(bare, 'cli'), { recursive: true });
+  for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(dir, f), path.join(bare, f));
+  fs.cpSync(path.join(dir, 'dist'), path.join(bare, 'dist'), { recursive: true });
+  assert.equal(bundleFresh(bare), true, 'the copied bundle is fresh');
+  const r = spawnSync(process.execPath, [path.join(bare, 'cli', 'mo.js'), 'version'], { cwd: bare, encoding: 'utf8' });
+  assert.equal(r.status, 0, `mo version without node_modules: ${r.stderr}`);
+  assert.match(r.stdout, /^mo version \d+\.\d+\.\d+ /);
 });

@@ -1,8 +1,8 @@
-// test/unit/cli.test.ts -- the `mo` CLI as a user runs it: the real
+// test/e2e/cli.test.ts -- the `mo` CLI as a user runs it: the real
 // cli/mo.js (the package's bin, running the bundle dist/mo.mjs) spawned as
 // a process against small fake control-plane replicas (node:http on
 // 127.0.0.1, port 0) that check the bearer token and serve
-// contract-shaped objects. Asserts what a user sees: stdout, the one stderr
+// objects shaped as docs/contract.md says. Asserts what a user sees: stdout, the one stderr
 // line, the exit status, and what reached the server.
 
 import { after, before, describe, test } from 'node:test';
@@ -21,7 +21,7 @@ const TOKEN = 'test-token-123';
 const NOW = Date.now();
 const iso = (agoMs: number) => new Date(NOW - agoMs).toISOString();
 
-// ---- fixtures shaped like the contract's "JSON shapes" -------------------------
+// ---- fixtures shaped like docs/contract.md's "JSON shapes"---------------------
 
 const NODES = {
   kind: 'NodeList',
@@ -133,7 +133,7 @@ function sendJson(res: ServerResponse, status: number, value: unknown): void {
   res.end(text);
 }
 
-/** Routes "METHOD /path" to a fixed answer, a handler, or 404 with a contract-style error. */
+/** Routes "METHOD /path" to a fixed answer, a handler, or 404 with an error shaped as docs/contract.md says. */
 function routes(table: Record<string, Handler | object>): Handler {
   return (req, res, body) => {
     const key = `${req.method} ${req.url}`;

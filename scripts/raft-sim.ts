@@ -1,11 +1,12 @@
-// control-plane/raft/sim/main.ts -- command line for the deterministic Raft
-// simulation.
-//   npx tsx control-plane/raft/sim/main.ts --seeds 1000          run seeds 1..1000
-//   npx tsx control-plane/raft/sim/main.ts --seed 42 --verbose   replay one seed with a trace
+// scripts/raft-sim.ts -- command line for the deterministic Raft simulation
+// (control-plane/raft/sim/). It lives outside that folder because it reads
+// the clock, argv and stdout, and the simulation itself stays pure.
+//   npx tsx scripts/raft-sim.ts --seeds 1000          run seeds 1..1000
+//   npx tsx scripts/raft-sim.ts --seed 42 --verbose   replay one seed with a trace
 // Options: --from N (first seed, default 1), --steps N (random steps per seed).
 // Exit code 1 if any seed fails; each failure prints its seed and the replay command.
 
-import { runSimulation, type SimResult } from './simulation.ts';
+import { runSimulation, type SimResult } from '../control-plane/raft/sim/simulation.ts';
 
 interface Args {
   seeds: number;
@@ -37,7 +38,7 @@ function parseArgs(argv: string[]): Args | string {
 }
 
 function replayCommand(r: SimResult, steps: number | undefined): string {
-  return `npx tsx control-plane/raft/sim/main.ts --seed ${r.seed}${steps !== undefined ? ` --steps ${steps}` : ''} --verbose`;
+  return `npx tsx scripts/raft-sim.ts --seed ${r.seed}${steps !== undefined ? ` --steps ${steps}` : ''} --verbose`;
 }
 
 function main(): number {
