@@ -221,7 +221,9 @@ function serviceRow(svc: ServiceObject, nowMs: number, wide: boolean): string[] 
     text(svc.spec?.type ?? 'NodePort'),
     ports,
     labelsText(svc.spec?.selector),
-    `${ready}/${eps.length} ready`,
+    // A selector that matches no running unit (yet) is accepted; say so
+    // rather than print a bare 0/0.
+    eps.length === 0 ? 'none: no running unit matches' : `${ready}/${eps.length} ready`,
     age(svc.metadata?.creationTimestamp, nowMs),
   ];
   if (wide) row.push((svc.status?.nodeAddresses ?? []).map((n) => `${n.node}=${n.address}`).join(',') || NONE);
