@@ -62,6 +62,8 @@ export interface ReplicaObservation {
   role: string; // leader | follower | candidate
   term: number;
   pid?: number | null;
+  /** The poller's identity of that process (pid and start time), if it checks /proc. */
+  pidId?: string | null;
 }
 
 export interface UnitObservation {
@@ -72,6 +74,8 @@ export interface UnitObservation {
   pid: number | null;
   /** The poller's /proc verdict for `pid` (false when pid is null). */
   pidAlive: boolean;
+  /** The identity (pid and start time) of the unit's process, when /proc is checked. */
+  pidId?: string | null;
   term: number | null;
   /** Agent clock, ms since epoch (same host: comparable with `startedAtEpochMs`). */
   startedAtMs: number | null;
@@ -91,6 +95,8 @@ export interface NodeObservation {
   agentPid: number | null;
   /** /proc verdict for agentPid; null when pids are not checkable. */
   agentAlive: boolean | null;
+  /** The identity (pid and start time) of that agent process, when /proc is checked. */
+  agentId?: string | null;
 }
 
 export interface DeploymentObservation {
@@ -107,7 +113,7 @@ export interface SnapshotObservation {
   units: UnitObservation[];
   nodes: NodeObservation[];
   /** Other pids worth tracking for orphans (agents' children: guards, units). */
-  helpers?: Array<{ pid: number; owner: string }>;
+  helpers?: Array<{ pid: number; owner: string; id?: string | null }>;
 }
 
 export interface FaultObservation {
@@ -153,7 +159,8 @@ export interface WriteObservation {
 export interface ProcsObservation {
   type: 'procs';
   t: number;
-  dead: number[];
+  /** Keys from trackedPids() whose process is gone. */
+  dead: string[];
   /** true once the cluster was stopped: every tracked pid must be dead. */
   final?: boolean;
 }
@@ -288,11 +295,23 @@ interface Episode {
 
 interface TrackedPid {
   kind: 'unit' | 'agent' | 'replica' | 'helper';
+  pid: number;
   what: string;
   deadAt: number | null;
-  /** For units: the agent pid (incarnation) they ran under. */
+  /** For units: the agent pid (incarnation) they ran under, and its key. */
   agentPid?: number;
+  agentKey?: string;
   node?: string;
+}
+
+/**
+ * A tracked process's key: its identity (pid and start time) when the
+ * poller read one from /proc, else the pid. Pids are recycled (they wrap at
+ * pid_max, 32768 on many hosts), so two processes with one pid in a long run
+ * are two records, never one.
+ */
+function procKey(id: string | null | undefined, pid: number): string {
+  return id ?? String(pid);
 }
 
 /** A deployment's desired state as the write check models it. */
@@ -353,7 +372,7 @@ export class InvariantChecker {
   private readonly writes: WriteObservation[] = [];
   private readonly episodes = new Map<string, Episode>();
   private readonly longest = { deficit: null as { deployment: string; ms: number } | null, surplus: null as { deployment: string; ms: number } | null };
-  private readonly pids = new Map<number, TrackedPid>();
+  private readonly pids = new Map<string, TrackedPid>();
   /** Per agent incarnation "node/pid": units seen, for fencing check a. */
   private readonly incarnations = new Map<string, Array<{ name: string; startedAtMs: number; term: number }>>();
   private readonly unitsSeen = new Map<string, { term: number | null; startedAtMs: number | null }>();
@@ -397,10 +416,10 @@ export class InvariantChecker {
     }
   }
 
-  /** Pids whose liveness the poller should report (alive ones only). */
-  trackedPids(): number[] {
-    const out: number[] = [];
-    for (const [pid, p] of this.pids) if (p.deadAt === null) out.push(pid);
+  /** Keys (identities) of the processes whose liveness the poller should report (alive ones only). */
+  trackedPids(): string[] {
+    const out: string[] = [];
+    for (const [key, p] of this.pids) if (p.deadAt === null) out.push(key);
     return out;
   }
 
@@ -473,7 +492,7 @@ export class InvariantChecker {
   private onReplica(o: ReplicaObservation): void {
     this.replicaPolls++;
     if (o.term > this.maxTerm) this.maxTerm = o.term;
-    if (o.pid) this.track(o.pid, { kind: 'replica', what: `replica ${o.id}`, deadAt: null });
+    if (o.pid) this.track(procKey(o.pidId, o.pid), { kind: 'replica', pid: o.pid, what: `replica ${o.id}`, deadAt: null });
     if (o.role !== 'leader') return;
     let set = this.leadersByTerm.get(o.term);
     if (!set) {
@@ -486,9 +505,9 @@ export class InvariantChecker {
     }
   }
 
-  private track(pid: number, p: TrackedPid): void {
-    if (this.pids.has(pid) || this.pids.size >= MAX_TRACKED_PIDS) return;
-    this.pids.set(pid, p);
+  private track(key: string, p: TrackedPid): void {
+    if (this.pids.has(key) || this.pids.size >= MAX_TRACKED_PIDS) return;
+    this.pids.set(key, p);
   }
 
   // ------------------------------------------------ snapshots (3..7)
@@ -521,8 +540,9 @@ export class InvariantChecker {
 
     for (const n of s.nodes) {
       if (n.agentPid) {
-        this.track(n.agentPid, { kind: 'agent', what: `agent of ${n.name}`, deadAt: null, node: n.name });
-        if (n.agentAlive === false) this.markDead(n.agentPid, t);
+        const key = procKey(n.agentId, n.agentPid);
+        this.track(key, { kind: 'agent', pid: n.agentPid, what: `agent of ${n.name}`, deadAt: null, node: n.name });
+        if (n.agentAlive === false) this.markDead(key, t);
       }
       if (!n.ready) {
         if (!this.notReadySince.has(n.name)) this.notReadySince.set(n.name, t);
@@ -532,12 +552,13 @@ export class InvariantChecker {
     // Units: tracking, fencing (3), lost phase (6).
     for (const u of s.units) {
       const node = u.node ? nodes.get(u.node) : undefined;
+      const agentKey = node?.agentPid ? procKey(node.agentId, node.agentPid) : undefined;
       if (u.pid && u.pidAlive) {
-        this.track(u.pid, { kind: 'unit', what: `unit ${u.name}`, deadAt: null, agentPid: node?.agentPid ?? undefined, node: u.node ?? undefined });
-      } else if (u.pid && !u.pidAlive) this.markDead(u.pid, t);
-      if (!this.unitsSeen.has(u.name) && u.term !== null && u.startedAtMs !== null && u.node && node?.agentPid && (u.phase === 'Running' || u.phase === 'Terminating') && u.pidAlive) {
+        this.track(procKey(u.pidId, u.pid), { kind: 'unit', pid: u.pid, what: `unit ${u.name}`, deadAt: null, agentPid: node?.agentPid ?? undefined, agentKey, node: u.node ?? undefined });
+      } else if (u.pid && !u.pidAlive) this.markDead(procKey(u.pidId, u.pid), t);
+      if (!this.unitsSeen.has(u.name) && u.term !== null && u.startedAtMs !== null && u.node && agentKey && (u.phase === 'Running' || u.phase === 'Terminating') && u.pidAlive) {
         this.unitsSeen.set(u.name, { term: u.term, startedAtMs: u.startedAtMs });
-        this.checkFencing(u, `${u.node}/${node.agentPid}`, t);
+        this.checkFencing(u, `${u.node}/${agentKey}`, t);
       }
       if (u.bound && node && !node.ready && (u.phase === 'Running' || u.phase === 'Pending')) {
         const since = this.notReadySince.get(node.name) ?? t;
@@ -546,7 +567,7 @@ export class InvariantChecker {
     }
 
     // After the units, so a unit's pid is tracked as a unit (with its agent).
-    for (const h of s.helpers ?? []) this.track(h.pid, { kind: 'helper', what: `child ${h.pid} of ${h.owner}`, deadAt: null });
+    for (const h of s.helpers ?? []) this.track(procKey(h.id, h.pid), { kind: 'helper', pid: h.pid, what: `child ${h.pid} of ${h.owner}`, deadAt: null });
 
     // Deployments: deficit (4) and surplus (5).
     const desired = new Map(s.deployments.map((d) => [d.name, d.replicas]));
@@ -621,24 +642,24 @@ export class InvariantChecker {
 
   // ------------------------------------------------ processes (6, 8)
 
-  private markDead(pid: number, t: number): void {
-    const p = this.pids.get(pid);
+  private markDead(key: string, t: number): void {
+    const p = this.pids.get(key);
     if (p && p.deadAt === null) p.deadAt = t;
   }
 
   private onProcs(o: ProcsObservation): void {
-    for (const pid of o.dead) this.markDead(pid, o.t);
+    for (const key of o.dead) this.markDead(key, o.t);
     // A dead agent's units must be dead within orphanBoundMs.
-    for (const [pid, p] of this.pids) {
-      if (p.kind !== 'unit' || p.deadAt !== null || !p.agentPid) continue;
-      const agent = this.pids.get(p.agentPid);
+    for (const [key, p] of this.pids) {
+      if (p.kind !== 'unit' || p.deadAt !== null || !p.agentKey) continue;
+      const agent = this.pids.get(p.agentKey);
       if (agent?.deadAt != null && o.t - agent.deadAt > this.bounds.orphanBoundMs) {
-        this.violateOnce(`orphan-unit/${pid}`, 6, o.t, `${p.what} pid ${pid} on ${p.node} still alive ${((o.t - agent.deadAt) / 1000).toFixed(1)}s after its agent pid ${p.agentPid} died`);
+        this.violateOnce(`orphan-unit/${key}`, 6, o.t, `${p.what} pid ${p.pid} on ${p.node} still alive ${((o.t - agent.deadAt) / 1000).toFixed(1)}s after its agent pid ${p.agentPid} died`);
       }
     }
     if (o.final) {
-      for (const [pid, p] of this.pids) {
-        if (p.deadAt === null) this.violateOnce(`orphan/${pid}`, 8, o.t, `${p.what} pid ${pid} is still alive after the cluster stopped`);
+      for (const [key, p] of this.pids) {
+        if (p.deadAt === null) this.violateOnce(`orphan/${key}`, 8, o.t, `${p.what} pid ${p.pid} is still alive after the cluster stopped`);
       }
     }
   }

@@ -10,7 +10,7 @@
 
 import type { InvariantChecker, NodeObservation, SnapshotObservation, UnitObservation } from './checker.ts';
 import { ApiClient, type ApiObject } from './api-client.ts';
-import { childrenOf, ProcTable } from './proc.ts';
+import { childrenOf, cmdlineOf, identityAlive, identityOf, ProcTable } from './proc.ts';
 
 export interface PollerOptions {
   urls: string[];
@@ -62,8 +62,9 @@ export class Poller {
       const j = a.json;
       if (a.status !== 200 || !j || typeof j.id !== 'string' || typeof j.term !== 'number') return;
       // Record the replica's identity (pid + start time) while it is surely alive.
-      if (this.o.procChecks && typeof j.pid === 'number') this.procs.alive(j.pid);
-      this.o.core.observe({ type: 'replica', t: this.o.now(), id: j.id, role: String(j.role), term: j.term, pid: typeof j.pid === 'number' ? j.pid : null });
+      const pid = typeof j.pid === 'number' ? j.pid : null;
+      const pidId = this.o.procChecks && pid !== null ? this.procs.claim(`replica:${j.id}`, pid, (p) => this.isReplica(p, j.id as string)).id : null;
+      this.o.core.observe({ type: 'replica', t: this.o.now(), id: j.id, role: String(j.role), term: j.term, pid, pidId });
     } catch {
       /* down, stopped or partitioned: nothing observed */
     }
@@ -83,18 +84,28 @@ export class Poller {
       if (!deps || !units || !nodes) return false;
       const t = this.o.now();
       const pc = this.o.procChecks;
-      const nodeObs: NodeObservation[] = (nodes.json?.items ?? []).map((n) => ({
-        name: n.metadata.name,
-        ready: n.status?.ready === true,
-        capacity: n.status?.capacity ?? { cpu: 0, memory: 0 },
-        allocated: n.status?.allocated ?? null,
-        taints: n.spec?.taints ?? [],
-        agentPid: n.status?.agent?.pid ?? null,
-        agentAlive: pc && n.status?.agent?.pid ? this.procs.alive(n.status.agent.pid) : null,
-      }));
+      const nodeObs: NodeObservation[] = (nodes.json?.items ?? []).map((n) => {
+        const name = n.metadata.name;
+        const agentPid: number | null = n.status?.agent?.pid ?? null;
+        // A restarted agent may get the pid an earlier incarnation had: it is
+        // the same owner again if its command line names this node.
+        const claim = pc && agentPid ? this.procs.claim(`agent:${name}`, agentPid, (p) => this.isAgentOf(p, name)) : null;
+        return {
+          name,
+          ready: n.status?.ready === true,
+          capacity: n.status?.capacity ?? { cpu: 0, memory: 0 },
+          allocated: n.status?.allocated ?? null,
+          taints: n.spec?.taints ?? [],
+          agentPid,
+          agentAlive: claim ? claim.alive : null,
+          agentId: claim?.id ?? null,
+        };
+      });
       const unitObs: UnitObservation[] = (units.json?.items ?? []).map((u) => {
         const pid: number | null = typeof u.status?.pid === 'number' ? u.status.pid : null;
         const started = u.status?.startTime ? Date.parse(u.status.startTime) : NaN;
+        // A unit's name is never reused: its process is the one first seen under its pid.
+        const claim = pc && pid !== null ? this.procs.claim(`unit:${u.metadata.name}`, pid) : null;
         return {
           name: u.metadata.name,
           deployment: u.spec?.deployment ?? '',
@@ -102,7 +113,8 @@ export class Poller {
           phase: u.status?.phase ?? 'Unknown',
           pid,
           // Without /proc access, trust the API's phase for liveness.
-          pidAlive: pc ? this.procs.alive(pid) : pid !== null && (u.status?.phase === 'Running' || u.status?.phase === 'Terminating'),
+          pidAlive: claim ? claim.alive : !pc && pid !== null && (u.status?.phase === 'Running' || u.status?.phase === 'Terminating'),
+          pidId: claim?.id ?? null,
           term: typeof u.status?.term === 'number' ? u.status.term : null,
           startedAtMs: Number.isFinite(started) ? started : null,
           cpu: u.spec?.resources?.cpu ?? 0,
@@ -111,8 +123,16 @@ export class Poller {
           bound: u.metadata?.uid != null,
         };
       });
-      const helpers: Array<{ pid: number; owner: string }> = [];
-      if (pc) for (const n of nodeObs) if (n.agentPid && n.agentAlive) for (const c of childrenOf(n.agentPid)) if (this.procs.alive(c)) helpers.push({ pid: c, owner: `agent of ${n.name}` });
+      const helpers: Array<{ pid: number; owner: string; id: string | null }> = [];
+      if (pc) {
+        for (const n of nodeObs) {
+          if (!n.agentPid || !n.agentAlive) continue;
+          for (const c of childrenOf(n.agentPid)) {
+            const id = identityOf(c);
+            if (id !== null) helpers.push({ pid: c, owner: `agent of ${n.name}`, id });
+          }
+        }
+      }
       const obs: SnapshotObservation = {
         type: 'snapshot',
         t,
@@ -130,11 +150,21 @@ export class Poller {
     }
   }
 
-  /** Report which tracked pids have died (by identity). */
-  checkTracked(final = false): number[] {
-    const dead = this.o.core.trackedPids().filter((p) => !this.procs.alive(p));
+  /** Report which tracked processes have died (by identity: pid and start time). */
+  checkTracked(final = false): string[] {
+    const dead = this.o.core.trackedPids().filter((id) => !identityAlive(id));
     this.o.core.observe({ type: 'procs', t: this.o.now(), dead, final });
     return this.o.core.trackedPids();
+  }
+
+  private isAgentOf(pid: number, node: string): boolean {
+    const cmd = ` ${cmdlineOf(pid)} `;
+    return cmd.includes('node-agent') && (cmd.includes(` ${node} `) || cmd.includes(`=${node} `));
+  }
+
+  private isReplica(pid: number, id: string): boolean {
+    const cmd = ` ${cmdlineOf(pid)} `;
+    return cmd.includes('control-plane') && (cmd.includes(` ${id} `) || cmd.includes(`=${id} `));
   }
 }
 

@@ -19,6 +19,7 @@ import type { Partitioner, PartitionHandle } from './partition.ts';
 import type { Poller } from './poller.ts';
 import type { ChaosTarget, ProcKind } from './target.ts';
 import type { WorkloadLevel } from './workload.ts';
+import { identityAlive } from './proc.ts';
 
 export const SCENARIOS = ['kill-agents', 'kill-leader', 'crash-units', 'partition', 'soak'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
@@ -226,7 +227,8 @@ export class FaultInjector {
     if (!target.procChecks) return this.cannot('unit crashes need the unit pids on this machine');
     const snap = poller.lastSnapshot;
     if (!snap) return false;
-    const live = snap.units.filter((u) => u.phase === 'Running' && u.bound && u.pidAlive && u.pid && poller.procs.alive(u.pid));
+    // Only the very process the poller saw (pid and start time): a recycled pid is never killed.
+    const live = snap.units.filter((u) => u.phase === 'Running' && u.bound && u.pidAlive && u.pid && identityAlive(u.pidId));
     if (!live.length) return false;
     const n = Math.min(live.length, rng.chance(0.3) ? 2 : 1);
     let done = false;

@@ -171,13 +171,39 @@ test("a unit still alive well after its agent died violates invariant 6, and out
   const u = unit('web-1');
   const a = node('node-a');
   c.observe(snap(0, [u], [['web', 1]], [a]));
-  c.observe({ type: 'procs', t: 100, dead: [a.agentPid!] });
+  c.observe({ type: 'procs', t: 100, dead: [String(a.agentPid!)] });
   c.observe({ type: 'procs', t: 2000, dead: [] });
   const v = (c.observe({ type: 'procs', t: 9000, dead: [], final: true }), finish(c, { quietAt: 0, orphans: true }));
   assert.equal(count(v, 6), 1);
   assert.match(v.invariants[5].examples[0].message, /unit web-1 pid \d+ on node-a still alive 1\.9s after its agent pid \d+ died/);
   assert.equal(count(v, 8), 1);
   assert.match(v.invariants[7].examples[0].message, /unit web-1 pid \d+ is still alive after the cluster stopped/);
+});
+
+test('a recycled pid is a new process: an agent restarted under a pid an earlier, dead process had is alive, and its units are no orphans', () => {
+  // pid_max wraps on a busy machine: pid 500 was node-a's first agent (dead at
+  // t=100), and after the wrap a new incarnation of node-a's agent got pid 500
+  // again. Only the identity (pid and start time) tells the two apart.
+  const c = new InvariantChecker(DEFAULT_BOUNDS, T0);
+  const old = node('node-a', { agentPid: 500, agentId: '500/1000' });
+  c.observe(snap(0, [unit('web-1', { pid: 600, pidId: '600/1001' })], [['web', 1]], [old]));
+  c.observe({ type: 'procs', t: 100, dead: ['500/1000', '600/1001'] });
+  const fresh = node('node-a', { agentPid: 500, agentId: '500/90000' });
+  const u2 = unit('web-2', { pid: 600, pidId: '600/90001' }); // and its unit got pid 600, web-1's
+  for (let t = 1000; t <= 20000; t += 500) {
+    c.observe(snap(t, [u2], [['web', 1]], [fresh]));
+    c.observe({ type: 'procs', t, dead: [] });
+  }
+  assert.deepEqual(c.trackedPids().sort(), ['500/90000', '600/90001']);
+  const v = finish(c, { quietAt: 1000 });
+  assert.equal(count(v, 6), 0, v.invariants[5].examples.map((e) => e.message).join('\n'));
+  assert.equal(count(v, 4), 0);
+  // The old identities stay dead: had web-2 run under the first agent, it would be an orphan.
+  const c2 = new InvariantChecker(DEFAULT_BOUNDS, T0);
+  c2.observe(snap(0, [unit('web-1', { pid: 600, pidId: '600/1001' })], [['web', 1]], [old]));
+  c2.observe({ type: 'procs', t: 100, dead: ['500/1000'] });
+  c2.observe({ type: 'procs', t: 5000, dead: [] });
+  assert.equal(count(finish(c2, { quietAt: 0 }), 6), 1);
 });
 
 test('a live unit on a NotReady node after calm time, or shown Running there, violates invariant 6', () => {
