@@ -12,12 +12,20 @@ import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
 import { benchCliStartup } from './cli.ts';
 import { benchMetrics } from './metrics.ts';
+import { LoopWatch } from './loop-watch.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? process.argv[i + 1] : null;
 })();
-const want = (name: string) => only === null || only === name;
+// Every replica's event-loop stops and terms, per benchmark (bench/loop-watch.ts).
+const loops = new LoopWatch();
+loops.install();
+const want = (name: string) => {
+  const yes = only === null || only === name;
+  if (yes) loops.group = name; // groups run one after another: the clusters started now are this group's
+  return yes;
+};
 const f = (n: number, d = 1) => n.toFixed(d);
 const verdict = (ok: boolean) => (ok ? 'meets target' : 'MISSES target');
 const summary: string[] = [];
@@ -159,3 +167,5 @@ if (want('metrics')) {
 
 console.log('\n== summary ==');
 for (const s of summary) console.log(s);
+console.log('\n== event loop of every replica during each benchmark (1 s windows of monitorEventLoopDelay at 5 ms resolution; election timeout 250-500 ms) ==');
+for (const s of loops.lines()) console.log(s);
