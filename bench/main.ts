@@ -6,7 +6,7 @@
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cluster.ts';
-import { benchCatchUp, benchFailover, benchWrites } from './raft.ts';
+import { benchCatchUp, benchEtcdWrites, benchFailover, benchWrites } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
@@ -84,15 +84,25 @@ if (want('failover')) {
 }
 
 if (want('writes')) {
-  console.log('\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) ==');
-  // etcd 3.4's benchmark (put, new keys) measured on this machine kind; not run here (no etcd binary in the registries this project may use).
-  const etcd: Record<number, number> = { 1: 594, 16: 2182 };
+  console.log('\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) vs etcd 3.4 (3 members, fsync on) in the same run, same load generator ==');
+  const ours: Record<string, Record<number, number>> = { new: {}, overwrite: {} };
   for (const mode of ['new', 'overwrite'] as const) {
-    for (const r of await benchWrites(5000, mode)) {
-      const line = `writes (${mode === 'new' ? 'a new name every write, as etcd writes new keys' : 'overwriting 50 names per worker'}) at concurrency ${r.concurrency}: ${Math.round(r.writesPerSec)}/s (etcd 3.4 put of new keys on this machine kind: ~${etcd[r.concurrency]}/s: ${verdict(r.writesPerSec >= etcd[r.concurrency])})`;
-      console.log(line);
-      summary.push(line);
-    }
+    for (const r of await benchWrites(5000, mode)) ours[mode][r.concurrency] = r.writesPerSec;
+  }
+  const etcd = await benchEtcdWrites(5000);
+  if (!etcd) console.log('etcd: not measured: no etcd binary (install Debian\'s etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)');
+  for (const concurrency of [1, 16]) {
+    const e = etcd?.rows.find((r) => r.concurrency === concurrency);
+    const best = e ? Math.max(e.gateway, e.grpc ?? 0) : null;
+    const how = e ? `etcd ${etcd!.version} put of new keys, same run: JSON gateway ${Math.round(e.gateway)}/s, etcd3 gRPC client ${e.grpc === null ? `failed (${e.grpcError})` : `${Math.round(e.grpc)}/s`}; baseline the faster, ${Math.round(best!)}/s` : 'etcd not measured';
+    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(ours.new[concurrency])}/s (${how}${best !== null ? `: ratio ${f(ours.new[concurrency] / best, 2)}, ${verdict(ours.new[concurrency] >= best)}` : ''})`;
+    console.log(line);
+    summary.push(line);
+  }
+  for (const concurrency of [1, 16]) {
+    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(ours.overwrite[concurrency])}/s`;
+    console.log(line);
+    summary.push(line);
   }
 }
 
