@@ -47,6 +47,8 @@ export interface EtcdCluster {
   clients: string[];
   /** The leader's client URL. */
   leader: string;
+  /** The members' pids. */
+  pids: number[];
   stop(): Promise<void>;
 }
 
@@ -102,7 +104,7 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
       if (kids.some((k) => k.exitCode !== null)) throw new Error(`etcd exited: ${errs.join('').trim().split('\n').slice(-3).join(' | ')}`);
       return null;
     }, 20000, 50);
-    return { clients, leader, stop };
+    return { clients, leader, pids: kids.map((k) => k.pid!), stop };
   } catch (e) {
     await stop();
     throw e;

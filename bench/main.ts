@@ -1,18 +1,19 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
 // printed beside its target. Run on an otherwise idle machine; `--only NAME`
 // runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
-// failover, writes, catch-up, rollout, probes, crashloop, services, isolation, cli).
+// failover, writes, big-state, catch-up, rollout, probes, crashloop, services, isolation, cli).
 
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cluster.ts';
-import { benchCatchUp, benchEtcdWrites, benchFailover, benchWrites } from './raft.ts';
+import { benchCatchUp, benchEtcdWrites, benchFailover, benchWrites, type WriteFigure } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
 import { benchCliStartup } from './cli.ts';
 import { benchMetrics } from './metrics.ts';
 import { LoopWatch } from './loop-watch.ts';
+import { benchBigState, type ReplicaPhase as BigStateReplica } from './big-state.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
@@ -85,22 +86,47 @@ if (want('failover')) {
 
 if (want('writes')) {
   console.log('\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) vs etcd 3.4 (3 members, fsync on) in the same run, same load generator ==');
-  const ours: Record<string, Record<number, number>> = { new: {}, overwrite: {} };
+  const ours: Record<string, Record<number, WriteFigure>> = { new: {}, overwrite: {} };
   for (const mode of ['new', 'overwrite'] as const) {
-    for (const r of await benchWrites(5000, mode)) ours[mode][r.concurrency] = r.writesPerSec;
+    for (const r of await benchWrites(5000, mode)) ours[mode][r.concurrency] = r;
   }
   const etcd = await benchEtcdWrites(5000);
   if (!etcd) console.log('etcd: not measured: no etcd binary (install Debian\'s etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)');
+  const cpu = (r: WriteFigure) => `${f(r.cpuMsPerWrite, 2)} ms CPU/write`;
   for (const concurrency of [1, 16]) {
+    const o = ours.new[concurrency];
     const e = etcd?.rows.find((r) => r.concurrency === concurrency);
-    const best = e ? Math.max(e.gateway, e.grpc ?? 0) : null;
-    const how = e ? `etcd ${etcd!.version} put of new keys, same run: JSON gateway ${Math.round(e.gateway)}/s, etcd3 gRPC client ${e.grpc === null ? `failed (${e.grpcError})` : `${Math.round(e.grpc)}/s`}; baseline the faster, ${Math.round(best!)}/s` : 'etcd not measured';
-    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(ours.new[concurrency])}/s (${how}${best !== null ? `: ratio ${f(ours.new[concurrency] / best, 2)}, ${verdict(ours.new[concurrency] >= best)}` : ''})`;
+    const best = e ? (e.grpc && e.grpc.writesPerSec > e.gateway.writesPerSec ? e.grpc : e.gateway) : null;
+    const how = e ? `etcd ${etcd!.version} put of new keys, same run: JSON gateway ${Math.round(e.gateway.writesPerSec)}/s (${cpu(e.gateway)}), etcd3 gRPC client ${e.grpc === null ? `failed (${e.grpcError})` : `${Math.round(e.grpc.writesPerSec)}/s (${cpu(e.grpc)})`}; baseline the faster, ${Math.round(best!.writesPerSec)}/s` : 'etcd not measured';
+    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas (${how}${best ? `: ratio ${f(o.writesPerSec / best.writesPerSec, 2)}, ${verdict(o.writesPerSec >= best.writesPerSec)}` : ''})`;
     console.log(line);
     summary.push(line);
   }
   for (const concurrency of [1, 16]) {
-    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(ours.overwrite[concurrency])}/s`;
+    const o = ours.overwrite[concurrency];
+    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas`;
+    console.log(line);
+    summary.push(line);
+  }
+}
+
+if (want('big-state')) {
+  const n = Number(process.env.MO_BENCH_DEPLOYMENTS ?? 10000);
+  const units = Number(process.env.MO_BENCH_UNITS ?? 1000);
+  console.log(`\n== a big state: ${n} deployments of 0 replicas written (16 writers, new names), then one deployment of ${units} units applied (3 replicas, 4 agents) ==`);
+  const r = await benchBigState(n, units);
+  const loop = (p: BigStateReplica[]) => p.map((x) => `${x.id} max ${f(x.loop.maxMs, 0)} ms, p99 ${f(x.loop.medianP99Ms, 1)} ms (worst second ${f(x.loop.worstP99Ms, 0)} ms), term ${x.term}`).join('; ');
+  const rss = (p: BigStateReplica[]) => p.map((x) => `${x.id} ${f(x.rssMiB)} MiB`).join(', ');
+  const maxRss = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.rssMiB));
+  const maxStop = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.loop.maxMs));
+  const terms = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.term)) - r.firstTerm;
+  const lines = [
+    `big state: ${r.deployments} deployments written at ${Math.round(r.fillWritesPerSec)}/s; RSS ${rss(r.fill)} (target < 150 MiB: ${verdict(maxRss(r.fill) < 150)})`,
+    `big state: event loop while filling: ${loop(r.fill)} (longest stop ${f(maxStop(r.fill), 0)} ms; target < 125 ms, half the election timeout: ${verdict(maxStop(r.fill) < 125)}; ${terms(r.fill) === 0 ? 'no election' : `${terms(r.fill)} ELECTIONS`})`,
+    `big state: apply of ${r.units} units on top until all Running: ${f(r.applyMs, 0)} ms; RSS ${rss(r.apply)}`,
+    `big state: event loop during the apply: ${loop(r.apply)} (longest stop ${f(maxStop(r.apply), 0)} ms; target < 125 ms: ${verdict(maxStop(r.apply) < 125)}; ${terms(r.apply) - terms(r.fill) === 0 ? 'no election' : `${terms(r.apply) - terms(r.fill)} ELECTIONS`})`,
+  ];
+  for (const line of lines) {
     console.log(line);
     summary.push(line);
   }

@@ -7,6 +7,7 @@
 //     run by the same load generator (bench/etcd.ts);
 //   * time for a restarted replica 10,000 entries behind to catch up.
 
+import fs from 'node:fs';
 import http from 'node:http';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { median, pct } from './cluster.ts';
@@ -115,6 +116,39 @@ export async function writeLoad(concurrency: number, durationMs: number, nameOf:
   return count / ((performance.now() - t0) / 1000);
 }
 
+/** CPU time (user + system) of these processes so far, in ms (/proc/PID/stat, 10 ms ticks); a gone process counts 0. */
+export function cpuMsOf(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(rest[11]) + Number(rest[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return ticks * 10;
+}
+
+/** Writes per second, and the servers' CPU per acknowledged write (ms, summed over their processes: robust on a shared machine). */
+export interface WriteFigure {
+  concurrency: number;
+  writesPerSec: number;
+  cpuMsPerWrite: number;
+}
+
+async function measured(pids: number[], concurrency: number, durationMs: number, nameOf: (w: number, k: number) => string, write: (name: string) => Promise<boolean>): Promise<WriteFigure> {
+  let acked = 0;
+  const cpu0 = cpuMsOf(pids);
+  const writesPerSec = await writeLoad(concurrency, durationMs, nameOf, async (name) => {
+    const ok = await write(name);
+    if (ok) acked++;
+    return ok;
+  });
+  return { concurrency, writesPerSec, cpuMsPerWrite: (cpuMsOf(pids) - cpu0) / Math.max(1, acked) };
+}
+
 /** Names per mode: 'new' never repeats one (etcd's benchmark writes new keys); 'overwrite' cycles through 50 per worker. */
 export const nameFor = (mode: 'new' | 'overwrite', concurrency: number) => (w: number, k: number) => (mode === 'new' ? `w${concurrency}-${w}-${k}` : `w${concurrency}-${w}-${k % 50}`);
 
@@ -124,15 +158,15 @@ export const nameFor = (mode: 'new' | 'overwrite', concurrency: number) => (w: n
  * new keys; the state grows with every write); 'overwrite': each worker
  * rewrites 50 names of its own.
  */
-export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' = 'new'): Promise<Array<{ concurrency: number; writesPerSec: number; mode: string }>> {
+export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' = 'new'): Promise<Array<WriteFigure & { mode: string }>> {
   const c = await Cluster.start({ replicas: 3, nodes: NODES });
   const out = [];
   try {
     const li = await leaderIndex(c);
     const url = c.urls[li - 1];
     for (const concurrency of [1, 16]) {
-      const writesPerSec = await writeLoad(concurrency, durationMs, nameFor(mode, concurrency), async (name) => (await put(url, c.token, name)) < 300);
-      out.push({ concurrency, writesPerSec, mode });
+      const r = await measured(c.cps.map((p) => p.pid), concurrency, durationMs, nameFor(mode, concurrency), async (name) => (await put(url, c.token, name)) < 300);
+      out.push({ ...r, mode });
     }
   } finally {
     await c.stop();
@@ -146,19 +180,19 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
  * manifests the cluster is sent, from the same load generator. null when no
  * etcd binary is installed.
  */
-export async function benchEtcdWrites(durationMs = 5000): Promise<null | { version: string; rows: Array<{ concurrency: number; gateway: number; grpc: number | null; grpcError?: string }> }> {
+export async function benchEtcdWrites(durationMs = 5000): Promise<null | { version: string; rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }> }> {
   const bin = etcdBinary();
   if (!bin) return null;
   const version = await etcdVersion(bin);
   const value = (name: string) => JSON.stringify(manifest(name));
-  const rows: Array<{ concurrency: number; gateway: number; grpc: number | null; grpcError?: string }> = [];
-  const gateway: number[] = [];
-  const grpc: Array<number | null> = [];
+  const rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }> = [];
+  const gateway: WriteFigure[] = [];
+  const grpc: Array<WriteFigure | null> = [];
   let grpcError: string | undefined;
   {
     const e = await startEtcd(bin);
     try {
-      for (const concurrency of [1, 16]) gateway.push(await writeLoad(concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
+      for (const concurrency of [1, 16]) gateway.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
     } finally {
       await e.stop();
     }
@@ -167,7 +201,7 @@ export async function benchEtcdWrites(durationMs = 5000): Promise<null | { versi
     const e = await startEtcd(bin);
     const g = grpcClient(e.leader);
     try {
-      for (const concurrency of [1, 16]) grpc.push(await writeLoad(concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
+      for (const concurrency of [1, 16]) grpc.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
     } catch (err) {
       grpcError = (err as Error).message;
     } finally {
