@@ -25,8 +25,13 @@ export interface ReplicaPhase {
 export interface BigStateResult {
   deployments: number;
   fillWritesPerSec: number;
+  /** Writes answered 503 (or not answered) during the fill, each sent again. */
+  failedWrites: number;
+  firstFailure: string;
   units: number;
-  applyMs: number;
+  /** null: not all Running in time (applyError says how far it got). */
+  applyMs: number | null;
+  applyError?: string;
   firstTerm: number;
   fill: ReplicaPhase[];
   apply: ReplicaPhase[];
@@ -65,7 +70,10 @@ async function phase(c: Cluster, since: number): Promise<ReplicaPhase[]> {
   );
 }
 
-export async function benchBigState(deployments = 10000, units = 1000): Promise<BigStateResult> {
+export type FillResult = Pick<BigStateResult, 'deployments' | 'fillWritesPerSec' | 'failedWrites' | 'firstFailure' | 'firstTerm' | 'fill'>;
+
+/** `onFill`: told the fill's figures before the apply starts (so they are printed even if the apply fails). */
+export async function benchBigState(deployments = 10000, units = 1000, onFill?: (r: FillResult) => void): Promise<BigStateResult> {
   const c = await Cluster.start({ replicas: 3, nodes: BIG_NODES });
   const w = new UnitWatch(c);
   try {
@@ -78,13 +86,22 @@ export async function benchBigState(deployments = 10000, units = 1000): Promise<
     const fillFrom = Date.now();
     // 16 writers, each writing its share of new names.
     let written = 0;
+    let failed = 0;
+    let firstFailure = '';
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: 16 }, async (_, wk) => {
         for (let k = wk; k < deployments; k += 16) {
           const name = `d-${k}`;
-          const r = await request('PUT', `${url}/v1/deployments/${name}`, c.token, JSON.stringify(manifest(name)));
-          if (r.status >= 300) throw new Error(`fill: PUT ${name}: ${r.status} ${r.text}`);
+          // A write that fails (503: not committed in time) is counted and
+          // sent again (PUT is idempotent); a bad answer of another kind stops the bench.
+          for (;;) {
+            const r = await request('PUT', `${url}/v1/deployments/${name}`, c.token, JSON.stringify(manifest(name))).catch((e: Error) => ({ status: 0, text: e.message }));
+            if (r.status < 300) break;
+            if (r.status !== 503 && r.status !== 0) throw new Error(`fill: PUT ${name}: ${r.status} ${r.text}`);
+            failed++;
+            if (failed === 1) firstFailure = `${r.status} ${r.text.slice(0, 160)}`;
+          }
           written++;
         }
       }),
@@ -98,15 +115,23 @@ export async function benchBigState(deployments = 10000, units = 1000): Promise<
     await sleep(2000); // statuses flushed, garbage collected as it would be at rest
     const fill = await phase(c, fillFrom);
 
+    onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill });
+
     await w.start();
     const applyFrom = Date.now();
     const a0 = performance.now();
-    const r = await request('PUT', `${url}/v1/deployments/burst`, c.token, JSON.stringify(webManifest('burst', units, { cpu: '10m', memory: '8Mi' })));
-    if (r.status !== 201) throw new Error(`apply: ${r.status} ${r.text}`);
-    const a1 = await w.until(() => w.running('burst').length === units, 180000);
+    let applyMs: number | null = null;
+    let applyError: string | undefined;
+    try {
+      const r = await request('PUT', `${url}/v1/deployments/burst`, c.token, JSON.stringify(webManifest('burst', units, { cpu: '10m', memory: '8Mi' })));
+      if (r.status !== 201) throw new Error(`apply answered ${r.status} ${r.text}`);
+      applyMs = (await w.until(() => w.running('burst').length === units, 120000)) - a0;
+    } catch (e) {
+      applyError = `${(e as Error).message} (${w.running('burst').length} of ${units} Running after ${((performance.now() - a0) / 1000).toFixed(0)} s)`;
+    }
     await sleep(2000);
     const apply = await phase(c, applyFrom);
-    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), units, applyMs: a1 - a0, firstTerm, fill, apply };
+    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, units, applyMs, applyError, firstTerm, fill, apply };
   } finally {
     w.stop();
     await c.stop();
