@@ -32,6 +32,13 @@ export interface ControllerOptions {
 /** Status changes are committed together at most this often (one log entry for many deployments). */
 export const STATUS_FLUSH_MS = 50;
 
+/**
+ * Longest a pass runs before it lets the event loop turn (Raft ticks,
+ * heartbeats, agents' frames): a pass of 500 creates, or the spawns sent as
+ * 500 bindings commit, would otherwise hold the loop for the whole batch.
+ */
+export const PASS_SLICE_MS = 8;
+
 /** Under a stream of changes, passes start at most this often. */
 export const MIN_PASS_SPACING_MS = 10;
 
@@ -374,6 +381,7 @@ export class Controller {
     // unit the old one already stopped (it would respawn it).
     const unbinding = new Map<string, Promise<void>>();
     for (const a of plan.actions) {
+      await this.slice();
       switch (a.type) {
         case 'unbind': {
           const u = state.units.get(a.unit);
@@ -497,6 +505,7 @@ export class Controller {
     if (specHash !== undefined) cmd.specHash = specHash;
     const r = await this.write(cmd);
     if (!r || !r.name) return;
+    await this.slice();
     this.afterDecision(r.name, decision);
   }
 
@@ -509,7 +518,24 @@ export class Controller {
     }
     snap.assume(decision.chosen, req);
     const r = await this.write({ type: 'unit.bind', at: now, name: u.name, nodeName: decision.chosen, scheduling: this.record(decision, now) });
-    if (r) this.afterDecision(u.name, decision);
+    if (!r) return;
+    await this.slice();
+    this.afterDecision(u.name, decision);
+  }
+
+  /**
+   * Yield to the event loop once the current slice has run PASS_SLICE_MS:
+   * continuations that find the budget spent wait for the next turn of the
+   * loop (setImmediate queued during the check phase runs in the next one),
+   * so timers and sockets are served between slices. What a slice acts on is
+   * re-read at that moment (records, leadership), as across any await.
+   */
+  private sliceStart = performance.now();
+  private async slice(): Promise<void> {
+    const now = performance.now();
+    if (now - this.sliceStart < PASS_SLICE_MS) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.sliceStart = performance.now();
   }
 
   /** The pure scheduler's decision, timed for /metrics. */
