@@ -1,23 +1,32 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
 // printed beside its target. Run on an otherwise idle machine; `--only NAME`
 // runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
-// failover, writes, catch-up, rollout, probes, crashloop, services, isolation, cli).
+// failover, writes, big-state, catch-up, rollout, probes, crashloop, services, isolation, cli).
 
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill } from './cluster.ts';
-import { benchCatchUp, benchFailover, benchWrites } from './raft.ts';
+import { benchCatchUp, benchEtcdWrites, benchFailover, benchWrites, type WriteFigure } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
 import { benchCliStartup } from './cli.ts';
 import { benchMetrics } from './metrics.ts';
+import { LoopWatch } from './loop-watch.ts';
+import { benchBigState, type ReplicaPhase as BigStateReplica } from './big-state.ts';
 
 const only = (() => {
   const i = process.argv.indexOf('--only');
   return i >= 0 ? process.argv[i + 1] : null;
 })();
-const want = (name: string) => only === null || only === name;
+// Every replica's event-loop stops and terms, per benchmark (bench/loop-watch.ts).
+const loops = new LoopWatch();
+loops.install();
+const want = (name: string) => {
+  const yes = only === null || only === name;
+  if (yes) loops.group = name; // groups run one after another: the clusters started now are this group's
+  return yes;
+};
 const f = (n: number, d = 1) => n.toFixed(d);
 const verdict = (ok: boolean) => (ok ? 'meets target' : 'MISSES target');
 const summary: string[] = [];
@@ -76,16 +85,52 @@ if (want('failover')) {
 }
 
 if (want('writes')) {
-  console.log('\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) ==');
-  // etcd 3.4's benchmark (put, new keys) measured on this machine kind; not run here (no etcd binary in the registries this project may use).
-  const etcd: Record<number, number> = { 1: 594, 16: 2182 };
+  console.log('\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) vs etcd 3.4 (3 members, fsync on) in the same run, same load generator ==');
+  const ours: Record<string, Record<number, WriteFigure>> = { new: {}, overwrite: {} };
   for (const mode of ['new', 'overwrite'] as const) {
-    for (const r of await benchWrites(5000, mode)) {
-      const line = `writes (${mode === 'new' ? 'a new name every write, as etcd writes new keys' : 'overwriting 50 names per worker'}) at concurrency ${r.concurrency}: ${Math.round(r.writesPerSec)}/s (etcd 3.4 put of new keys on this machine kind: ~${etcd[r.concurrency]}/s: ${verdict(r.writesPerSec >= etcd[r.concurrency])})`;
-      console.log(line);
-      summary.push(line);
-    }
+    for (const r of await benchWrites(5000, mode)) ours[mode][r.concurrency] = r;
   }
+  const etcd = await benchEtcdWrites(5000);
+  if (!etcd) console.log('etcd: not measured: no etcd binary (install Debian\'s etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)');
+  const cpu = (r: WriteFigure) => `${f(r.cpuMsPerWrite, 2)} ms CPU/write`;
+  for (const concurrency of [1, 16]) {
+    const o = ours.new[concurrency];
+    const e = etcd?.rows.find((r) => r.concurrency === concurrency);
+    const best = e ? (e.grpc && e.grpc.writesPerSec > e.gateway.writesPerSec ? e.grpc : e.gateway) : null;
+    const how = e ? `etcd ${etcd!.version} put of new keys, same run: JSON gateway ${Math.round(e.gateway.writesPerSec)}/s (${cpu(e.gateway)}), etcd3 gRPC client ${e.grpc === null ? `failed (${e.grpcError})` : `${Math.round(e.grpc.writesPerSec)}/s (${cpu(e.grpc)})`}; baseline the faster, ${Math.round(best!.writesPerSec)}/s` : 'etcd not measured';
+    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas (${how}${best ? `: ratio ${f(o.writesPerSec / best.writesPerSec, 2)}, ${verdict(o.writesPerSec >= best.writesPerSec)}` : ''})`;
+    console.log(line);
+    summary.push(line);
+  }
+  for (const concurrency of [1, 16]) {
+    const o = ours.overwrite[concurrency];
+    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas`;
+    console.log(line);
+    summary.push(line);
+  }
+}
+
+if (want('big-state')) {
+  const n = Number(process.env.MO_BENCH_DEPLOYMENTS ?? 10000);
+  const units = Number(process.env.MO_BENCH_UNITS ?? 1000);
+  console.log(`\n== a big state: ${n} deployments of 0 replicas written (16 writers, new names), then one deployment of ${units} units applied (3 replicas, 4 agents) ==`);
+  const loop = (p: BigStateReplica[]) => p.map((x) => `${x.id} max ${f(x.loop.maxMs, 0)} ms, p99 ${f(x.loop.medianP99Ms, 1)} ms (worst second ${f(x.loop.worstP99Ms, 0)} ms), term ${x.term}`).join('; ');
+  const rss = (p: BigStateReplica[]) => p.map((x) => `${x.id} ${f(x.rssMiB)} MiB`).join(', ');
+  const maxRss = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.rssMiB));
+  const maxStop = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.loop.maxMs));
+  const maxTerm = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.term));
+  const say = (line: string) => {
+    console.log(line);
+    summary.push(line);
+  };
+  const r = await benchBigState(n, units, (fill) => {
+    const terms = maxTerm(fill.fill) - fill.firstTerm;
+    say(`big state: ${fill.deployments} deployments written at ${Math.round(fill.fillWritesPerSec)}/s, ${fill.failedWrites === 0 ? 'no write failed' : `${fill.failedWrites} WRITES FAILED and were sent again (first: ${fill.firstFailure})`}; RSS ${rss(fill.fill)} (target < 150 MiB: ${verdict(maxRss(fill.fill) < 150)})`);
+    say(`big state: event loop while filling: ${loop(fill.fill)} (longest stop ${f(maxStop(fill.fill), 0)} ms; target < 125 ms, half the election timeout: ${verdict(maxStop(fill.fill) < 125)}; ${terms === 0 ? 'no election' : `${terms} ELECTIONS`})`);
+  });
+  const applyTerms = maxTerm(r.apply) - maxTerm(r.fill);
+  say(`big state: apply of ${r.units} units on top: ${r.applyMs !== null ? `all Running after ${f(r.applyMs, 0)} ms` : `NOT all Running: ${r.applyError}`}; RSS ${rss(r.apply)}`);
+  say(`big state: event loop during the apply: ${loop(r.apply)} (longest stop ${f(maxStop(r.apply), 0)} ms; target < 125 ms: ${verdict(maxStop(r.apply) < 125)}; ${applyTerms === 0 ? 'no election' : `${applyTerms} ELECTIONS`})`);
 }
 
 if (want('catch-up')) {
@@ -159,3 +204,5 @@ if (want('metrics')) {
 
 console.log('\n== summary ==');
 for (const s of summary) console.log(s);
+console.log('\n== event loop of every replica during each benchmark (1 s windows of monitorEventLoopDelay at 5 ms resolution; election timeout 250-500 ms) ==');
+for (const s of loops.lines()) console.log(s);

@@ -3,19 +3,21 @@
 //   * leader failover: SIGKILL of the leader until the first acknowledged
 //     write, median and p99 over N rounds, with the election timeout used;
 //   * acknowledged writes per second at concurrency 1 and 16 (~600-byte
-//     writes: a Deployment manifest), against etcd 3.4's figures measured on
-//     this machine (about 790/s and 3,200/s);
+//     writes: a Deployment manifest), against etcd 3.4 measured in the same
+//     run by the same load generator (bench/etcd.ts);
 //   * time for a restarted replica 10,000 entries behind to catch up.
 
+import fs from 'node:fs';
 import http from 'node:http';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { median, pct } from './cluster.ts';
 import { DEFAULT_RAFT_TIMING } from '../control-plane/store/raft-store.ts';
+import { etcdBinary, etcdVersion, gatewayPut, grpcClient, startEtcd } from './etcd.ts';
 
 const NODES = [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }];
 
 /** A ~600-byte write: a deployment manifest with 0 replicas (no units). */
-function manifest(name: string): unknown {
+export function manifest(name: string): unknown {
   const m = webManifest(name, 0, { command: ['sleep', '3600'] }) as { spec: { template: { spec: { containers: Array<Record<string, unknown>> } } } };
   m.spec.template.spec.containers[0].env = [{ name: 'PADDING', value: 'x'.repeat(330) }];
   return m;
@@ -95,31 +97,120 @@ export async function benchFailover(rounds = 10): Promise<{ medianMs: number; p9
  * new keys; the state grows with every write); 'overwrite': each worker
  * rewrites 50 names of its own.
  */
-export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' = 'new'): Promise<Array<{ concurrency: number; writesPerSec: number; mode: string }>> {
+/**
+ * The load generator every write figure comes from (the cluster's and
+ * etcd's): `concurrency` workers, each writing as soon as its last write
+ * was answered, for `durationMs`; acknowledged writes per second.
+ */
+export async function writeLoad(concurrency: number, durationMs: number, nameOf: (worker: number, k: number) => string, write: (name: string) => Promise<boolean>): Promise<number> {
+  let count = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, w) => {
+      let k = 0;
+      while (performance.now() - t0 < durationMs) {
+        if (await write(nameOf(w, k++))) count++;
+      }
+    }),
+  );
+  return count / ((performance.now() - t0) / 1000);
+}
+
+/** CPU time (user + system) of these processes so far, in ms (/proc/PID/stat, 10 ms ticks); a gone process counts 0. */
+export function cpuMsOf(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(rest[11]) + Number(rest[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return ticks * 10;
+}
+
+/** Writes per second, and the servers' CPU per acknowledged write (ms, summed over their processes: robust on a shared machine). */
+export interface WriteFigure {
+  concurrency: number;
+  writesPerSec: number;
+  cpuMsPerWrite: number;
+}
+
+async function measured(pids: number[], concurrency: number, durationMs: number, nameOf: (w: number, k: number) => string, write: (name: string) => Promise<boolean>): Promise<WriteFigure> {
+  let acked = 0;
+  const cpu0 = cpuMsOf(pids);
+  const writesPerSec = await writeLoad(concurrency, durationMs, nameOf, async (name) => {
+    const ok = await write(name);
+    if (ok) acked++;
+    return ok;
+  });
+  return { concurrency, writesPerSec, cpuMsPerWrite: (cpuMsOf(pids) - cpu0) / Math.max(1, acked) };
+}
+
+/** Names per mode: 'new' never repeats one (etcd's benchmark writes new keys); 'overwrite' cycles through 50 per worker. */
+export const nameFor = (mode: 'new' | 'overwrite', concurrency: number) => (w: number, k: number) => (mode === 'new' ? `w${concurrency}-${w}-${k}` : `w${concurrency}-${w}-${k % 50}`);
+
+/**
+ * Acknowledged writes per second. `mode` 'new': every write creates a
+ * deployment under a name never used before (what etcd's benchmark does:
+ * new keys; the state grows with every write); 'overwrite': each worker
+ * rewrites 50 names of its own.
+ */
+export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' = 'new'): Promise<Array<WriteFigure & { mode: string }>> {
   const c = await Cluster.start({ replicas: 3, nodes: NODES });
   const out = [];
   try {
     const li = await leaderIndex(c);
     const url = c.urls[li - 1];
     for (const concurrency of [1, 16]) {
-      let count = 0;
-      const t0 = performance.now();
-      await Promise.all(
-        Array.from({ length: concurrency }, async (_, w) => {
-          let k = 0;
-          while (performance.now() - t0 < durationMs) {
-            const name = mode === 'new' ? `w${concurrency}-${w}-${k++}` : `w${concurrency}-${w}-${k++ % 50}`;
-            const s = await put(url, c.token, name);
-            if (s < 300) count++;
-          }
-        }),
-      );
-      out.push({ concurrency, writesPerSec: count / ((performance.now() - t0) / 1000), mode });
+      const r = await measured(c.cps.map((p) => p.pid), concurrency, durationMs, nameFor(mode, concurrency), async (name) => (await put(url, c.token, name)) < 300);
+      out.push({ ...r, mode });
     }
   } finally {
     await c.stop();
   }
   return out;
+}
+
+/**
+ * etcd 3.4 beside the cluster (bench/etcd.ts): a fresh 3-member cluster per
+ * client, new keys `/registry/deployments/<name>` whose values are the very
+ * manifests the cluster is sent, from the same load generator. null when no
+ * etcd binary is installed.
+ */
+export async function benchEtcdWrites(durationMs = 5000): Promise<null | { version: string; rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }> }> {
+  const bin = etcdBinary();
+  if (!bin) return null;
+  const version = await etcdVersion(bin);
+  const value = (name: string) => JSON.stringify(manifest(name));
+  const rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }> = [];
+  const gateway: WriteFigure[] = [];
+  const grpc: Array<WriteFigure | null> = [];
+  let grpcError: string | undefined;
+  {
+    const e = await startEtcd(bin);
+    try {
+      for (const concurrency of [1, 16]) gateway.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
+    } finally {
+      await e.stop();
+    }
+  }
+  {
+    const e = await startEtcd(bin);
+    const g = grpcClient(e.leader);
+    try {
+      for (const concurrency of [1, 16]) grpc.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
+    } catch (err) {
+      grpcError = (err as Error).message;
+    } finally {
+      g.close();
+      await e.stop();
+    }
+  }
+  [1, 16].forEach((concurrency, i) => rows.push({ concurrency, gateway: gateway[i], grpc: grpc[i] ?? null, ...(grpcError ? { grpcError } : {}) }));
+  return { version, rows };
 }
 
 export async function benchCatchUp(entries = 10000): Promise<{ entries: number; catchUpMs: number }> {

@@ -27,6 +27,7 @@ import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 import { serveUnitLog } from './api/logs.ts';
 import { ReplicaMetrics } from './api/metrics.ts';
 import { makeDashboard } from './api/dashboard.ts';
+import { EventLoopWindows } from './event-loop-windows.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -129,6 +130,9 @@ async function main(): Promise<void> {
   const cfg = config();
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
+  // How long this process's event loop stops, per second (for `npm run bench`).
+  const loopWindows = new EventLoopWindows();
+  loopWindows.start();
   const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `ws://${cfg.host}:${cfg.port}`]]);
   // /metrics (api/metrics.ts): made first, so the Raft shell and the
   // controller report into it from their start; it reads the rest lazily.
@@ -279,6 +283,7 @@ async function main(): Promise<void> {
     clusterStatus: () => gatherClusterStatus(peers, cfg.id, cfg.token, replicaStatus),
     forward: (req, res, body) => forwardToLeader(req, res, body, { store, peers, selfId: cfg.id, reachable: () => raftStore.transport.connectedPeers().length + 1 }),
     replicaStatus: () => replicaStatus(),
+    eventLoop: (since) => loopWindows.since(since),
     subscribe: (fn) => {
       changeListeners.add(fn);
       return () => changeListeners.delete(fn);

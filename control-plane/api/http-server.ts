@@ -49,6 +49,8 @@ export interface ApiDeps {
   clusterStatus: () => Promise<unknown>;
   /** This replica's own status (GET /v1/replica), for peers' /v1/cluster. */
   replicaStatus: () => unknown;
+  /** This replica's event-loop windows closed after a wall-clock ms (GET /v1/replica?eventLoopSince=T), for `npm run bench`. */
+  eventLoop?: (since: number) => unknown;
   /** Proxy to the leader when this replica is not it; returns true if handled. */
   forward?: (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => Promise<boolean>;
   /** A change signal for watch streams (desired or observed state changed). */
@@ -189,7 +191,13 @@ export class ApiServer {
     if (url.pathname === '/metrics' && this.deps.metrics) return this.deps.metrics.serve(req, res);
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     if (parts[0] !== 'v1') throw new HttpError(404, `no such path ${url.pathname}`);
-    if (parts[1] === 'replica' && parts.length === 2) return sendJson(res, 200, this.deps.replicaStatus());
+    if (parts[1] === 'replica' && parts.length === 2) {
+      const since = url.searchParams.get('eventLoopSince');
+      if (since === null || !this.deps.eventLoop) return sendJson(res, 200, this.deps.replicaStatus());
+      const t = Number(since);
+      if (since.trim() === '' || !Number.isFinite(t) || t < 0) throw new HttpError(400, `eventLoopSince: expected a wall-clock time in ms (Date.now()), got ${JSON.stringify(since)}`);
+      return sendJson(res, 200, { ...(this.deps.replicaStatus() as Record<string, unknown>), eventLoop: this.deps.eventLoop(t) });
+    }
     if (parts[1] === 'cluster' && parts.length === 2) return sendJson(res, 200, await this.deps.clusterStatus());
     // Logs come from this replica's own agent connections: not forwarded to the leader.
     if (parts[1] === 'units' && parts[3] === 'log' && parts.length === 4 && this.deps.unitLog) return this.deps.unitLog(req, res, parts[2], url.searchParams);

@@ -15,7 +15,7 @@ import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../agent-server.ts';
 import type { EventLog } from '../events.ts';
 import { DEFAULT_PROGRESS_DEADLINE_SECONDS } from '../../shared/manifest.ts';
-import { formatDiff, reconcile, resolveStrategy, type Binding, type DeploymentCounts, type DesiredDeployment, type ObservedNode, type Plan } from '../reconcile/index.ts';
+import { formatDiff, isQuiet, reconcile, resolveStrategy, type Binding, type DeploymentCounts, type DesiredDeployment, type ObservedNode, type Plan } from '../reconcile/index.ts';
 import { rolloutStatus, statusChanged } from '../reconcile/rollout-status.ts';
 import type { NodeRegistry } from '../registry/node-registry.ts';
 import { ClusterSnapshot, Scheduler, type NodeState, type SchedulingDecision, type UnitRequest } from '../scheduler/index.ts';
@@ -31,6 +31,13 @@ export interface ControllerOptions {
 
 /** Status changes are committed together at most this often (one log entry for many deployments). */
 export const STATUS_FLUSH_MS = 50;
+
+/**
+ * Longest a pass runs before it lets the event loop turn (Raft ticks,
+ * heartbeats, agents' frames): a pass of 500 creates, or the spawns sent as
+ * 500 bindings commit, would otherwise hold the loop for the whole batch.
+ */
+export const PASS_SLICE_MS = 8;
 
 /** Under a stream of changes, passes start at most this often. */
 export const MIN_PASS_SPACING_MS = 10;
@@ -94,10 +101,37 @@ export class Controller {
   private readonly lastFailure = new Map<string, string>();
   private stopped = false;
   private readonly lastDiff = new Map<string, string>();
+  /**
+   * The deployments a pass hands to the reconciler: every one except those
+   * a pass found quiet (reconcile/quiet.ts), each back as soon as its record
+   * or one of its units changes (the store's change listener) or an agent
+   * reports a unit of it. Per-pass work thus follows what moves, not how
+   * many deployments are stored.
+   */
+  private readonly active = new Set<string>();
+  /** Deployments the last pass saw bound or reported (quiet needs neither). */
+  private bound = new Set<string>();
+  private observedDeployments = new Set<string>();
+  /** A deployment was deleted since the last pass: prune the per-deployment maps then. */
+  private deletedSinceLastPass = false;
 
   constructor(private readonly deps: ControllerDeps) {}
 
   start(): void {
+    const state = this.deps.store.state;
+    state.onChange((kind, name) => {
+      if (kind === 'deployment') {
+        if (state.deployments.has(name)) this.active.add(name);
+        else {
+          this.active.delete(name);
+          this.deletedSinceLastPass = true;
+        }
+      } else if (kind === 'unit') {
+        const u = state.units.get(name);
+        if (u && state.deployments.has(u.deployment)) this.active.add(u.deployment);
+      }
+    });
+    this.activateAll();
     this.resync = setInterval(() => this.trigger(), this.deps.options.resyncIntervalMs);
     this.resync.unref();
     this.trigger();
@@ -116,7 +150,46 @@ export class Controller {
     this.terminates.clear();
     this.terminateGrace.clear();
     this.progress.clear();
-    this.settled.clear();
+    // `settled` stays: each entry is checked against the record's current
+    // status object, generation, revision and counts before it is trusted,
+    // so one made in an earlier term is as good as a fresh one, and a
+    // returning leader does not pay a status computation per deployment.
+    this.activateAll();
+  }
+
+  /** Every stored deployment goes to the next pass (start, and a new term of leadership). */
+  private activateAll(): void {
+    for (const name of this.deps.store.state.deployments.keys()) this.active.add(name);
+    this.deletedSinceLastPass = true;
+  }
+
+  /** After a pass's statuses were decided: leave its quiet deployments out of the next passes. */
+  private settleQuiet(plan: Plan): void {
+    const { state } = this.deps.store;
+    for (const name of plan.counts.keys()) {
+      const d = state.deployments.get(name);
+      if (!d) continue;
+      const last = this.settled.get(name);
+      const quiet = isQuiet({
+        replicas: d.replicas,
+        hasBackoff: d.backoff !== null,
+        bound: this.bound.has(name),
+        observed: this.observedDeployments.has(name),
+        statusPending: this.statusWrites.has(name) || this.pendingStatus.has(name),
+        statusSettled: last !== undefined && last.status === d.status && last.generation === d.generation && last.revision === d.revision && last.paused === (d.manifest.spec.paused ?? false),
+      });
+      if (quiet) this.active.delete(name);
+    }
+  }
+
+  /** Forget what was kept per deployment for deployments that are gone (only after a delete: O(deployments)). */
+  private pruneDeleted(): void {
+    if (!this.deletedSinceLastPass) return;
+    this.deletedSinceLastPass = false;
+    const { deployments } = this.deps.store.state;
+    for (const name of this.desiredCache.keys()) if (!deployments.has(name)) this.desiredCache.delete(name);
+    for (const name of this.progress.keys()) if (!deployments.has(name)) this.progress.delete(name);
+    for (const name of this.settled.keys()) if (!deployments.has(name)) this.settled.delete(name);
   }
 
   /**
@@ -206,9 +279,32 @@ export class Controller {
       }
     }
 
+    // Every binding, and the deployments named by one or by a unit an agent
+    // reports: those are never quiet, so they are always handed over (a
+    // binding whose deployment the reconciler did not get would read as
+    // one of a deleted deployment).
+    const bindings = new Map<string, Binding>();
+    const bound = new Set<string>();
+    for (const u of state.units.values()) {
+      const b: Binding = { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt: u.creationTimestamp };
+      if (u.spec.gracePeriodMs !== undefined) b.gracePeriodMs = u.spec.gracePeriodMs;
+      bindings.set(u.name, b);
+      bound.add(u.deployment);
+    }
+    const observedDeployments = new Set<string>();
+    for (const n of registry.nodes.values()) for (const r of n.units.values()) if (r.deployment) observedDeployments.add(r.deployment);
+    for (const name of bound) if (state.deployments.has(name)) this.active.add(name);
+    for (const name of observedDeployments) if (state.deployments.has(name)) this.active.add(name);
+    this.bound = bound;
+    this.observedDeployments = observedDeployments;
+
     const deployments = new Map<string, DesiredDeployment>();
-    for (const name of this.desiredCache.keys()) if (!state.deployments.has(name)) this.desiredCache.delete(name);
-    for (const d of state.deployments.values()) {
+    for (const name of this.active) {
+      const d = state.deployments.get(name);
+      if (!d) {
+        this.active.delete(name);
+        continue;
+      }
       const cached = this.desiredCache.get(d.name);
       if (cached && cached.rv === d.resourceVersion) {
         deployments.set(d.name, cached.d);
@@ -229,12 +325,6 @@ export class Controller {
       this.desiredCache.set(d.name, { rv: d.resourceVersion, d: desired });
       deployments.set(d.name, desired);
     }
-    const bindings = new Map<string, Binding>();
-    for (const u of state.units.values()) {
-      const b: Binding = { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt: u.creationTimestamp };
-      if (u.spec.gracePeriodMs !== undefined) b.gracePeriodMs = u.spec.gracePeriodMs;
-      bindings.set(u.name, b);
-    }
     return reconcile({
       deployments,
       bindings,
@@ -252,10 +342,12 @@ export class Controller {
   private async pass(): Promise<Plan | null> {
     const { store } = this.deps;
     const state = store.state;
+    this.pruneDeleted();
     const first = this.plan();
     this.wakeUpAt(first.wakeAt);
     if (first.actions.length === 0) {
       this.updateStatuses(first);
+      this.settleQuiet(first);
       return first;
     }
     // Nothing is started or stopped without a quorum: confirm this replica
@@ -270,6 +362,7 @@ export class Controller {
     const plan = this.plan();
     this.wakeUpAt(plan.wakeAt);
     this.updateStatuses(plan);
+    this.settleQuiet(plan);
     if (plan.actions.length === 0) return plan;
     // Memory of what was last said, only for what still exists.
     for (const name of this.lastDiff.keys()) if (!state.deployments.has(name) && !plan.diffs.some((d) => d.deployment === name)) this.lastDiff.delete(name);
@@ -288,6 +381,7 @@ export class Controller {
     // unit the old one already stopped (it would respawn it).
     const unbinding = new Map<string, Promise<void>>();
     for (const a of plan.actions) {
+      await this.slice();
       switch (a.type) {
         case 'unbind': {
           const u = state.units.get(a.unit);
@@ -411,6 +505,7 @@ export class Controller {
     if (specHash !== undefined) cmd.specHash = specHash;
     const r = await this.write(cmd);
     if (!r || !r.name) return;
+    await this.slice();
     this.afterDecision(r.name, decision);
   }
 
@@ -423,7 +518,24 @@ export class Controller {
     }
     snap.assume(decision.chosen, req);
     const r = await this.write({ type: 'unit.bind', at: now, name: u.name, nodeName: decision.chosen, scheduling: this.record(decision, now) });
-    if (r) this.afterDecision(u.name, decision);
+    if (!r) return;
+    await this.slice();
+    this.afterDecision(u.name, decision);
+  }
+
+  /**
+   * Yield to the event loop once the current slice has run PASS_SLICE_MS:
+   * continuations that find the budget spent wait for the next turn of the
+   * loop (setImmediate queued during the check phase runs in the next one),
+   * so timers and sockets are served between slices. What a slice acts on is
+   * re-read at that moment (records, leadership), as across any await.
+   */
+  private sliceStart = performance.now();
+  private async slice(): Promise<void> {
+    const now = performance.now();
+    if (now - this.sliceStart < PASS_SLICE_MS) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.sliceStart = performance.now();
   }
 
   /** The pure scheduler's decision, timed for /metrics. */
@@ -491,8 +603,6 @@ export class Controller {
     const { store } = this.deps;
     if (!store.isLeader()) return;
     const now = this.deps.now();
-    for (const name of this.progress.keys()) if (!store.state.deployments.has(name)) this.progress.delete(name);
-    for (const name of this.settled.keys()) if (!store.state.deployments.has(name)) this.settled.delete(name);
     for (const [name, counts] of plan.counts) {
       const d = store.state.deployments.get(name);
       if (!d) continue;

@@ -33,3 +33,4 @@ export {
   TERMINATE_REASON_SCALED_DOWN,
 } from './reconcile.ts';
 export { formatDiff, isQuietDiff } from './format-diff.ts';
+export { isQuiet, type QuietInput } from './quiet.ts';

@@ -275,7 +275,10 @@ export function reconcile(input: ReconcileInput): Plan {
     }
     return w;
   };
-  for (const name of deployments.keys()) workFor(name);
+  // A deployment gets its work (and its diff) when something is found for
+  // it: one that wants nothing and has nothing (step 2) costs a lookup, so
+  // a cluster holding thousands of empty deployments pays almost nothing
+  // for them per pass.
 
   const readyNode = (name: string | null): ObservedNode | undefined => {
     if (name === null) return undefined;
@@ -417,12 +420,17 @@ export function reconcile(input: ReconcileInput): Plan {
 
   // ---- 2. each desired deployment: surplus or gap, rollout steps -------------
   const counts = new Map<string, DeploymentCounts>();
-  for (const [name, desired] of [...deployments.entries()].sort((a, b) => compareStrings(a[0], b[0]))) {
+  for (const [name, desired] of deployments) {
+    if (desired.replicas === 0 && !candidates.has(name) && !stopping.has(name) && !work.has(name)) {
+      // Nothing wanted, nothing there, nothing noticed: nothing to decide, no diff.
+      counts.set(name, EMPTY_COUNTS);
+    }
+  }
+  for (const [name, desired] of [...deployments.entries()].filter(([n]) => counts.get(n) !== EMPTY_COUNTS).sort((a, b) => compareStrings(a[0], b[0]))) {
     const w = workFor(name);
     const list = candidates.get(name) ?? [];
     const stoppingHashes = stopping.get(name) ?? [];
-    // Nothing wanted, nothing there: nothing to decide (a cluster holding
-    // thousands of empty deployments pays no more per pass than this).
+    // Nothing wanted, nothing there (its diff tells what was noticed, e.g. a lost unit).
     if (desired.replicas === 0 && list.length === 0 && stoppingHashes.length === 0) {
       counts.set(name, EMPTY_COUNTS);
       continue;

@@ -17,6 +17,7 @@ import { RaftNode, type Entry, type Message, type Ready, type Role as RaftRole }
 import { DiskStorage } from '../raft-storage/index.ts';
 import { PeerTransport } from '../raft-transport/peer-transport.ts';
 import { DesiredState, type ApplyResult, type StoreCommand } from './desired-state.ts';
+import { capture, packInSlices } from './snapshot-slices.ts';
 import { NoQuorumError, NotLeaderError, type ReplicaStatus, type ReplicatedStore, type Role } from './store.ts';
 
 export interface RaftTiming {
@@ -100,6 +101,9 @@ export class RaftStore implements ReplicatedStore {
   private knownLeaderTerm = -1;
   private lastHeardFromLeader = 0;
   private lastCampaignTerm = -1;
+  /** A snapshot is being packed; its bytes, once ready, wait here for the next gap between Readies. */
+  private snapshotting = false;
+  private packedSnapshot: { index: number; data: Uint8Array } | null = null;
 
   private constructor(private readonly opts: RaftStoreOptions, private readonly disk: DiskStorage, private readonly raft: RaftNode) {
     this.id = opts.id;
@@ -181,12 +185,45 @@ export class RaftStore implements ReplicatedStore {
       this.raft.advance(rd);
       this.noticeRoleChange();
       this.serveReads();
+      this.takePackedSnapshot();
       const every = this.opts.snapshotEvery ?? SNAPSHOT_EVERY_ENTRIES;
-      if (this.appliedSinceSnapshot >= every && rd.committedEntries.length > 0) {
+      if (this.appliedSinceSnapshot >= every && rd.committedEntries.length > 0 && !this.snapshotting) {
         this.appliedSinceSnapshot = 0;
-        await this.compact(rd.committedEntries[rd.committedEntries.length - 1].index);
+        this.startSnapshot();
       }
     }
+  }
+
+  /**
+   * A snapshot without a stop: the state is captured now (shallow copies,
+   * a few ms for 10,000 records) and packed in slices that yield to the
+   * event loop (store/snapshot-slices.ts), while Raft goes on; the log is
+   * compacted at the captured index once the bytes are ready, between two
+   * Readies (takePackedSnapshot).
+   */
+  private startSnapshot(): void {
+    this.snapshotting = true;
+    const index = this.state.appliedIndex;
+    const view = capture(this.state);
+    packInSlices(view).then(
+      (data) => {
+        this.packedSnapshot = { index, data };
+        this.kick();
+        if (!this.processing) this.takePackedSnapshot();
+      },
+      (err) => {
+        this.snapshotting = false;
+        this.opts.log(`raft: snapshot at ${index} failed: ${(err as Error).message}`);
+      },
+    );
+  }
+
+  private takePackedSnapshot(): void {
+    const p = this.packedSnapshot;
+    if (!p || this.closed) return;
+    this.packedSnapshot = null;
+    this.snapshotting = false;
+    void this.compact(p.index, p.data);
   }
 
   private async handle(rd: Ready): Promise<void> {
@@ -282,8 +319,8 @@ export class RaftStore implements ReplicatedStore {
     this.transport.sendBatch(rd.messages);
   }
 
-  private async compact(index: number): Promise<void> {
-    const r = this.raft.compact(index, pack(this.state.snapshot()));
+  private async compact(index: number, data: Uint8Array): Promise<void> {
+    const r = this.raft.compact(index, data);
     if (!r.ok) return;
     try {
       await this.disk.saveCompaction(r.snapshot);

@@ -85,6 +85,24 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
     // The cluster's first leader is a leader change every replica saw.
     assert.ok((value(s.text, 'mo_raft_leader_changes_total') ?? 0) >= 1);
   }
+  // Each replica's event-loop windows (what `npm run bench` reads): closed
+  // once a second, after the time asked for, with their summary and the
+  // replica's term; a time that is not a number is refused.
+  const since = Date.now();
+  const loops = await waitFor('two event-loop windows on every replica', async () => {
+    const rs = await Promise.all(c.urls.map(async (u) => (await fetch(`${u}/v1/replica?eventLoopSince=${since}`, { headers: { authorization: `Bearer ${c.token}` } })).json()));
+    return rs.every((r) => r.eventLoop?.windows?.length >= 2) ? rs : null;
+  }, 20000);
+  for (const r of loops) {
+    assert.equal(r.eventLoop.windowMs, 1000);
+    assert.ok(r.eventLoop.windows.every((w: { end: number; ms: number; maxMs: number }) => w.end > since && w.ms > 0 && w.maxMs >= 0));
+    assert.equal(r.eventLoop.summary.windows, r.eventLoop.windows.length);
+    assert.equal(typeof r.term, 'number');
+  }
+  const badSince = await fetch(`${c.urls[0]}/v1/replica?eventLoopSince=yesterday`, { headers: { authorization: `Bearer ${c.token}` } });
+  assert.equal(badSince.status, 400);
+  assert.match(await badSince.text(), /eventLoopSince: expected a wall-clock time in ms/);
+
   const leaderIndex = all.findIndex((x) => value(x.text, 'mo_raft_is_leader') === 1);
   const replicaIds = c.urls.map((_, i) => `cp-${i + 1}`);
 

@@ -111,6 +111,8 @@ export interface ClusterOptions {
 }
 
 export class Cluster {
+  /** Told of every cluster once it is up and before it stops (`npm run bench` follows each replica's event loop and term through them). */
+  static hooks: { started?: (c: Cluster) => void; stopping?: (c: Cluster) => Promise<void> } = {};
   readonly cps: Proc[] = [];
   readonly agents = new Map<string, Proc>();
   readonly token = 'test-token-' + Math.random().toString(36).slice(2);
@@ -133,6 +135,7 @@ export class Cluster {
       await c.stop();
       throw e;
     }
+    Cluster.hooks.started?.(c);
     return c;
   }
 
@@ -226,6 +229,7 @@ export class Cluster {
   }
 
   async stop(): Promise<void> {
+    await Cluster.hooks.stopping?.(this).catch(() => undefined);
     const all = [...this.agents.values(), ...this.cps.filter(Boolean)];
     for (const p of all) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
     const deadline = Date.now() + 6000;

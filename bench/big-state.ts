@@ -1,0 +1,139 @@
+// bench/big-state.ts -- a big state and a burst on top of it (issue 10's
+// "a big state stalls the leader"): a real 3-replica cluster with 4 agents
+// is filled with N deployments of 0 replicas (new names, 16 writers, ~600-
+// byte manifests), then one deployment of M units of `sleep` is applied.
+// Figures: the fill's writes/s, every replica's RSS with N deployments and
+// again with the M units Running, the apply's time until all Running, and
+// every replica's longest event-loop stop and terms during the fill and
+// during the apply (from GET /v1/replica?eventLoopSince=T), so a stall or an
+// election shows beside the figure it would explain.
+
+import http from 'node:http';
+import { rssMiB } from '../shared/proc.ts';
+import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
+import { summarize, type LoopSummary, type LoopWindow } from '../control-plane/event-loop-windows.ts';
+import { BIG_NODES, UnitWatch } from './cluster.ts';
+import { manifest } from './raft.ts';
+
+export interface ReplicaPhase {
+  id: string;
+  loop: LoopSummary;
+  term: number;
+  rssMiB: number;
+}
+
+export interface BigStateResult {
+  deployments: number;
+  fillWritesPerSec: number;
+  /** Writes answered 503 (or not answered) during the fill, each sent again. */
+  failedWrites: number;
+  firstFailure: string;
+  units: number;
+  /** null: not all Running in time (applyError says how far it got). */
+  applyMs: number | null;
+  applyError?: string;
+  firstTerm: number;
+  fill: ReplicaPhase[];
+  apply: ReplicaPhase[];
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function request(method: string, url: string, token: string, body?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, {
+      method,
+      agent,
+      timeout: 10000,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}) },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Every replica's loop windows since `since` (wall-clock ms), its term and its RSS now. */
+async function phase(c: Cluster, since: number): Promise<ReplicaPhase[]> {
+  return Promise.all(
+    c.urls.map(async (url, i) => {
+      const r = await request('GET', `${url}/v1/replica?eventLoopSince=${since}`, c.token);
+      const s = JSON.parse(r.text) as { id: string; term: number; eventLoop: { windows: LoopWindow[] } };
+      return { id: s.id, term: s.term, loop: summarize(s.eventLoop.windows), rssMiB: rssMiB(c.cps[i].pid) };
+    }),
+  );
+}
+
+export type FillResult = Pick<BigStateResult, 'deployments' | 'fillWritesPerSec' | 'failedWrites' | 'firstFailure' | 'firstTerm' | 'fill'>;
+
+/** `onFill`: told the fill's figures before the apply starts (so they are printed even if the apply fails). */
+export async function benchBigState(deployments = 10000, units = 1000, onFill?: (r: FillResult) => void): Promise<BigStateResult> {
+  const c = await Cluster.start({ replicas: 3, nodes: BIG_NODES });
+  const w = new UnitWatch(c);
+  try {
+    const leader = await waitFor('a leader', async () => {
+      const r = await c.api('GET', '/v1/cluster');
+      return r.json?.leader ? Number(String(r.json.leader).split('-')[1]) : null;
+    }, 15000, 10);
+    const url = c.urls[leader - 1];
+    const firstTerm = (await phase(c, Date.now()))[0].term;
+    const fillFrom = Date.now();
+    // 16 writers, each writing its share of new names.
+    let written = 0;
+    let failed = 0;
+    let firstFailure = '';
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, wk) => {
+        for (let k = wk; k < deployments; k += 16) {
+          const name = `d-${k}`;
+          // A write that fails (503: not committed in time) is counted and
+          // sent again (PUT is idempotent); a bad answer of another kind stops the bench.
+          for (;;) {
+            const r = await request('PUT', `${url}/v1/deployments/${name}`, c.token, JSON.stringify(manifest(name))).catch((e: Error) => ({ status: 0, text: e.message }));
+            if (r.status < 300) break;
+            if (r.status !== 503 && r.status !== 0) throw new Error(`fill: PUT ${name}: ${r.status} ${r.text}`);
+            failed++;
+            if (failed === 1) firstFailure = `${r.status} ${r.text.slice(0, 160)}`;
+          }
+          written++;
+        }
+      }),
+    );
+    const fillMs = performance.now() - t0;
+    await waitFor(`${deployments} deployments on every replica`, async () => {
+      const all = await Promise.all(c.urls.map((u) => request('GET', `${u}/v1/replica`, c.token).then((r) => JSON.parse(r.text))));
+      return all.every((s) => s.appliedIndex >= all[0].commitIndex);
+    }, 60000, 100);
+    const count = JSON.parse((await request('GET', `${url}/v1/deployments`, c.token)).text).items.length as number;
+    await sleep(2000); // statuses flushed, garbage collected as it would be at rest
+    const fill = await phase(c, fillFrom);
+
+    onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill });
+
+    await w.start();
+    const applyFrom = Date.now();
+    const a0 = performance.now();
+    let applyMs: number | null = null;
+    let applyError: string | undefined;
+    try {
+      const r = await request('PUT', `${url}/v1/deployments/burst`, c.token, JSON.stringify(webManifest('burst', units, { cpu: '10m', memory: '8Mi' })));
+      if (r.status !== 201) throw new Error(`apply answered ${r.status} ${r.text}`);
+      applyMs = (await w.until(() => w.running('burst').length === units, 120000)) - a0;
+    } catch (e) {
+      applyError = `${(e as Error).message} (${w.running('burst').length} of ${units} Running after ${((performance.now() - a0) / 1000).toFixed(0)} s)`;
+    }
+    await sleep(2000);
+    const apply = await phase(c, applyFrom);
+    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, units, applyMs, applyError, firstTerm, fill, apply };
+  } finally {
+    w.stop();
+    await c.stop();
+  }
+}

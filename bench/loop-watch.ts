@@ -1,0 +1,131 @@
+// bench/loop-watch.ts -- what every replica went through during each
+// benchmark: how long its event loop stopped (one-second windows of
+// perf_hooks.monitorEventLoopDelay, read from GET /v1/replica?eventLoopSince=T)
+// and every Raft term it reported, so that an election the benchmark did not
+// cause shows. Installed through Cluster.hooks: every cluster a benchmark
+// starts is followed from the moment it is up until it stops, polled once a
+// second (3 small GETs a second: nothing beside the load it measures).
+
+import http from 'node:http';
+import { Cluster } from '../test/helpers/cluster.ts';
+import { summarize, type LoopWindow } from '../control-plane/event-loop-windows.ts';
+
+/** Benchmarks that end elections on purpose, and how. */
+const CAUSED: Record<string, string> = {
+  failover: 'one per leader SIGKILL (the benchmark)',
+};
+
+interface Followed {
+  group: string;
+  cluster: Cluster;
+  timer: NodeJS.Timeout;
+  /** Per replica id: windows seen, the last window's end, first and last term seen. */
+  replicas: Map<string, { windows: LoopWindow[]; lastEnd: number; firstTerm: number | null; lastTerm: number | null }>;
+  polling: Promise<void> | null;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+
+function getJson(url: string, token: string): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent, timeout: 2000, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(text));
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+export class LoopWatch {
+  /** The group now running (main.ts sets it as each group starts). */
+  group = '(none)';
+  private readonly followed = new Set<Followed>();
+  private readonly done: Followed[] = [];
+
+  install(): void {
+    Cluster.hooks.started = (c) => this.follow(c);
+    Cluster.hooks.stopping = (c) => this.unfollow(c);
+  }
+
+  private follow(c: Cluster): void {
+    const f: Followed = { group: this.group, cluster: c, replicas: new Map(), polling: null, timer: setInterval(() => void this.poll(f), 1000) };
+    this.followed.add(f);
+    void this.poll(f);
+  }
+
+  private poll(f: Followed): Promise<void> {
+    f.polling ??= (async () => {
+      await Promise.all(
+        f.cluster.urls.map(async (url) => {
+          try {
+            const key = url;
+            const r = f.replicas.get(key) ?? { windows: [], lastEnd: Date.now() - 1500, firstTerm: null, lastTerm: null };
+            const s = await getJson(`${url}/v1/replica?eventLoopSince=${r.lastEnd}`, f.cluster.token);
+            const loop = s.eventLoop as { windows: LoopWindow[] } | undefined;
+            const term = Number(s.term);
+            if (Number.isFinite(term)) {
+              r.firstTerm ??= term;
+              r.lastTerm = Math.max(r.lastTerm ?? term, term);
+            }
+            for (const w of loop?.windows ?? []) {
+              if (w.end <= r.lastEnd) continue;
+              r.windows.push(w);
+              r.lastEnd = w.end;
+            }
+            f.replicas.set(key, r);
+          } catch {
+            /* a replica the benchmark killed, or one restarting */
+          }
+        }),
+      );
+    })().finally(() => {
+      f.polling = null;
+    });
+    return f.polling;
+  }
+
+  private async unfollow(c: Cluster): Promise<void> {
+    const f = [...this.followed].find((x) => x.cluster === c);
+    if (!f) return;
+    clearInterval(f.timer);
+    await f.polling;
+    await this.poll(f);
+    this.followed.delete(f);
+    this.done.push(f);
+  }
+
+  /** One line per cluster followed: each replica's loop stops and the terms seen. */
+  lines(): string[] {
+    const out: string[] = [];
+    for (const f of this.done) {
+      const parts: string[] = [];
+      let first = Number.POSITIVE_INFINITY;
+      let last = 0;
+      f.cluster.urls.forEach((url, i) => {
+        const r = f.replicas.get(url);
+        if (!r) {
+          parts.push(`cp-${i + 1} not reached`);
+          return;
+        }
+        const s = summarize(r.windows);
+        parts.push(`cp-${i + 1} max ${s.maxMs.toFixed(0)} ms, p99 ${s.medianP99Ms.toFixed(1)} ms (worst second ${s.worstP99Ms.toFixed(0)} ms) over ${s.windows} s`);
+        if (r.firstTerm !== null) first = Math.min(first, r.firstTerm);
+        if (r.lastTerm !== null) last = Math.max(last, r.lastTerm);
+      });
+      const elections = Number.isFinite(first) ? last - first : NaN;
+      const caused = CAUSED[f.group];
+      const verdict = Number.isNaN(elections) ? 'terms not read' : elections === 0 ? 'no election' : caused ? `${elections} new terms: ${caused}` : `${elections} new terms: ELECTIONS the benchmark did not cause`;
+      out.push(`event loop during ${f.group}: ${parts.join('; ')}; term ${Number.isFinite(first) ? first : '?'} -> ${last}: ${verdict}`);
+    }
+    return out;
+  }
+}
