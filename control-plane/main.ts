@@ -27,6 +27,9 @@ import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 import { serveUnitLog } from './api/logs.ts';
 import { ReplicaMetrics } from './api/metrics.ts';
 import { makeDashboard } from './api/dashboard.ts';
+import { ensureCa, servingCert } from './kube/certs.ts';
+import { kubeconfigText } from './kube/kubeconfig.ts';
+import { KubeApi, kubeServer } from './kube/server.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -34,7 +37,7 @@ const log = makeLogger();
 const STARTUP_GRACE_MS = 2000;
 
 function usage(msg: string): never {
-  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n`);
+  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]]\n`);
   process.exit(2);
 }
 
@@ -58,6 +61,8 @@ interface Config {
   resyncIntervalMs: number;
   gracePeriodMs: number;
   snapshotEvery: number;
+  /** The Kubernetes API (control-plane/kube/): HTTPS on this address; absent: not served. */
+  kube?: { host: string; port: number; caDir: string; sans: string[]; advertise?: string };
 }
 
 function config(): Config {
@@ -76,6 +81,10 @@ function config(): Config {
         'resync-interval-ms': { type: 'string' },
         'grace-period-ms': { type: 'string' },
         'snapshot-every': { type: 'string' },
+        'kube-listen': { type: 'string' },
+        'ca-dir': { type: 'string' },
+        'kube-san': { type: 'string' },
+        'kube-advertise': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -109,7 +118,23 @@ function config(): Config {
       log(`generated a cluster token into ${file}`);
     }
   }
+  let kube: Config['kube'];
+  const kubeListen = values['kube-listen'] ?? env.MO_KUBE_LISTEN;
+  if (kubeListen) {
+    const km = /^(.*):(\d+)$/.exec(kubeListen);
+    if (!km || Number(km[2]) > 65535) usage(`--kube-listen: expected HOST:PORT, got "${kubeListen}"`);
+    const advertise = values['kube-advertise'] ?? env.MO_KUBE_ADVERTISE;
+    if (advertise !== undefined && !/^https:\/\/[^/]+$/.test(advertise)) usage(`--kube-advertise: expected https://HOST:PORT, got "${advertise}"`);
+    kube = {
+      host: km[1],
+      port: Number(km[2]),
+      caDir: path.resolve(values['ca-dir'] ?? env.MO_CA_DIR ?? path.dirname(dataDir)),
+      sans: (values['kube-san'] ?? env.MO_KUBE_SANS ?? '').split(',').map((x) => x.trim()).filter(Boolean),
+      advertise,
+    };
+  }
   return {
+    kube,
     id,
     host: m[1],
     port: Number(m[2]),
@@ -294,6 +319,51 @@ async function main(): Promise<void> {
     return { id: cfg.id, role: s.role, term: s.term, commitIndex: s.commitIndex, appliedIndex: s.appliedIndex, leader: s.leaderId, pid: process.pid };
   };
 
+  let kubeHttps: http.Server | undefined;
+  if (cfg.kube) {
+    const k = cfg.kube;
+    const ca = ensureCa(k.caDir);
+    const tls = servingCert(ca, cfg.id, [k.host, cfg.host, '127.0.0.1', 'localhost', cfg.id, ...k.sans]);
+    // Peers serve their Kubernetes API at the same offset from their main port as this replica.
+    const offset = k.port - cfg.port;
+    const advertise = (k.advertise ?? `https://${k.host === '0.0.0.0' || k.host === '::' ? '127.0.0.1' : k.host}:${k.port}`).replace(/^https:\/\//, '');
+    const kubeApi = new KubeApi({
+      store,
+      registry,
+      events,
+      token: cfg.token,
+      now,
+      subscribe: (fn) => {
+        changeListeners.add(fn);
+        return () => changeListeners.delete(fn);
+      },
+      terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
+      unitLog: (req, res, name, query) =>
+        serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
+      selfId: cfg.id,
+      leaderUrl: (leader) => {
+        const u = peers.get(leader);
+        if (!u) return undefined;
+        const p = new URL(u.replace(/^ws/, 'http'));
+        return `https://${p.hostname}:${Number(p.port) + offset}`;
+      },
+      caPem: ca.certPem,
+      advertise,
+    });
+    kubeHttps = kubeServer(kubeApi, tls);
+    const srv = kubeHttps;
+    await new Promise<void>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen(k.port, k.host, () => resolve());
+    }).catch((e: NodeJS.ErrnoException) => {
+      process.stderr.write(`control-plane: cannot listen on ${k.host}:${k.port} (--kube-listen): ${e.code === 'EADDRINUSE' ? 'address in use' : e.message}\n`);
+      process.exit(1);
+    });
+    const server = `https://${advertise}`;
+    fs.writeFileSync(path.join(cfg.dataDir, 'kubeconfig'), kubeconfigText({ clusterName: 'mo', servers: [{ name: cfg.id, server }], caPem: ca.certPem, token: cfg.token }), { mode: 0o600 });
+    log(`${cfg.id} serves the Kubernetes API on ${server} (CA ${path.join(k.caDir, 'ca.crt')}; kubeconfig ${path.join(cfg.dataDir, 'kubeconfig')})`);
+  }
+
   const server: http.Server = api.server;
   server.on('upgrade', (req, socket, head) => {
     if (!agents.handleUpgrade(req, socket, head) && !raftStore.transport.handleUpgrade(req, socket, head)) socket.destroy();
@@ -320,6 +390,8 @@ async function main(): Promise<void> {
     agents.close();
     server.closeAllConnections();
     server.close();
+    kubeHttps?.closeAllConnections();
+    kubeHttps?.close();
     void store.close().finally(() => process.exit(0));
     setTimeout(() => process.exit(0), 2000).unref();
   };
