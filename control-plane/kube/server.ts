@@ -129,7 +129,7 @@ export class KubeApi {
   private fail(res: http.ServerResponse, err: unknown): void {
     if (err instanceof KubeError) return send(res, err.code, status(err.code, err.message, err.details, err.reason));
     if (err instanceof HttpError) return send(res, err.status, status(err.status, err.message));
-    if (err instanceof ManifestError) return send(res, 422, status(422, err.message));
+    if (err instanceof ManifestError) return send(res, 422, invalid(err));
     if (err instanceof PatchError || err instanceof SelectorError) return send(res, err instanceof PatchError ? 422 : 400, status(err instanceof PatchError ? 422 : 400, err.message));
     if (err instanceof NoQuorumError || err instanceof NotLeaderError) return send(res, 503, status(503, err.message));
     console.error(`kube api: internal error: ${(err as Error)?.stack ?? String(err)}`);
@@ -488,7 +488,7 @@ export class KubeApi {
   }
 
   private async applyDeployment(obj: unknown, name: string | undefined, prev: KubeObject | undefined): Promise<{ created: boolean; obj: KubeObject }> {
-    let parsed = deploymentIn(obj);
+    let parsed = naming('Deployment', obj, () => deploymentIn(obj));
     if (name !== undefined && parsed.manifest.metadata.name !== name) throw new KubeError(400, `metadata.name "${parsed.manifest.metadata.name}" does not match the name in the URL "${name}"`);
     parsed = this.unchangedDefaults(prev, parsed, parsed.manifest.metadata.name);
     const r = await this.propose({ type: 'deployment.apply', at: this.deps.now(), uid: nanoid(), manifest: parsed.manifest, unitSpec: parsed.unitSpec, specHash: unitSpecHash(parsed.unitSpec) });
@@ -569,7 +569,7 @@ export class KubeApi {
   private async writeService(method: string, name: string | undefined, ct: string, body: Buffer, res: http.ServerResponse): Promise<void> {
     const st = this.deps.store.state;
     const put = async (obj: unknown, expectName?: string): Promise<{ created: boolean; name: string }> => {
-      const manifest = serviceIn(obj);
+      const manifest = naming('Service', obj, () => serviceIn(obj));
       if (expectName !== undefined && manifest.metadata.name !== expectName) throw new KubeError(400, `metadata.name "${manifest.metadata.name}" does not match the name in the URL "${expectName}"`);
       const r = await this.propose({ type: 'service.apply', at: this.deps.now(), uid: nanoid(), manifest });
       return { created: r.created === true, name: manifest.metadata.name };
@@ -656,6 +656,26 @@ export class KubeApi {
   }
 }
 
+
+/**
+ * A 422 Invalid Status for a refused manifest, with the field as a cause
+ * (kubectl prints `The Deployment "web" is invalid: <field>: <why>`).
+ */
+function invalid(err: ManifestError, kind = '', name = ''): Record<string, unknown> {
+  const detail = err.message.replace(/^invalid manifest: /, '').replace(err.field === '' ? '' : `${err.field}: `, '');
+  return status(422, err.message, { name, kind, causes: [{ reason: 'FieldValueInvalid', message: detail, field: err.field }] });
+}
+
+/** Runs a conversion, naming the object in a refusal. */
+function naming<T>(kind: string, obj: unknown, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (!(err instanceof ManifestError)) throw err;
+    const name = isObject(obj) && isObject(obj.metadata) && typeof obj.metadata.name === 'string' ? obj.metadata.name : '';
+    throw new KubeError(422, err.message, (invalid(err, kind, name) as { details: Record<string, unknown> }).details, 'Invalid');
+  }
+}
 
 /** The watch parameter of a request (null: a plain list). */
 function q0(url: URL): string | null {

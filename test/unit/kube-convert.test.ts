@@ -79,7 +79,7 @@ test('one ReplicaSet per revision, owned by the deployment; pods point at theirs
   assert.deepEqual((pod.status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.map((c) => [c.type, c.status, c.reason]), [['PodScheduled', 'False', 'Unschedulable']]);
   assert.equal(JSON.stringify(pod).includes('"pid"'), false, 'no pid in a Pod');
   const t = table('Pod', [pod], Date.parse('2023-11-14T22:30:00Z'), {});
-  assert.deepEqual((t.columnDefinitions as Array<{ name: string }>).filter((c) => (c as { priority: number }).priority === 0).map((c) => c.name), ['Name', 'Ready', 'Status', 'Restarts', 'Age']);
+  assert.deepEqual((t.columnDefinitions as Array<{ name: string; priority: number }>).filter((c) => c.priority === 0).map((c) => c.name), ['Name', 'Ready', 'Status', 'Restarts', 'Age']);
   assert.deepEqual(((t.rows as Array<{ cells: unknown[] }>)[0].cells).slice(0, 4), [unit.name, '0/1', 'Unschedulable', 0]);
 });
 
