@@ -168,7 +168,8 @@ export function kubePod(view: ApiObject, rec: UnitRecord | undefined, d: Deploym
   const st = view.status as UnitStatusView;
   const vspec = view.spec as { deployment: string; nodeName: string | null; revision: number | null };
   const spec = rec?.spec;
-  const specHash = rec?.specHash;
+  // A unit still stopping after its binding went keeps the ReplicaSet of its revision (drain counts it as controlled).
+  const specHash = rec?.specHash ?? d?.revisions.find((r) => r.revision === vspec.revision)?.specHash;
   const terminating = rec === undefined || st.phase === 'Terminating';
   const lost = st.phase === 'Lost';
   const phase = lost ? 'Unknown' : st.phase === 'Terminating' ? 'Running' : st.phase;
@@ -241,7 +242,8 @@ export function kubePod(view: ApiObject, rec: UnitRecord | undefined, d: Deploym
             ],
           }
         : {}),
-      qosClass: spec?.limits ? 'Burstable' : 'BestEffort',
+      // Every unit has requests (defaults when none are given): never BestEffort.
+      qosClass: spec?.limits && spec.limits.cpu === spec.resources.cpu && spec.limits.memory === spec.resources.memory ? 'Guaranteed' : 'Burstable',
     },
   };
 }
