@@ -263,7 +263,9 @@ export function kubeNode(view: ApiObject): KubeObject {
   const sp = view.spec as { taints: Array<{ key: string; value?: string; effect: string }>; unschedulable: boolean };
   const name = view.metadata.name;
   const capacity = { cpu: cpu(st.capacity.cpu), memory: mem(st.capacity.memory), pods: '110' };
-  const hb = st.lastHeartbeatTime ?? (view.metadata.creationTimestamp as string | null);
+  // Heartbeats arrive every 200 ms; shown to the 10 s (as often as a kubelet reports) so a watch of nodes is not a flood.
+  const beat = st.lastHeartbeatTime ?? (view.metadata.creationTimestamp as string | null);
+  const hb = beat === null ? null : new Date(Math.floor(Date.parse(beat) / 10_000) * 10_000).toISOString();
   return {
     apiVersion: 'v1',
     kind: 'Node',

@@ -14,7 +14,8 @@ export interface Column {
   priority: number;
 }
 
-const col = (name: string, type = 'string', priority = 0, format = ''): Column => ({ name, type, format, description: name, priority });
+/** A column; Name columns have format "name" (kubectl prefixes them with the kind, as in `get all`). */
+const col = (name: string, type = 'string', priority = 0, format = name === 'Name' ? 'name' : ''): Column => ({ name, type, format, description: name, priority });
 
 /** Kubernetes' duration.HumanDuration. */
 export function humanDuration(ms: number): string {
