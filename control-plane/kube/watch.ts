@@ -89,7 +89,7 @@ export class KubeWatchHub {
     }
     if (changes.length > 0) {
       const parsed = changes.map((c) => ({ c, obj: JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject }));
-      for (const w of this.watchers.get(resource) ?? []) for (const { c, obj } of parsed) this.send(w, c.type, obj, `${e.h.epoch}.${c.n}`);
+      for (const w of this.watchers.get(resource) ?? []) for (const { c, obj } of parsed) this.send(w, c.type, obj);
     }
     return { objects: rendered.map((r) => ({ name: r.name, text: this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) })), version: e.h.version() };
   }
@@ -104,7 +104,7 @@ export class KubeWatchHub {
     return { items: objects.map((o) => JSON.parse(o.text) as KubeObject), resourceVersion: version };
   }
 
-  private send(w: Watcher, type: WatchChange['type'], obj: KubeObject, _version: string): void {
+  private send(w: Watcher, type: WatchChange['type'], obj: KubeObject): void {
     const name = obj.metadata.name;
     const match = matchesLabels(w.opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(w.opts.fields, obj);
     let t: string | undefined;
@@ -139,25 +139,31 @@ export class KubeWatchHub {
         if (events.length > 0 && n < oldest - 1) return fail(`too old resource version: ${from} (the oldest event kept is ${oldest})`);
         backlog = events.filter((e) => e.seq > n);
       }
-      for (const e of backlog) this.send(w, 'ADDED', this.deps.eventObject(e), String(e.seq));
-      stop = this.deps.onEvent((e) => this.send(w, 'ADDED', this.deps.eventObject(e), String(e.seq)));
+      for (const e of backlog) this.send(w, 'ADDED', this.deps.eventObject(e));
+      stop = this.deps.onEvent((e) => this.send(w, 'ADDED', this.deps.eventObject(e)));
     } else {
       const e = this.entry(resource);
       const { objects } = this.refresh(resource);
       if (from === null || from === '' || from === '0') {
-        for (const o of objects) this.send(w, 'ADDED', JSON.parse(o.text) as KubeObject, '');
+        for (const o of objects) this.send(w, 'ADDED', JSON.parse(o.text) as KubeObject);
       } else {
         const since = e.h.since(from);
         if (typeof since === 'string') return fail(since.startsWith('resourceVersion') ? `too old resource version: ${since}` : since);
-        // Objects that match now were known to the client at `from` unless they were added after it.
-        const addedAfter = new Set(since.filter((c) => c.type === 'ADDED').map((c) => c.name));
-        for (const o of objects) if (!addedAfter.has(o.name)) w.matched.add(o.name);
-        for (const c of since) this.send(w, c.type, JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject, `${e.h.epoch}.${c.n}`);
-        // ...and those the client had but that do not match: no DELETED owed for them.
-        for (const name of [...w.matched]) {
-          const o = objects.find((x) => x.name === name);
-          if (o && !(matchesLabels(opts.labels, (JSON.parse(o.text) as KubeObject).metadata.labels as Record<string, string>) && matchesFields(opts.fields, JSON.parse(o.text)))) w.matched.delete(name);
+        // What the client had at `from`: the objects that were there then (present now and not added
+        // since, or changed since without being added first). Their later changes are sent as they
+        // apply to its selectors (an object that stopped matching is sent as DELETED); an object that
+        // is there but never matched is then dropped from that set without an event.
+        const first = new Map<string, WatchChange['type']>();
+        for (const c of since) if (!first.has(c.name)) first.set(c.name, c.type);
+        for (const o of objects) if (first.get(o.name) !== 'ADDED') w.matched.add(o.name);
+        for (const [name, type] of first) if (type !== 'ADDED') w.matched.add(name);
+        const changed = new Set(first.keys());
+        for (const o of objects) {
+          if (changed.has(o.name)) continue;
+          const obj = JSON.parse(o.text) as KubeObject;
+          if (!(matchesLabels(opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(opts.fields, obj))) w.matched.delete(o.name);
         }
+        for (const c of since) this.send(w, c.type, JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject);
       }
       let set = this.watchers.get(resource);
       if (!set) {

@@ -252,6 +252,17 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
         const st = JSON.parse(String(e.body));
         return e.code === 404 && st.kind === 'Status' && st.reason === 'NotFound' && st.message === 'pods "nope" not found';
       });
+      // A watch from a version the history no longer holds (or never did) gets an ERROR event with a 410 Status.
+      const gone = await new Promise<string>((resolve, reject) => {
+        https.get({ host: '127.0.0.1', port: base + 12, path: '/api/v1/namespaces/default/pods?watch=true&resourceVersion=stale.1', ca: caPem, headers: { authorization: `Bearer ${token}` } }, (res) => {
+          let b = '';
+          res.on('data', (c) => (b += c));
+          res.on('end', () => resolve(b));
+        }).on('error', reject);
+      });
+      const ev = JSON.parse(gone.trim());
+      assert.equal(ev.type, 'ERROR');
+      assert.deepEqual([ev.object.kind, ev.object.code, ev.object.reason], ['Status', 410, 'Expired']);
       await apps.deleteNamespacedDeployment({ namespace: 'default', name: 'cn', propagationPolicy: 'Background' });
       await waitFor('cn gone', async () => !(await apps.listNamespacedDeployment({ namespace: 'default' })).items.some((d) => d.metadata?.name === 'cn'), 20_000, 200);
     } finally {
