@@ -10,6 +10,7 @@
 
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
@@ -37,7 +38,7 @@ const log = makeLogger();
 const STARTUP_GRACE_MS = 2000;
 
 function usage(msg: string): never {
-  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]]\n`);
+  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`);
   process.exit(2);
 }
 
@@ -61,6 +62,8 @@ interface Config {
   resyncIntervalMs: number;
   gracePeriodMs: number;
   snapshotEvery: number;
+  /** The main port (/v1, /agent, /raft) over TLS with a certificate of the cluster CA (docs/kubernetes-api.md, "TLS"). */
+  tls: boolean;
   /** The Kubernetes API (control-plane/kube/): HTTPS on this address; absent: not served. */
   kube?: { host: string; port: number; caDir: string; sans: string[]; advertise?: string };
 }
@@ -85,6 +88,8 @@ function config(): Config {
         'ca-dir': { type: 'string' },
         'kube-san': { type: 'string' },
         'kube-advertise': { type: 'string' },
+        tls: { type: 'string' },
+        'make-ca': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -93,6 +98,13 @@ function config(): Config {
     usage((e as Error).message);
   }
   const env = process.env;
+  if (values['make-ca'] !== undefined) {
+    // One-shot: make (or keep) the cluster CA in DIR and exit, so processes can trust it from their start (NODE_EXTRA_CA_CERTS).
+    const dir = path.resolve(values['make-ca']);
+    ensureCa(dir);
+    process.stdout.write(`cluster CA in ${path.join(dir, 'ca.crt')}\n`);
+    process.exit(0);
+  }
   const id = values.id ?? env.MO_ID;
   if (!id || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(id)) usage(`--id: expected a name like cp-1, got ${JSON.stringify(id ?? '')}`);
   const listen = values.listen ?? env.MO_LISTEN ?? '127.0.0.1:7001';
@@ -106,6 +118,12 @@ function config(): Config {
     peers.set(pm[1], pm[2]);
   }
   if (peers.size > 0 && !peers.has(id)) usage(`--peers must include this replica's own id ${id}`);
+  const tlsFlag = values.tls ?? env.MO_TLS ?? 'false';
+  if (!['true', 'false', '1', '0'].includes(tlsFlag)) usage(`--tls: expected true or false, got "${tlsFlag}"`);
+  const tls = tlsFlag === 'true' || tlsFlag === '1';
+  for (const [peer, url] of peers) {
+    if (tls !== url.startsWith('wss://')) usage(`--peers: ${peer}=${url}: ${tls ? 'with --tls every peer is reached with wss://' : 'wss:// needs --tls true on every replica'}`);
+  }
   const dataDir = path.resolve(values['data-dir'] ?? env.MO_DATA_DIR ?? `.mo/${id}`);
   fs.mkdirSync(dataDir, { recursive: true });
   let token = values.token ?? env.MO_TOKEN;
@@ -135,6 +153,7 @@ function config(): Config {
   }
   return {
     kube,
+    tls,
     id,
     host: m[1],
     port: Number(m[2]),
@@ -154,7 +173,9 @@ async function main(): Promise<void> {
   const cfg = config();
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
-  const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `ws://${cfg.host}:${cfg.port}`]]);
+  const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `${cfg.tls ? 'wss' : 'ws'}://${cfg.host}:${cfg.port}`]]);
+  const caDir = cfg.kube?.caDir ?? path.resolve(process.env.MO_CA_DIR ?? path.dirname(cfg.dataDir));
+  const mainTls = cfg.tls ? mainPortTls(cfg, caDir) : undefined;
   // /metrics (api/metrics.ts): made first, so the Raft shell and the
   // controller report into it from their start; it reads the rest lazily.
   const metrics = new ReplicaMetrics({
@@ -364,7 +385,9 @@ async function main(): Promise<void> {
     log(`${cfg.id} serves the Kubernetes API on ${server} (CA ${path.join(k.caDir, 'ca.crt')}; kubeconfig ${path.join(cfg.dataDir, 'kubeconfig')})`);
   }
 
-  const server: http.Server = api.server;
+  // With --tls the same handlers behind a TLS listener: /v1, the agents' and the peers' WebSockets (wss).
+  const server: http.Server = mainTls ? https.createServer(mainTls, (req, res) => api.server.emit('request', req, res)) : api.server;
+  if (mainTls) server.on('clientError', (_err, socket) => socket.destroy());
   server.on('upgrade', (req, socket, head) => {
     if (!agents.handleUpgrade(req, socket, head) && !raftStore.transport.handleUpgrade(req, socket, head)) socket.destroy();
   });
@@ -375,7 +398,7 @@ async function main(): Promise<void> {
     process.stderr.write(`control-plane: cannot listen on ${cfg.host}:${cfg.port}: ${e.code === 'EADDRINUSE' ? 'address in use' : e.message}\n`);
     process.exit(1);
   });
-  log(`${cfg.id} listening on http://${cfg.host}:${cfg.port} (pid ${process.pid}, data ${cfg.dataDir})`);
+  log(`${cfg.id} listening on ${cfg.tls ? 'https' : 'http'}://${cfg.host}:${cfg.port} (pid ${process.pid}, data ${cfg.dataDir})`);
   log(`${cfg.id} is a follower of term ${store.term()} among ${[...peers.keys()].join(', ')}; waiting for a leader`);
   const liveness = setInterval(() => registry.checkLiveness(now()), Math.max(10, Math.floor(cfg.notReadyAfterMs / 20)));
   controller.start();
@@ -397,6 +420,25 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/**
+ * The main port's certificate with --tls. This process (its peer connections
+ * and forwards) and every client must trust the CA from their start:
+ * NODE_EXTRA_CA_CERTS naming ca.crt, made beforehand (`--make-ca DIR`, or
+ * the first start without --tls).
+ */
+function mainPortTls(cfg: Config, caDir: string): { cert: string; key: string } {
+  const caFile = path.join(caDir, 'ca.crt');
+  const extra = process.env.NODE_EXTRA_CA_CERTS;
+  const trusted = extra !== undefined && fs.existsSync(extra) ? fs.readFileSync(extra, 'utf8') : '';
+  if (!fs.existsSync(path.join(caDir, 'ca.key'))) usage(`--tls: no cluster CA in ${caDir} yet: make it first (control-plane/main.ts --make-ca ${caDir}) and start with NODE_EXTRA_CA_CERTS=${caFile}`);
+  const ca = ensureCa(caDir);
+  if (!trusted.replace(/\s+/g, '').includes(ca.certPem.replace(/\s+/g, ''))) {
+    usage(`--tls: this process does not trust the cluster CA: start it with NODE_EXTRA_CA_CERTS=${caFile} (Node reads it at start; peers' certificates are checked against it)`);
+  }
+  const t = servingCert(ca, cfg.id, [cfg.host, '127.0.0.1', 'localhost', cfg.id, ...(cfg.kube?.sans ?? [])]);
+  return { cert: t.certPem, key: t.keyPem };
 }
 
 main().catch((err) => {
