@@ -350,7 +350,7 @@ export function kubeService(view: ApiObject, annotations: Record<string, string>
 }
 
 /** An Endpoints view (api/views.ts) as core/v1 Endpoints: one subset per port. */
-export function kubeEndpoints(view: ApiObject): KubeObject {
+export function kubeEndpoints(view: ApiObject, createdAt: string | null = null): KubeObject {
   const subsets = (view.subsets as Array<{ port: { name: string | null; port: number }; addresses: Array<{ ip: string; port: number; unit: string; nodeName: string }>; notReadyAddresses: Array<{ ip: string; port: number; unit: string; nodeName: string }> }>).flatMap((s) => {
     // Units of one node share its address: one subset per (port, hostPort) pair keeps each address's port exact.
     const byPort = new Map<number, { addresses: unknown[]; notReadyAddresses: unknown[] }>();
@@ -370,7 +370,7 @@ export function kubeEndpoints(view: ApiObject): KubeObject {
   return {
     apiVersion: 'v1',
     kind: 'Endpoints',
-    metadata: { name: view.metadata.name, namespace: NAMESPACE, resourceVersion: String(view.metadata.resourceVersion) },
+    metadata: { name: view.metadata.name, namespace: NAMESPACE, resourceVersion: String(view.metadata.resourceVersion), creationTimestamp: createdAt },
     subsets,
   };
 }

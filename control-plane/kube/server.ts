@@ -191,7 +191,10 @@ export class KubeApi {
       case 'services':
         return allServiceViews(this.src()).map((v) => kubeService(v, st.services.get(v.metadata.name)?.manifest.metadata.annotations));
       case 'endpoints':
-        return allEndpointsViews(this.src()).map(kubeEndpoints);
+        return allEndpointsViews(this.src()).map((v) => {
+          const svc = st.services.get(v.metadata.name);
+          return kubeEndpoints(v, svc ? new Date(svc.creationTimestamp).toISOString() : null);
+        });
       case 'namespaces': {
         const first = Math.min(...[...st.nodes.values()].map((n) => n.registeredAt), ...[...st.deployments.values()].map((d) => d.creationTimestamp));
         return [kubeNamespace(Number.isFinite(first) ? new Date(first).toISOString() : null)];
