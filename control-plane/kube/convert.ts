@@ -230,7 +230,8 @@ export function kubePod(view: ApiObject, rec: UnitRecord | undefined, d: Deploym
     },
     status: {
       phase,
-      ...(st.reason && (lost || st.reason === 'CrashLoopBackOff' || st.reason === 'Unschedulable') ? { reason: st.reason } : {}),
+      // As a kubelet does: a pod-level reason only for a lost node (unschedulable is the PodScheduled condition's, back-off the container's).
+      ...(lost ? { reason: 'NodeLost' } : {}),
       ...(st.message ? { message: st.message } : {}),
       conditions,
       ...(hostIP ? { hostIP, podIP: hostIP, podIPs: [{ ip: hostIP }] } : {}),

@@ -80,7 +80,7 @@ test('one ReplicaSet per revision, owned by the deployment; pods point at theirs
   assert.equal(JSON.stringify(pod).includes('"pid"'), false, 'no pid in a Pod');
   const t = table('Pod', [pod], Date.parse('2023-11-14T22:30:00Z'), {});
   assert.deepEqual((t.columnDefinitions as Array<{ name: string; priority: number }>).filter((c) => c.priority === 0).map((c) => c.name), ['Name', 'Ready', 'Status', 'Restarts', 'Age']);
-  assert.deepEqual(((t.rows as Array<{ cells: unknown[] }>)[0].cells).slice(0, 4), [unit.name, '0/1', 'Unschedulable', 0]);
+  assert.deepEqual(((t.rows as Array<{ cells: unknown[] }>)[0].cells).slice(0, 4), [unit.name, '0/1', 'Pending', 0]);
 });
 
 test('label and field selectors as kubectl and drain send them; unknown fields are refused', () => {
