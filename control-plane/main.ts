@@ -178,11 +178,13 @@ async function main(): Promise<void> {
   const mainTls = cfg.tls ? mainPortTls(cfg, caDir) : undefined;
   // /metrics (api/metrics.ts): made first, so the Raft shell and the
   // controller report into it from their start; it reads the rest lazily.
+  // The Kubernetes API (control-plane/kube/), with --kube-listen.
+  let kubeApi: KubeApi | undefined;
   const metrics = new ReplicaMetrics({
     replicaId: cfg.id,
     raft: () => store.status(),
     source: () => ({ state: store.state, observed: registry.nodes, now: now() }),
-    openWatches: (): number => api.openWatches,
+    openWatches: (): number => api.openWatches + (kubeApi?.openWatches ?? 0),
     pendingProposals: (): number => raftStore.pendingProposals,
     agentConnected: (node) => agents.connected(node),
   });
@@ -348,7 +350,7 @@ async function main(): Promise<void> {
     // Peers serve their Kubernetes API at the same offset from their main port as this replica.
     const offset = k.port - cfg.port;
     const advertise = (k.advertise ?? `https://${k.host === '0.0.0.0' || k.host === '::' ? '127.0.0.1' : k.host}:${k.port}`).replace(/^https:\/\//, '');
-    const kubeApi = new KubeApi({
+    kubeApi = new KubeApi({
       store,
       registry,
       events,
