@@ -64,6 +64,8 @@ interface Config {
   snapshotEvery: number;
   /** The main port (/v1, /agent, /raft) over TLS with a certificate of the cluster CA (docs/kubernetes-api.md, "TLS"). */
   tls: boolean;
+  /** More names and addresses for this replica's serving certificates (--kube-san). */
+  sans: string[];
   /** The Kubernetes API (control-plane/kube/): HTTPS on this address; absent: not served. */
   kube?: { host: string; port: number; caDir: string; sans: string[]; advertise?: string };
 }
@@ -136,6 +138,7 @@ function config(): Config {
       log(`generated a cluster token into ${file}`);
     }
   }
+  const sans = (values['kube-san'] ?? env.MO_KUBE_SANS ?? '').split(',').map((x) => x.trim()).filter(Boolean);
   let kube: Config['kube'];
   const kubeListen = values['kube-listen'] ?? env.MO_KUBE_LISTEN;
   if (kubeListen) {
@@ -147,13 +150,14 @@ function config(): Config {
       host: km[1],
       port: Number(km[2]),
       caDir: path.resolve(values['ca-dir'] ?? env.MO_CA_DIR ?? path.dirname(dataDir)),
-      sans: (values['kube-san'] ?? env.MO_KUBE_SANS ?? '').split(',').map((x) => x.trim()).filter(Boolean),
+      sans,
       advertise,
     };
   }
   return {
     kube,
     tls,
+    sans,
     id,
     host: m[1],
     port: Number(m[2]),
@@ -176,10 +180,10 @@ async function main(): Promise<void> {
   const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `${cfg.tls ? 'wss' : 'ws'}://${cfg.host}:${cfg.port}`]]);
   const caDir = cfg.kube?.caDir ?? path.resolve(process.env.MO_CA_DIR ?? path.dirname(cfg.dataDir));
   const mainTls = cfg.tls ? mainPortTls(cfg, caDir) : undefined;
-  // /metrics (api/metrics.ts): made first, so the Raft shell and the
-  // controller report into it from their start; it reads the rest lazily.
   // The Kubernetes API (control-plane/kube/), with --kube-listen.
   let kubeApi: KubeApi | undefined;
+  // /metrics (api/metrics.ts): made first, so the Raft shell and the
+  // controller report into it from their start; it reads the rest lazily.
   const metrics = new ReplicaMetrics({
     replicaId: cfg.id,
     raft: () => store.status(),
@@ -345,7 +349,7 @@ async function main(): Promise<void> {
   let kubeHttps: http.Server | undefined;
   if (cfg.kube) {
     const k = cfg.kube;
-    const ca = ensureCa(k.caDir);
+    const ca = clusterCa(k.caDir);
     const tls = servingCert(ca, cfg.id, [k.host, cfg.host, '127.0.0.1', 'localhost', cfg.id, ...k.sans]);
     // Peers serve their Kubernetes API at the same offset from their main port as this replica.
     const offset = k.port - cfg.port;
@@ -424,6 +428,16 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
+/** The cluster CA of `dir` (kube/certs.ts), or exit with the reason in one line. */
+function clusterCa(dir: string): ReturnType<typeof ensureCa> {
+  try {
+    return ensureCa(dir);
+  } catch (err) {
+    process.stderr.write(`control-plane: cannot make or read the cluster CA in ${dir} (--ca-dir): ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+}
+
 /**
  * The main port's certificate with --tls. This process (its peer connections
  * and forwards) and every client must trust the CA from their start:
@@ -435,11 +449,11 @@ function mainPortTls(cfg: Config, caDir: string): { cert: string; key: string } 
   const extra = process.env.NODE_EXTRA_CA_CERTS;
   const trusted = extra !== undefined && fs.existsSync(extra) ? fs.readFileSync(extra, 'utf8') : '';
   if (!fs.existsSync(path.join(caDir, 'ca.key'))) usage(`--tls: no cluster CA in ${caDir} yet: make it first (control-plane/main.ts --make-ca ${caDir}) and start with NODE_EXTRA_CA_CERTS=${caFile}`);
-  const ca = ensureCa(caDir);
+  const ca = clusterCa(caDir);
   if (!trusted.replace(/\s+/g, '').includes(ca.certPem.replace(/\s+/g, ''))) {
     usage(`--tls: this process does not trust the cluster CA: start it with NODE_EXTRA_CA_CERTS=${caFile} (Node reads it at start; peers' certificates are checked against it)`);
   }
-  const t = servingCert(ca, cfg.id, [cfg.host, '127.0.0.1', 'localhost', cfg.id, ...(cfg.kube?.sans ?? [])]);
+  const t = servingCert(ca, cfg.id, [cfg.host, '127.0.0.1', 'localhost', cfg.id, ...cfg.sans]);
   return { cert: t.certPem, key: t.keyPem };
 }
 
