@@ -42,9 +42,10 @@ COPY --from=build /src/dashboard /app/dashboard
 # A node container's entrypoint: puts the container's processes in a leaf
 # cgroup (cgroup v2) so the agent can give units cgroups of their own.
 COPY docker/node-entrypoint.sh /app/node-entrypoint.sh
-# /data holds a replica's state; created here, owned by the unprivileged user,
-# so a fresh named volume mounted over it starts with that owner.
-RUN mkdir -p /data && chown node:node /data
+# /data holds a replica's state, /ca the cluster CA the replicas share
+# (docs/kubernetes-api.md); created here, owned by the unprivileged user,
+# so a fresh named volume mounted over either starts with that owner.
+RUN mkdir -p /data /ca && chown node:node /data /ca
 USER node
 ENV NODE_ENV=production
 # Which process a container is comes from docker-compose.yml's `command`.

@@ -10,6 +10,7 @@
 
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
@@ -28,6 +29,9 @@ import { serveUnitLog } from './api/logs.ts';
 import { ReplicaMetrics } from './api/metrics.ts';
 import { makeDashboard } from './api/dashboard.ts';
 import { EventLoopWindows } from './event-loop-windows.ts';
+import { ensureCa, servingCert } from './kube/certs.ts';
+import { kubeconfigText } from './kube/kubeconfig.ts';
+import { KubeApi, kubeServer } from './kube/server.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -35,7 +39,7 @@ const log = makeLogger();
 const STARTUP_GRACE_MS = 2000;
 
 function usage(msg: string): never {
-  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n`);
+  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`);
   process.exit(2);
 }
 
@@ -59,6 +63,12 @@ interface Config {
   resyncIntervalMs: number;
   gracePeriodMs: number;
   snapshotEvery: number;
+  /** The main port (/v1, /agent, /raft) over TLS with a certificate of the cluster CA (docs/kubernetes-api.md, "TLS"). */
+  tls: boolean;
+  /** More names and addresses for this replica's serving certificates (--kube-san). */
+  sans: string[];
+  /** The Kubernetes API (control-plane/kube/): HTTPS on this address; absent: not served. */
+  kube?: { host: string; port: number; caDir: string; sans: string[]; advertise?: string };
 }
 
 function config(): Config {
@@ -77,6 +87,12 @@ function config(): Config {
         'resync-interval-ms': { type: 'string' },
         'grace-period-ms': { type: 'string' },
         'snapshot-every': { type: 'string' },
+        'kube-listen': { type: 'string' },
+        'ca-dir': { type: 'string' },
+        'kube-san': { type: 'string' },
+        'kube-advertise': { type: 'string' },
+        tls: { type: 'string' },
+        'make-ca': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -85,6 +101,13 @@ function config(): Config {
     usage((e as Error).message);
   }
   const env = process.env;
+  if (values['make-ca'] !== undefined) {
+    // One-shot: make (or keep) the cluster CA in DIR and exit, so processes can trust it from their start (NODE_EXTRA_CA_CERTS).
+    const dir = path.resolve(values['make-ca']);
+    ensureCa(dir);
+    process.stdout.write(`cluster CA in ${path.join(dir, 'ca.crt')}\n`);
+    process.exit(0);
+  }
   const id = values.id ?? env.MO_ID;
   if (!id || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(id)) usage(`--id: expected a name like cp-1, got ${JSON.stringify(id ?? '')}`);
   const listen = values.listen ?? env.MO_LISTEN ?? '127.0.0.1:7001';
@@ -98,6 +121,12 @@ function config(): Config {
     peers.set(pm[1], pm[2]);
   }
   if (peers.size > 0 && !peers.has(id)) usage(`--peers must include this replica's own id ${id}`);
+  const tlsFlag = values.tls ?? env.MO_TLS ?? 'false';
+  if (!['true', 'false', '1', '0'].includes(tlsFlag)) usage(`--tls: expected true or false, got "${tlsFlag}"`);
+  const tls = tlsFlag === 'true' || tlsFlag === '1';
+  for (const [peer, url] of peers) {
+    if (tls !== url.startsWith('wss://')) usage(`--peers: ${peer}=${url}: ${tls ? 'with --tls every peer is reached with wss://' : 'wss:// needs --tls true on every replica'}`);
+  }
   const dataDir = path.resolve(values['data-dir'] ?? env.MO_DATA_DIR ?? `.mo/${id}`);
   fs.mkdirSync(dataDir, { recursive: true });
   let token = values.token ?? env.MO_TOKEN;
@@ -110,7 +139,26 @@ function config(): Config {
       log(`generated a cluster token into ${file}`);
     }
   }
+  const sans = (values['kube-san'] ?? env.MO_KUBE_SANS ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  let kube: Config['kube'];
+  const kubeListen = values['kube-listen'] ?? env.MO_KUBE_LISTEN;
+  if (kubeListen) {
+    const km = /^(.*):(\d+)$/.exec(kubeListen);
+    if (!km || Number(km[2]) > 65535) usage(`--kube-listen: expected HOST:PORT, got "${kubeListen}"`);
+    const advertise = values['kube-advertise'] ?? env.MO_KUBE_ADVERTISE;
+    if (advertise !== undefined && !/^https:\/\/[^/]+$/.test(advertise)) usage(`--kube-advertise: expected https://HOST:PORT, got "${advertise}"`);
+    kube = {
+      host: km[1],
+      port: Number(km[2]),
+      caDir: path.resolve(values['ca-dir'] ?? env.MO_CA_DIR ?? path.dirname(dataDir)),
+      sans,
+      advertise,
+    };
+  }
   return {
+    kube,
+    tls,
+    sans,
     id,
     host: m[1],
     port: Number(m[2]),
@@ -133,14 +181,18 @@ async function main(): Promise<void> {
   // How long this process's event loop stops, per second (for `npm run bench`).
   const loopWindows = new EventLoopWindows();
   loopWindows.start();
-  const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `ws://${cfg.host}:${cfg.port}`]]);
+  const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `${cfg.tls ? 'wss' : 'ws'}://${cfg.host}:${cfg.port}`]]);
+  const caDir = cfg.kube?.caDir ?? path.resolve(process.env.MO_CA_DIR ?? path.dirname(cfg.dataDir));
+  const mainTls = cfg.tls ? mainPortTls(cfg, caDir) : undefined;
+  // The Kubernetes API (control-plane/kube/), with --kube-listen.
+  let kubeApi: KubeApi | undefined;
   // /metrics (api/metrics.ts): made first, so the Raft shell and the
   // controller report into it from their start; it reads the rest lazily.
   const metrics = new ReplicaMetrics({
     replicaId: cfg.id,
     raft: () => store.status(),
     source: () => ({ state: store.state, observed: registry.nodes, now: now() }),
-    openWatches: (): number => api.openWatches,
+    openWatches: (): number => api.openWatches + (kubeApi?.openWatches ?? 0),
     pendingProposals: (): number => raftStore.pendingProposals,
     agentConnected: (node) => agents.connected(node),
   });
@@ -299,7 +351,54 @@ async function main(): Promise<void> {
     return { id: cfg.id, role: s.role, term: s.term, commitIndex: s.commitIndex, appliedIndex: s.appliedIndex, leader: s.leaderId, pid: process.pid };
   };
 
-  const server: http.Server = api.server;
+  let kubeHttps: http.Server | undefined;
+  if (cfg.kube) {
+    const k = cfg.kube;
+    const ca = clusterCa(k.caDir);
+    const tls = servingCert(ca, cfg.id, [k.host, cfg.host, '127.0.0.1', 'localhost', cfg.id, ...k.sans]);
+    // Peers serve their Kubernetes API at the same offset from their main port as this replica.
+    const offset = k.port - cfg.port;
+    const advertise = (k.advertise ?? `https://${k.host === '0.0.0.0' || k.host === '::' ? '127.0.0.1' : k.host}:${k.port}`).replace(/^https:\/\//, '');
+    kubeApi = new KubeApi({
+      store,
+      registry,
+      events,
+      token: cfg.token,
+      now,
+      subscribe: (fn) => {
+        changeListeners.add(fn);
+        return () => changeListeners.delete(fn);
+      },
+      terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
+      unitLog: (req, res, name, query) =>
+        serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
+      selfId: cfg.id,
+      leaderUrl: (leader) => {
+        const u = peers.get(leader);
+        if (!u) return undefined;
+        const p = new URL(u.replace(/^ws/, 'http'));
+        return `https://${p.hostname}:${Number(p.port) + offset}`;
+      },
+      caPem: ca.certPem,
+      advertise,
+    });
+    kubeHttps = kubeServer(kubeApi, tls);
+    const srv = kubeHttps;
+    await new Promise<void>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen(k.port, k.host, () => resolve());
+    }).catch((e: NodeJS.ErrnoException) => {
+      process.stderr.write(`control-plane: cannot listen on ${k.host}:${k.port} (--kube-listen): ${e.code === 'EADDRINUSE' ? 'address in use' : e.message}\n`);
+      process.exit(1);
+    });
+    const server = `https://${advertise}`;
+    fs.writeFileSync(path.join(cfg.dataDir, 'kubeconfig'), kubeconfigText({ clusterName: 'mo', servers: [{ name: cfg.id, server }], caPem: ca.certPem, token: cfg.token }), { mode: 0o600 });
+    log(`${cfg.id} serves the Kubernetes API on ${server} (CA ${path.join(k.caDir, 'ca.crt')}; kubeconfig ${path.join(cfg.dataDir, 'kubeconfig')})`);
+  }
+
+  // With --tls the same handlers behind a TLS listener: /v1, the agents' and the peers' WebSockets (wss).
+  const server: http.Server = mainTls ? https.createServer(mainTls, (req, res) => api.server.emit('request', req, res)) : api.server;
+  if (mainTls) server.on('clientError', (_err, socket) => socket.destroy());
   server.on('upgrade', (req, socket, head) => {
     if (!agents.handleUpgrade(req, socket, head) && !raftStore.transport.handleUpgrade(req, socket, head)) socket.destroy();
   });
@@ -310,7 +409,7 @@ async function main(): Promise<void> {
     process.stderr.write(`control-plane: cannot listen on ${cfg.host}:${cfg.port}: ${e.code === 'EADDRINUSE' ? 'address in use' : e.message}\n`);
     process.exit(1);
   });
-  log(`${cfg.id} listening on http://${cfg.host}:${cfg.port} (pid ${process.pid}, data ${cfg.dataDir})`);
+  log(`${cfg.id} listening on ${cfg.tls ? 'https' : 'http'}://${cfg.host}:${cfg.port} (pid ${process.pid}, data ${cfg.dataDir})`);
   log(`${cfg.id} is a follower of term ${store.term()} among ${[...peers.keys()].join(', ')}; waiting for a leader`);
   const liveness = setInterval(() => registry.checkLiveness(now()), Math.max(10, Math.floor(cfg.notReadyAfterMs / 20)));
   controller.start();
@@ -325,11 +424,42 @@ async function main(): Promise<void> {
     agents.close();
     server.closeAllConnections();
     server.close();
+    kubeHttps?.closeAllConnections();
+    kubeHttps?.close();
     void store.close().finally(() => process.exit(0));
     setTimeout(() => process.exit(0), 2000).unref();
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/** The cluster CA of `dir` (kube/certs.ts), or exit with the reason in one line. */
+function clusterCa(dir: string): ReturnType<typeof ensureCa> {
+  try {
+    return ensureCa(dir);
+  } catch (err) {
+    process.stderr.write(`control-plane: cannot make or read the cluster CA in ${dir} (--ca-dir): ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+}
+
+/**
+ * The main port's certificate with --tls. This process (its peer connections
+ * and forwards) and every client must trust the CA from their start:
+ * NODE_EXTRA_CA_CERTS naming ca.crt, made beforehand (`--make-ca DIR`, or
+ * the first start without --tls).
+ */
+function mainPortTls(cfg: Config, caDir: string): { cert: string; key: string } {
+  const caFile = path.join(caDir, 'ca.crt');
+  const extra = process.env.NODE_EXTRA_CA_CERTS;
+  const trusted = extra !== undefined && fs.existsSync(extra) ? fs.readFileSync(extra, 'utf8') : '';
+  if (!fs.existsSync(path.join(caDir, 'ca.key'))) usage(`--tls: no cluster CA in ${caDir} yet: make it first (control-plane/main.ts --make-ca ${caDir}) and start with NODE_EXTRA_CA_CERTS=${caFile}`);
+  const ca = clusterCa(caDir);
+  if (!trusted.replace(/\s+/g, '').includes(ca.certPem.replace(/\s+/g, ''))) {
+    usage(`--tls: this process does not trust the cluster CA: start it with NODE_EXTRA_CA_CERTS=${caFile} (Node reads it at start; peers' certificates are checked against it)`);
+  }
+  const t = servingCert(ca, cfg.id, [cfg.host, '127.0.0.1', 'localhost', cfg.id, ...cfg.sans]);
+  return { cert: t.certPem, key: t.keyPem };
 }
 
 main().catch((err) => {

@@ -5,7 +5,7 @@
 // paste into a shell from the repo root to start a dead process again.
 //
 // Contract with control-plane/main.ts and node-agent/main.ts (their flags):
-//   control-plane: --id --listen --peers --data-dir --token
+//   control-plane: --id --listen --peers --data-dir --token --kube-listen --ca-dir
 //   node-agent:    --name --cpu --memory [--taint T]... [--label k=v]...
 //                  --control-plane --token --state-dir
 // With `network` (npm start -- --netns), each argv starts with the command
@@ -72,6 +72,18 @@ export function replicaPorts(basePort: number, replicas: number): number[] {
   return Array.from({ length: replicas }, (_, i) => replicaPort(basePort, i + 1));
 }
 
+/** Replica i serves the Kubernetes API over HTTPS on its port + this (7011-7013 by default). */
+export const KUBE_PORT_OFFSET = 10;
+
+export function kubePorts(basePort: number, replicas: number): number[] {
+  return replicaPorts(basePort, replicas).map((p) => p + KUBE_PORT_OFFSET);
+}
+
+/** The Kubernetes API of every replica, for `<data-dir>/kubeconfig`. */
+export function kubeServers(basePort: number, replicas: number, network?: ClusterNetwork): Array<{ name: string; server: string }> {
+  return replicaIds(replicas).map((id, i) => ({ name: id, server: `https://${hostOf(network, id)}:${replicaPort(basePort, i + 1) + KUBE_PORT_OFFSET}` }));
+}
+
 /** What `<data-dir>/config.json` lists and what the CLI talks to. */
 export function serverUrls(basePort: number, replicas: number, network?: ClusterNetwork): string[] {
   return replicaIds(replicas).map((id, i) => `http://${hostOf(network, id)}:${replicaPort(basePort, i + 1)}`);
@@ -119,6 +131,9 @@ export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
         '--peers', peers,
         '--data-dir', subdir(layout.dataDir, id),
         '--token', layout.token,
+        // The Kubernetes API (control-plane/kube/), its CA shared by all replicas in the data dir.
+        '--kube-listen', `${hostOf(layout.network, id)}:${port + KUBE_PORT_OFFSET}`,
+        '--ca-dir', layout.dataDir,
       ],
     };
   });

@@ -21,14 +21,16 @@
 // node-agent/main.ts (paths relative to the repo root) with the same flags;
 // test/e2e/launcher.test.ts points them at test/fixtures/fake-child.ts.
 
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NodeInfo } from '../shared/model.ts';
 import { LESSON_NODES, parseNodesFile } from '../shared/nodes-file.ts';
 import { LAUNCHER_USAGE, parseLauncherArgs, UsageError, type LauncherOptions } from './args.ts';
 import { DataDirError, ensureToken, lockDataDir, writeClientConfig } from './cluster-files.ts';
-import { clusterCommands, nodeAddress, replicaIds, replicaPorts, serverUrls, type ChildSpec, type ClusterNetwork } from './command-lines.ts';
+import { KUBE_PORT_OFFSET, clusterCommands, kubePorts, kubeServers, nodeAddress, replicaIds, replicaPorts, serverUrls, type ChildSpec, type ClusterNetwork } from './command-lines.ts';
+import { ensureCa } from '../control-plane/kube/certs.ts';
+import { kubeconfigText } from '../control-plane/kube/kubeconfig.ts';
 import { describePortProblem, firstBusyPort } from './ports.ts';
 import { waitForCluster } from './readiness.ts';
 import { LogStream, shouldUseColor } from './stream.ts';
@@ -148,6 +150,7 @@ function printBanner(log: LogStream, info: {
     log.launcher(`  dashboard: ${info.servers[0]}/#token=${encodeURIComponent(info.token)}  (any replica serves it; the link logs this browser tab in)`);
   }
   log.launcher(`  config: ${configPath} (the CLI reads it; the token is in ${join(info.dataDir, 'token')})`);
+  log.launcher(`  kubectl: KUBECONFIG=${resolve(join(info.dataDir, 'kubeconfig'))} kubectl get nodes  (the Kubernetes API, HTTPS on ports ${info.servers.map((u) => Number(new URL(u).port) + KUBE_PORT_OFFSET).join(', ')})`);
   log.launcher('next, in another terminal in this folder:');
   for (const cmd of [
     'npx mo get nodes',
@@ -218,7 +221,7 @@ async function run(): Promise<number> {
   };
   try {
     // In --netns mode the replicas listen in namespaces of their own, where every port is free.
-    const busy = planned === undefined ? await firstBusyPort(replicaPorts(options.basePort, options.replicas)) : undefined;
+    const busy = planned === undefined ? await firstBusyPort([...replicaPorts(options.basePort, options.replicas), ...kubePorts(options.basePort, options.replicas)]) : undefined;
     if (busy !== undefined) throw new StartError(describePortProblem(busy, options.basePort), 1);
 
     let token: string;
@@ -226,6 +229,11 @@ async function run(): Promise<number> {
     try {
       token = ensureToken(dataDirAbs).token;
       writeClientConfig(dataDirAbs, servers, token, nodes.map((n, i) => ({ name: n.name, address: nodeAddress({ network: planned?.network }, i, n.name) })));
+      // The Kubernetes API's CA (made here on the first start, before any replica signs with it) and a kubeconfig for kubectl.
+      const ca = ensureCa(dataDirAbs);
+      const kubeconfig = join(dataDirAbs, 'kubeconfig');
+      writeFileSync(`${kubeconfig}.tmp`, kubeconfigText({ clusterName: 'mo', servers: kubeServers(options.basePort, options.replicas, planned?.network), caPem: ca.certPem, token }), { mode: 0o600 });
+      renameSync(`${kubeconfig}.tmp`, kubeconfig);
       for (const id of replicaIds(options.replicas)) mkdirSync(join(dataDirAbs, id), { recursive: true });
       for (const node of nodes) mkdirSync(join(dataDirAbs, 'agents', node.name), { recursive: true });
     } catch (err) {

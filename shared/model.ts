@@ -114,7 +114,8 @@ export interface UnitPortStatus {
 export interface ServiceManifest {
   apiVersion: 'v1';
   kind: 'Service';
-  metadata: { name: string; labels?: Record<string, string> };
+  /** annotations: kept only when the Kubernetes API (control-plane/kube/) writes it (kubectl's last-applied). */
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   spec: {
     type: 'NodePort';
     selector: Record<string, string>;
@@ -178,7 +179,8 @@ export interface UnitReport {
 export interface DeploymentManifest {
   apiVersion: 'apps/v1';
   kind: 'Deployment';
-  metadata: { name: string; labels?: Record<string, string> };
+  /** annotations: kept only when the Kubernetes API (control-plane/kube/) writes it (kubectl's last-applied). */
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
   spec: {
     replicas: number;
     template: PodTemplate;

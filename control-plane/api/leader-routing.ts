@@ -5,6 +5,7 @@
 // two replicas that briefly disagree on the leader cannot bounce it.
 
 import http from 'node:http';
+import https from 'node:https';
 import { NoQuorumError, type ReplicatedStore } from '../store/store.ts';
 import { sendJson } from './http-server.ts';
 
@@ -40,7 +41,8 @@ export async function forwardToLeader(req: http.IncomingMessage, res: http.Serve
     if (req.headers.authorization) headers.authorization = req.headers.authorization;
     if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
     if (body.length) headers['content-length'] = body.length;
-    const up = http.request(target, { method: req.method, headers, timeout: FORWARD_TIMEOUT_MS }, (upRes) => {
+    // wss:// peers (--tls): their HTTP is https, checked against the CA this process trusts (NODE_EXTRA_CA_CERTS).
+    const up = (target.protocol === 'https:' ? https : http).request(target, { method: req.method, headers, timeout: FORWARD_TIMEOUT_MS }, (upRes) => {
       const h: http.OutgoingHttpHeaders = { 'x-mo-leader': leader };
       for (const k of ['content-type', 'content-length', 'cache-control', 'location']) if (upRes.headers[k]) h[k] = upRes.headers[k];
       res.writeHead(upRes.statusCode ?? 502, h);

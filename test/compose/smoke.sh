@@ -72,12 +72,12 @@ cleanup() {
   exit "$rc"
 }
 
-# Three free loopback ports for the replicas' published API (bind to port 0
-# and read back what the kernel chose).
+# Six free loopback ports for the replicas' published APIs, /v1 and the
+# Kubernetes API (bind to port 0 and read back what the kernel chose).
 free_ports() {
   node -e '
     const net = require("node:net");
-    const servers = [0, 1, 2].map(() => net.createServer());
+    const servers = [0, 1, 2, 3, 4, 5].map(() => net.createServer());
     Promise.all(servers.map((s) => new Promise((ok) => s.listen(0, "127.0.0.1", ok))))
       .then(() => { console.log(servers.map((s) => s.address().port).join(" ")); servers.forEach((s) => s.close()); });'
 }
@@ -87,8 +87,9 @@ free_ports() {
 command -v curl >/dev/null 2>&1 || fail "curl is not installed"
 timeout 20 "${DC[@]}" ps >/dev/null 2>&1 || fail "'${DC[*]} ps' failed: no container engine reachable (DOCKER_HOST=${DOCKER_HOST:-unset})"
 
-read -r P1 P2 P3 < <(free_ports)
+read -r P1 P2 P3 K1 K2 K3 < <(free_ports)
 export MO_CP1_PORT=$P1 MO_CP2_PORT=$P2 MO_CP3_PORT=$P3 MO_TOKEN=$TOKEN
+export MO_CP1_KUBE_PORT=$K1 MO_CP2_KUBE_PORT=$K2 MO_CP3_KUBE_PORT=$K3
 declare -A PORT_OF=([cp-1]=$P1 [cp-2]=$P2 [cp-3]=$P3)
 export MO_SERVER="http://127.0.0.1:$P1,http://127.0.0.1:$P2,http://127.0.0.1:$P3"
 

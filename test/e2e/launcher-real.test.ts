@@ -14,7 +14,7 @@ import { REPO, freeBasePort, pidAlive, waitFor, webManifest } from '../helpers/c
 
 test('npm start runs a real cluster, reports a dead agent with its restart command, and SIGTERM leaves no process behind', { timeout: 120000 }, async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-launch-'));
-  const base = await freeBasePort(3);
+  const base = await freeBasePort(13);
   const launcher = spawn(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--data-dir', dir, '--base-port', String(base)], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
   let out = '';
   launcher.stdout!.on('data', (b) => (out += b));

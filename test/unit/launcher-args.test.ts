@@ -90,6 +90,8 @@ describe('launcher command lines', () => {
       '--peers', 'cp-1=ws://127.0.0.1:7001,cp-2=ws://127.0.0.1:7002,cp-3=ws://127.0.0.1:7003',
       '--data-dir', '.mo/cp-2',
       '--token', 'tok',
+      '--kube-listen', '127.0.0.1:7012',
+      '--ca-dir', '.mo',
     ]);
   });
 

@@ -34,6 +34,14 @@ const PURE_MODULES: readonly string[] = [
   'node-agent/agent-core.ts',
   'node-agent/runtime/probe-logic.ts',
   'netns/plan.ts',
+  // The Kubernetes API's conversions, patches, selectors, Tables and discovery (server.ts, watch.ts, certs.ts are the shell).
+  'control-plane/kube/convert.ts',
+  'control-plane/kube/patch.ts',
+  'control-plane/kube/strategic-merge.ts',
+  'control-plane/kube/selectors.ts',
+  'control-plane/kube/tables.ts',
+  'control-plane/kube/discovery.ts',
+  'control-plane/kube/kubeconfig.ts',
 ];
 
 /** Packages that only compute: parsing and formatting, no I/O, no clock. */

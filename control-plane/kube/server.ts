@@ -1,0 +1,725 @@
+// control-plane/kube/server.ts -- the Kubernetes API subset over HTTPS
+// (docs/kubernetes-api.md): discovery, reads (lists with selectors,
+// limit/continue, Tables, watches), writes (create, update, delete with
+// cascade, merge / JSON / strategic merge patch, server-side apply, the scale
+// subresource, eviction, cordon), pod logs. It is a second face of the /v1
+// API on the same replica: the same store, views, log path and rollout
+// commands; conversion is in convert.ts, printing in tables.ts.
+//
+// A follower proxies every request (watches and logs included) to the
+// leader's Kubernetes port, as /v1 does to the leader's HTTP port; discovery
+// and /version it answers itself. Errors are metav1.Status objects.
+
+import http from 'node:http';
+import https from 'node:https';
+import { timingSafeEqual } from 'node:crypto';
+import { nanoid } from 'nanoid';
+import { MAX_REPLICAS, ManifestError, parseManifestObject, unitSpecHash } from '../../shared/manifest.ts';
+import { HttpError, readBody, USER_DELETE_REASON, MAX_DELETE_GRACE_SECONDS, type ApiDeps } from '../api/http-server.ts';
+import { allDeploymentViews, allEndpointsViews, allNodeViews, allServiceViews, allUnitViews, deploymentView, type ViewSource } from '../api/views.ts';
+import type { ClusterEvent } from '../events.ts';
+import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
+import { NoQuorumError, NotLeaderError } from '../store/store.ts';
+import {
+  NAMESPACE,
+  deploymentIn,
+  kubeDeployment,
+  kubeEndpoints,
+  kubeEvent,
+  kubeNamespace,
+  kubeNode,
+  kubePod,
+  kubeReplicaSets,
+  kubeService,
+  nodeUid,
+  serviceIn,
+  type KubeObject,
+} from './convert.ts';
+import { KUBE_VERSION, apiGroup, apiGroupList, apiVersions, resourceList } from './discovery.ts';
+import { PatchError, isObject, jsonPatch, mergePatch } from './patch.ts';
+import { SCHEMAS, strategicMerge } from './strategic-merge.ts';
+import { SelectorError, matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.ts';
+import { table, type IncludeObject } from './tables.ts';
+import { KubeWatchHub } from './watch.ts';
+
+export const MAX_KUBE_WATCHERS = 256;
+
+type Kind = 'Pod' | 'Node' | 'Deployment' | 'ReplicaSet' | 'Event' | 'Service' | 'Endpoints' | 'Namespace';
+interface ResourceInfo {
+  kind: Kind;
+  apiVersion: string;
+  namespaced: boolean;
+}
+const RESOURCES: Record<string, ResourceInfo> = {
+  pods: { kind: 'Pod', apiVersion: 'v1', namespaced: true },
+  nodes: { kind: 'Node', apiVersion: 'v1', namespaced: false },
+  events: { kind: 'Event', apiVersion: 'v1', namespaced: true },
+  services: { kind: 'Service', apiVersion: 'v1', namespaced: true },
+  endpoints: { kind: 'Endpoints', apiVersion: 'v1', namespaced: true },
+  namespaces: { kind: 'Namespace', apiVersion: 'v1', namespaced: false },
+  deployments: { kind: 'Deployment', apiVersion: 'apps/v1', namespaced: true },
+  replicasets: { kind: 'ReplicaSet', apiVersion: 'apps/v1', namespaced: true },
+};
+const CORE = ['pods', 'nodes', 'events', 'services', 'endpoints', 'namespaces'];
+const APPS = ['deployments', 'replicasets'];
+
+const REASONS: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 405: 'MethodNotAllowed', 409: 'Conflict', 410: 'Gone', 413: 'RequestEntityTooLarge', 415: 'UnsupportedMediaType', 422: 'Invalid', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable' };
+
+/** A metav1.Status. */
+export function status(code: number, message: string, details?: Record<string, unknown>, reason?: string): Record<string, unknown> {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: code < 400 ? 'Success' : 'Failure', message, reason: reason ?? REASONS[code] ?? 'Unknown', ...(details ? { details } : {}), code };
+}
+
+class KubeError extends Error {
+  constructor(readonly code: number, message: string, readonly details?: Record<string, unknown>, readonly reason?: string) {
+    super(message);
+  }
+}
+
+function send(res: http.ServerResponse, code: number, body: unknown): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function tokenOk(header: string | undefined, token: string): boolean {
+  if (!header || !header.startsWith('Bearer ')) return false;
+  const a = Buffer.from(header.slice(7).trim());
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' | 'token' | 'now' | 'subscribe' | 'terminateUnit' | 'unitLog'> {
+  selfId: string;
+  /** The leader's Kubernetes API base URL (https://host:port), or undefined while none is known. */
+  leaderUrl: (leaderId: string) => string | undefined;
+  /** The cluster CA (PEM), to check the leader's certificate when proxying. */
+  caPem: string;
+  /** host:port this replica is reached at (discovery's serverAddressByClientCIDRs). */
+  advertise: string;
+}
+
+export class KubeApi {
+  private readonly hub: KubeWatchHub;
+
+  constructor(private readonly deps: KubeDeps) {
+    this.hub = new KubeWatchHub({
+      render: (r) => this.render(r),
+      events: () => this.deps.events.list(),
+      onEvent: (fn) => this.deps.events.subscribe(fn),
+      eventObject: (e) => this.event(e),
+      subscribe: (fn) => this.deps.subscribe(fn),
+      isLeader: () => this.deps.store.isLeader(),
+    });
+  }
+
+  get openWatches(): number {
+    return this.hub.open;
+  }
+
+  /** The request handler of the HTTPS server. */
+  handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    this.handle(req, res).catch((err) => this.fail(res, err));
+  };
+
+  private fail(res: http.ServerResponse, err: unknown): void {
+    if (err instanceof KubeError) return send(res, err.code, status(err.code, err.message, err.details, err.reason));
+    if (err instanceof HttpError) return send(res, err.status, status(err.status, err.message));
+    if (err instanceof ManifestError) return send(res, 422, invalid(err));
+    if (err instanceof PatchError || err instanceof SelectorError) return send(res, err instanceof PatchError ? 422 : 400, status(err instanceof PatchError ? 422 : 400, err.message));
+    if (err instanceof NoQuorumError || err instanceof NotLeaderError) return send(res, 503, status(503, err.message));
+    console.error(`kube api: internal error: ${(err as Error)?.stack ?? String(err)}`);
+    send(res, 500, status(500, `internal error: ${(err as Error)?.message ?? String(err)}`));
+  }
+
+  private src(): ViewSource {
+    return { state: this.deps.store.state, observed: this.deps.registry.nodes, now: this.deps.now() };
+  }
+
+  // ---- rendering -------------------------------------------------------------
+
+  private hostIP(node: string | null): string | undefined {
+    if (!node) return undefined;
+    return this.deps.registry.nodes.get(node)?.info.address ?? this.deps.store.state.nodes.get(node)?.info.address;
+  }
+
+  private pods(): KubeObject[] {
+    const st = this.deps.store.state;
+    const seen = new Set<string>();
+    const out: KubeObject[] = [];
+    for (const v of allUnitViews(this.src())) {
+      if (seen.has(v.metadata.name)) continue;
+      seen.add(v.metadata.name);
+      const spec = v.spec as { deployment: string; nodeName: string | null };
+      const rec = st.units.get(v.metadata.name);
+      const bound = rec && rec.nodeName === spec.nodeName ? rec : undefined;
+      out.push(kubePod(v, bound, st.deployments.get(spec.deployment), this.hostIP(spec.nodeName)));
+    }
+    return out;
+  }
+
+  private render(resource: string): KubeObject[] {
+    const st = this.deps.store.state;
+    switch (resource) {
+      case 'pods':
+        return this.pods();
+      case 'nodes':
+        return allNodeViews(this.src()).map(kubeNode);
+      case 'deployments': {
+        const src = this.src();
+        return allDeploymentViews(src).map((v) => kubeDeployment(st.deployments.get(v.metadata.name)!, v));
+      }
+      case 'replicasets': {
+        const counts = new Map<string, Map<string, { live: number; ready: number }>>();
+        for (const p of this.pods()) {
+          if (p.metadata.deletionTimestamp) continue;
+          const rec = st.units.get(p.metadata.name);
+          if (!rec) continue;
+          const m = counts.get(rec.deployment) ?? new Map<string, { live: number; ready: number }>();
+          const c = m.get(rec.specHash) ?? { live: 0, ready: 0 };
+          c.live++;
+          if ((p.status as { containerStatuses?: Array<{ ready: boolean }> }).containerStatuses?.[0]?.ready) c.ready++;
+          m.set(rec.specHash, c);
+          counts.set(rec.deployment, m);
+        }
+        return [...st.deployments.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).flatMap((d) => kubeReplicaSets(d, counts.get(d.name) ?? new Map()));
+      }
+      case 'services':
+        return allServiceViews(this.src()).map((v) => kubeService(v, st.services.get(v.metadata.name)?.manifest.metadata.annotations));
+      case 'endpoints':
+        return allEndpointsViews(this.src()).map((v) => {
+          const svc = st.services.get(v.metadata.name);
+          return kubeEndpoints(v, svc ? new Date(svc.creationTimestamp).toISOString() : null);
+        });
+      case 'namespaces': {
+        const first = Math.min(...[...st.nodes.values()].map((n) => n.registeredAt), ...[...st.deployments.values()].map((d) => d.creationTimestamp));
+        return [kubeNamespace(Number.isFinite(first) ? new Date(first).toISOString() : null)];
+      }
+      default:
+        return [];
+    }
+  }
+
+  private event(e: ClusterEvent): KubeObject {
+    const st = this.deps.store.state;
+    return kubeEvent(e, (kind, name) => (kind === 'Unit' ? st.units.get(name)?.uid : kind === 'Deployment' ? st.deployments.get(name)?.uid : kind === 'Node' ? nodeUid(name) : undefined));
+  }
+
+  private one(resource: string, name: string): KubeObject {
+    const found = this.hub.list(resource).items.find((o) => o.metadata.name === name);
+    if (!found) throw this.notFound(resource, name);
+    return found;
+  }
+
+  private notFound(resource: string, name: string): KubeError {
+    const info = RESOURCES[resource];
+    const group = info?.apiVersion.includes('/') ? info.apiVersion.split('/')[0] : '';
+    return new KubeError(404, `${resource}${group ? `.${group}` : ''} "${name}" not found`, { name, group, kind: resource });
+  }
+
+  // ---- routing ---------------------------------------------------------------
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'https://x');
+    const method = req.method ?? 'GET';
+    const p = url.pathname.replace(/\/+$/, '') || '/';
+    if (p === '/healthz' || p === '/livez' || p === '/readyz') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('ok');
+      return;
+    }
+    if (!tokenOk(req.headers.authorization, this.deps.token)) {
+      throw new KubeError(401, req.headers.authorization ? 'Unauthorized: invalid bearer token' : 'Unauthorized: send the cluster token (Authorization: Bearer <token>; see <data-dir>/kubeconfig)');
+    }
+    if (method === 'GET') {
+      if (p === '/version') return send(res, 200, KUBE_VERSION);
+      if (p === '/api') return send(res, 200, apiVersions(this.deps.advertise));
+      if (p === '/apis') return send(res, 200, apiGroupList());
+      if (p === '/api/v1') return send(res, 200, resourceList('v1'));
+      if (p === '/openapi/v2') {
+        // Empty: kubectl then skips client-side validation (the server validates every write).
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': 0 });
+        res.end();
+        return;
+      }
+      const g = /^\/apis\/([^/]+)(?:\/([^/]+))?$/.exec(p);
+      if (g) {
+        const doc = g[2] === undefined ? apiGroup(g[1]) : resourceList(`${g[1]}/${g[2]}`);
+        if (doc === undefined) throw new KubeError(404, `the server could not find the requested resource (group version ${g[1]}${g[2] ? `/${g[2]}` : ''} is not served)`);
+        return send(res, 200, doc);
+      }
+    }
+
+    const parts = p.split('/').filter(Boolean).map(decodeURIComponent);
+    let rest: string[];
+    let groupResources: string[];
+    if (parts[0] === 'api' && parts[1] === 'v1') {
+      rest = parts.slice(2);
+      groupResources = CORE;
+    } else if (parts[0] === 'apis' && parts[1] === 'apps' && parts[2] === 'v1') {
+      rest = parts.slice(3);
+      groupResources = APPS;
+    } else throw new KubeError(404, `the server could not find the requested resource ${p} (served: /api/v1, /apis/apps/v1)`);
+
+    let namespace: string | undefined;
+    if (rest[0] === 'namespaces' && rest.length >= 3) {
+      namespace = rest[1];
+      rest = rest.slice(2);
+    }
+    const [resource, name, sub, ...more] = rest;
+    const info = RESOURCES[resource ?? ''];
+    if (!info || !groupResources.includes(resource)) {
+      throw new KubeError(404, `the server could not find the requested resource "${resource ?? ''}" in ${parts[0] === 'api' ? 'v1' : 'apps/v1'} (served: ${groupResources.join(', ')})`);
+    }
+    if (more.length > 0) throw new KubeError(404, `no such path ${p}`);
+    if (namespace !== undefined && !info.namespaced) throw new KubeError(404, `${resource} are not namespaced: use /${parts[0] === 'api' ? 'api/v1' : 'apis/apps/v1'}/${resource}`);
+    // kube-system exists only as an empty place to list (kubectl cluster-info lists its services).
+    if (namespace === 'kube-system' && method === 'GET' && name === undefined && q0(url) === null) {
+      return send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata: { resourceVersion: '0' }, items: [] });
+    }
+    if (namespace !== undefined && namespace !== NAMESPACE) {
+      throw new KubeError(404, `namespaces "${namespace}" not found (only "default" exists)`, { name: namespace, kind: 'namespaces' });
+    }
+    if (resource === 'namespaces' && name !== undefined && name !== NAMESPACE) throw new KubeError(404, `namespaces "${name}" not found (only "default" exists)`, { name, kind: 'namespaces' });
+    if (info.namespaced && namespace === undefined && (name !== undefined || method !== 'GET')) throw new KubeError(404, `${resource} live in a namespace: use .../namespaces/default/${resource}`);
+
+    const body = method === 'GET' ? Buffer.alloc(0) : await readBody(req);
+    if (!this.deps.store.isLeader()) return this.proxy(req, res, body);
+
+    if (method === 'GET' && name === undefined) return this.listOrWatch(resource, url.searchParams, req, res);
+    if (method === 'GET' && sub === 'log' && resource === 'pods') return this.logs(name!, url.searchParams, req, res);
+    if (method === 'GET') {
+      await this.deps.store.readBarrier();
+      if (sub === undefined || sub === 'status') return this.reply(req, res, 200, resource, this.one(resource, name!));
+      if (sub === 'scale' && resource === 'deployments') return send(res, 200, this.scaleOf(name!));
+      throw new KubeError(404, `no such subresource ${resource}/${sub}`);
+    }
+    return this.write(method, resource, name, sub, url.searchParams, req, body, res);
+  }
+
+  /** A single object, or a one-row Table when the client asked for Tables. */
+  private reply(req: http.IncomingMessage, res: http.ServerResponse, code: number, resource: string, obj: KubeObject): void {
+    const t = this.tableRequest(req, new URLSearchParams());
+    if (t) return send(res, code, table(RESOURCES[resource].kind, [obj], this.deps.now(), { resourceVersion: String(obj.metadata.resourceVersion ?? '') }, t));
+    send(res, code, obj);
+  }
+
+  /** The includeObject of a Table request, or undefined when plain objects are wanted. */
+  private tableRequest(req: http.IncomingMessage, q: URLSearchParams): IncludeObject | undefined {
+    const accept = String(req.headers.accept ?? '');
+    if (!/as=Table/.test(accept)) return undefined;
+    const inc = q.get('includeObject');
+    return inc === 'Object' ? 'Object' : inc === 'None' ? 'None' : 'Metadata';
+  }
+
+  private async listOrWatch(resource: string, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const info = RESOURCES[resource];
+    const labels = parseLabelSelector(q.get('labelSelector'));
+    const fields = parseFieldSelector(q.get('fieldSelector'), info.kind);
+    await this.deps.store.readBarrier();
+    const tableInc = this.tableRequest(req, q);
+    if (q.get('watch') === 'true' || q.get('watch') === '1') {
+      if (this.hub.open >= MAX_KUBE_WATCHERS) throw new KubeError(429, `too many watches open (max ${MAX_KUBE_WATCHERS})`);
+      const t = q.get('timeoutSeconds');
+      const timeoutMs = t !== null && /^\d{1,7}$/.test(t) ? Number(t) * 1000 : undefined;
+      const now = () => this.deps.now();
+      this.hub.watch(
+        resource,
+        q.get('resourceVersion'),
+        req,
+        res,
+        { labels, fields, timeoutMs, encode: (obj) => (tableInc ? table(info.kind, [obj], now(), { resourceVersion: String(obj.metadata.resourceVersion ?? '') }, tableInc) : obj) },
+        (message) => status(410, message, undefined, 'Expired'),
+      );
+      return;
+    }
+    const { items, resourceVersion } = this.hub.list(resource);
+    let selected = items.filter((o) => matchesLabels(labels, o.metadata.labels as Record<string, string> | undefined) && matchesFields(fields, o));
+    // limit/continue: pages by name; the token names the last one sent.
+    const limitRaw = q.get('limit');
+    const cont = q.get('continue');
+    if (cont) {
+      let after: string;
+      try {
+        after = (JSON.parse(Buffer.from(cont, 'base64url').toString('utf8')) as { after: string }).after;
+        if (typeof after !== 'string') throw new Error('no name');
+      } catch {
+        throw new KubeError(400, `continue: not a token this server gave (${JSON.stringify(cont.slice(0, 40))})`);
+      }
+      selected = selected.filter((o) => o.metadata.name > after);
+    }
+    const meta: Record<string, unknown> = { resourceVersion };
+    if (limitRaw !== null && limitRaw !== '' && limitRaw !== '0') {
+      if (!/^\d{1,9}$/.test(limitRaw)) throw new KubeError(400, `limit: expected a positive integer, got ${JSON.stringify(limitRaw)}`);
+      const limit = Number(limitRaw);
+      selected = [...selected].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+      if (selected.length > limit) {
+        meta.remainingItemCount = selected.length - limit;
+        selected = selected.slice(0, limit);
+        meta.continue = Buffer.from(JSON.stringify({ after: selected[selected.length - 1].metadata.name }), 'utf8').toString('base64url');
+      }
+    }
+    if (tableInc) return send(res, 200, table(info.kind, selected, this.deps.now(), meta, tableInc));
+    send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata: meta, items: selected });
+  }
+
+  private async logs(name: string, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    if (!this.deps.unitLog) throw new KubeError(404, 'logs are not served here');
+    const query = new URLSearchParams(q);
+    const container = query.get('container');
+    const rec = this.deps.store.state.units.get(name);
+    if (container !== null && rec && container !== rec.spec.containerName) throw new KubeError(400, `container ${container} is not valid for pod ${name} (it has one container: ${rec.spec.containerName})`);
+    for (const k of ['container', 'pretty', 'insecureSkipTLSVerifyBackend']) query.delete(k);
+    for (const k of ['limitBytes', 'previous']) {
+      if (query.has(k) && query.get(k) !== 'false') throw new KubeError(400, `${k} is not supported on pod logs (follow, tailLines, sinceSeconds, sinceTime, timestamps)`);
+      query.delete(k);
+    }
+    await this.deps.unitLog(req, res, name, query);
+  }
+
+  // ---- writes ----------------------------------------------------------------
+
+  private async propose(cmd: StoreCommand): Promise<ApplyResult & { ok: true }> {
+    const r = await this.deps.store.propose(cmd);
+    if (!r.ok) throw new KubeError(r.code, r.error);
+    return r;
+  }
+
+  private parseBody(body: Buffer, contentType: string): unknown {
+    if (body.length === 0) throw new KubeError(400, 'the request body is empty');
+    const text = body.toString('utf8');
+    if (/yaml/.test(contentType)) return parseManifestObject(text);
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new KubeError(400, `the request body is not JSON: ${(e as Error).message}`);
+    }
+  }
+
+  private patchWith(current: unknown, patch: unknown, contentType: string, kind: string): unknown {
+    const type = contentType.split(';')[0].trim();
+    switch (type) {
+      case 'application/merge-patch+json':
+        return mergePatch(current, patch);
+      case 'application/json-patch+json':
+        return jsonPatch(current, patch);
+      case 'application/strategic-merge-patch+json':
+        return strategicMerge(current, patch, SCHEMAS[kind] ?? {});
+      case 'application/apply-patch+yaml':
+        // Server-side apply, simplified: the applied fields merged over the object (nothing is removed).
+        return strategicMerge(current, stripManaged(patch), SCHEMAS[kind] ?? {});
+      default:
+        throw new KubeError(415, `PATCH needs Content-Type application/strategic-merge-patch+json, application/merge-patch+json, application/json-patch+json or application/apply-patch+yaml, got ${JSON.stringify(contentType)}`);
+    }
+  }
+
+  private refuseUnsupported(q: URLSearchParams): void {
+    const dry = q.get('dryRun');
+    if (dry !== null && dry !== '') throw new KubeError(400, `dryRun=${dry} is not supported (writes are always made)`);
+  }
+
+  private async write(method: string, resource: string, name: string | undefined, sub: string | undefined, q: URLSearchParams, req: http.IncomingMessage, body: Buffer, res: http.ServerResponse): Promise<void> {
+    this.refuseUnsupported(q);
+    const ct = String(req.headers['content-type'] ?? 'application/json');
+    if (resource === 'deployments') return this.writeDeployment(method, name, sub, q, ct, body, res);
+    if (resource === 'services' && sub === undefined) return this.writeService(method, name, ct, body, res);
+    if (resource === 'pods' && name && method === 'DELETE' && sub === undefined) return this.deletePod(name, q, body, res);
+    if (resource === 'pods' && name && method === 'POST' && sub === 'eviction') {
+      const ev = this.parseBody(body, ct) as { deleteOptions?: unknown };
+      return this.deletePod(name, new URLSearchParams(), Buffer.from(JSON.stringify(isObject(ev?.deleteOptions) ? ev.deleteOptions : {})), res, true);
+    }
+    if (resource === 'nodes' && name && sub === undefined && (method === 'PATCH' || method === 'PUT')) return this.writeNode(method, name, ct, body, res);
+    if (resource === 'pods' && method === 'POST' && name === undefined) throw new KubeError(405, 'pods are made by deployments here: create a Deployment instead');
+    throw new KubeError(405, `${method} is not supported on ${resource}${name ? `/${name}` : ''}${sub ? `/${sub}` : ''}`);
+  }
+
+  private deleteOptions(q: URLSearchParams, body: Buffer): { propagationPolicy?: string; gracePeriodSeconds?: number } {
+    let opts: Record<string, unknown> = {};
+    if (body.length > 0) {
+      const o = this.parseBody(body, 'application/json');
+      if (!isObject(o)) throw new KubeError(400, 'DeleteOptions: expected an object');
+      opts = o;
+    }
+    const policy = (q.get('propagationPolicy') ?? opts.propagationPolicy ?? (opts.orphanDependents === true ? 'Orphan' : undefined)) as string | undefined;
+    if (policy !== undefined && !['Background', 'Foreground', 'Orphan'].includes(policy)) throw new KubeError(400, `propagationPolicy: expected Background, Foreground or Orphan, got ${JSON.stringify(policy)}`);
+    if (Array.isArray(opts.dryRun) && opts.dryRun.length > 0) throw new KubeError(400, 'dryRun is not supported (writes are always made)');
+    if (isObject(opts.preconditions)) throw new KubeError(400, 'DeleteOptions.preconditions are not supported');
+    const g = q.get('gracePeriodSeconds') ?? opts.gracePeriodSeconds;
+    let grace: number | undefined;
+    if (g !== undefined && g !== null) {
+      const n = Number(g);
+      if (!Number.isInteger(n) || n < 0) throw new KubeError(400, `gracePeriodSeconds: expected an integer >= 0, got ${JSON.stringify(g)}`);
+      grace = Math.min(n, MAX_DELETE_GRACE_SECONDS);
+    }
+    return { propagationPolicy: policy, gracePeriodSeconds: grace };
+  }
+
+  private async deletePod(name: string, q: URLSearchParams, body: Buffer, res: http.ServerResponse, eviction = false): Promise<void> {
+    const { gracePeriodSeconds } = this.deleteOptions(q, body);
+    const before = this.pods().find((o) => o.metadata.name === name);
+    const unit = this.deps.store.state.units.get(name);
+    const lostOn = [...this.deps.registry.nodes.values()].filter((n) => !n.ready && n.units.has(name)).map((n) => n.name);
+    const force = gracePeriodSeconds === 0;
+    if (!unit && !(force && lostOn.length > 0)) {
+      if (lostOn.length > 0) throw new KubeError(404, `pods "${name}" not found: only the last report of NotReady node ${lostOn.join(', ')} lists it; delete with --grace-period=0 --force to forget it`, { name, kind: 'pods' });
+      throw this.notFound('pods', name);
+    }
+    if (unit) {
+      await this.propose({ type: 'unit.delete', at: this.deps.now(), name, reason: USER_DELETE_REASON });
+      if (unit.nodeName && this.deps.terminateUnit) this.deps.terminateUnit(name, unit.nodeName, gracePeriodSeconds !== undefined ? gracePeriodSeconds * 1000 : unit.spec.gracePeriodMs, USER_DELETE_REASON);
+    }
+    if (force) for (const node of lostOn) this.deps.registry.forgetUnit(node, name);
+    if (eviction) return send(res, 201, status(201, '', { name, kind: 'pods' }, ''));
+    send(res, 200, before ?? status(200, '', { name, kind: 'pods' }, ''));
+  }
+
+  /** Drops the fields the server fills in from a Deployment that is about to be stored, when they only restate defaults. */
+  private unchangedDefaults(prev: KubeObject | undefined, next: ReturnType<typeof deploymentIn>, name: string): ReturnType<typeof deploymentIn> {
+    const d = this.deps.store.state.deployments.get(name);
+    if (!prev || !d) return next;
+    const shown = prev.spec as Record<string, unknown>;
+    const spec = { ...next.manifest.spec } as Record<string, unknown>;
+    const stored = d.manifest.spec as Record<string, unknown>;
+    for (const k of ['strategy', 'minReadySeconds', 'revisionHistoryLimit', 'progressDeadlineSeconds']) {
+      if (!(k in stored) && JSON.stringify(spec[k]) === JSON.stringify(shown[k])) delete spec[k];
+    }
+    return { ...next, manifest: { ...next.manifest, spec: spec as typeof next.manifest.spec } };
+  }
+
+  private async applyDeployment(obj: unknown, name: string | undefined, prev: KubeObject | undefined): Promise<{ created: boolean; obj: KubeObject }> {
+    let parsed = naming('Deployment', obj, () => deploymentIn(obj));
+    if (name !== undefined && parsed.manifest.metadata.name !== name) throw new KubeError(400, `metadata.name "${parsed.manifest.metadata.name}" does not match the name in the URL "${name}"`);
+    parsed = this.unchangedDefaults(prev, parsed, parsed.manifest.metadata.name);
+    const r = await this.propose({ type: 'deployment.apply', at: this.deps.now(), uid: nanoid(), manifest: parsed.manifest, unitSpec: parsed.unitSpec, specHash: unitSpecHash(parsed.unitSpec) });
+    return { created: r.created === true, obj: this.deploymentObject(parsed.manifest.metadata.name) };
+  }
+
+  private deploymentObject(name: string): KubeObject {
+    const d = this.deps.store.state.deployments.get(name);
+    if (!d) throw this.notFound('deployments', name);
+    return this.one('deployments', name);
+  }
+
+  private scaleOf(name: string): Record<string, unknown> {
+    const d = this.deps.store.state.deployments.get(name);
+    if (!d) throw this.notFound('deployments', name);
+    const obj = this.one('deployments', name);
+    const sel = ((obj.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels);
+    return {
+      apiVersion: 'autoscaling/v1',
+      kind: 'Scale',
+      metadata: { name, namespace: NAMESPACE, uid: d.uid, resourceVersion: obj.metadata.resourceVersion, creationTimestamp: obj.metadata.creationTimestamp },
+      spec: { replicas: d.replicas },
+      status: { replicas: (obj.status as { replicas: number }).replicas, selector: Object.entries(sel).map(([k, v]) => `${k}=${v}`).join(',') },
+    };
+  }
+
+  private async writeDeployment(method: string, name: string | undefined, sub: string | undefined, q: URLSearchParams, ct: string, body: Buffer, res: http.ServerResponse): Promise<void> {
+    const exists = name !== undefined && this.deps.store.state.deployments.has(name);
+    if (sub === 'scale' && name && (method === 'PUT' || method === 'PATCH')) {
+      if (!exists) throw this.notFound('deployments', name);
+      const input = this.parseBody(body, ct);
+      const next = method === 'PUT' ? input : this.patchWith(this.scaleOf(name), input, ct, 'Scale');
+      const replicas = isObject(next) && isObject(next.spec) ? next.spec.replicas : undefined;
+      if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0 || replicas > MAX_REPLICAS) throw new KubeError(422, `spec.replicas: expected an integer 0..${MAX_REPLICAS}, got ${JSON.stringify(replicas)}`);
+      await this.propose({ type: 'deployment.scale', at: this.deps.now(), name, replicas });
+      return send(res, 200, this.scaleOf(name));
+    }
+    if (sub === 'status') throw new KubeError(405, 'a deployment\'s status is written by the controller only (GET it)');
+    if (sub !== undefined) throw new KubeError(404, `no such subresource deployments/${sub}`);
+    if (method === 'POST' && name === undefined) {
+      const obj = this.parseBody(body, ct);
+      const n = isObject(obj) && isObject(obj.metadata) ? obj.metadata.name : undefined;
+      if (typeof n === 'string' && this.deps.store.state.deployments.has(n)) throw new KubeError(409, `deployments.apps "${n}" already exists`, { name: n, group: 'apps', kind: 'deployments' }, 'AlreadyExists');
+      const r = await this.applyDeployment(obj, undefined, undefined);
+      return send(res, 201, r.obj);
+    }
+    if (!name) throw new KubeError(405, `${method} needs a deployment name`);
+    if (method === 'PUT') {
+      if (!exists) throw this.notFound('deployments', name);
+      const r = await this.applyDeployment(this.parseBody(body, ct), name, this.one('deployments', name));
+      return send(res, 200, r.obj);
+    }
+    if (method === 'PATCH') {
+      const patch = this.parseBody(body, ct);
+      if (!exists) {
+        if (ct.startsWith('application/apply-patch+yaml')) {
+          const r = await this.applyDeployment(stripManaged(patch), name, undefined);
+          return send(res, 201, r.obj);
+        }
+        throw this.notFound('deployments', name);
+      }
+      const current = this.one('deployments', name);
+      const next = this.patchWith(current, patch, ct, 'Deployment');
+      const r = await this.applyDeployment(next, name, current);
+      return send(res, 200, r.obj);
+    }
+    if (method === 'DELETE') {
+      const { propagationPolicy } = this.deleteOptions(q, body);
+      if (propagationPolicy === 'Orphan') throw new KubeError(422, 'propagationPolicy Orphan is not supported: a deployment\'s pods cannot outlive it here (use Background or Foreground)');
+      if (!exists) throw this.notFound('deployments', name);
+      const before = this.one('deployments', name);
+      await this.propose({ type: 'deployment.delete', at: this.deps.now(), name });
+      return send(res, 200, before);
+    }
+    throw new KubeError(405, `${method} is not supported on deployments/${name}`);
+  }
+
+  private async writeService(method: string, name: string | undefined, ct: string, body: Buffer, res: http.ServerResponse): Promise<void> {
+    const st = this.deps.store.state;
+    const put = async (obj: unknown, expectName?: string): Promise<{ created: boolean; name: string }> => {
+      const manifest = naming('Service', obj, () => serviceIn(obj));
+      if (expectName !== undefined && manifest.metadata.name !== expectName) throw new KubeError(400, `metadata.name "${manifest.metadata.name}" does not match the name in the URL "${expectName}"`);
+      const r = await this.propose({ type: 'service.apply', at: this.deps.now(), uid: nanoid(), manifest });
+      return { created: r.created === true, name: manifest.metadata.name };
+    };
+    if (method === 'POST' && name === undefined) {
+      const obj = this.parseBody(body, ct);
+      const n = isObject(obj) && isObject(obj.metadata) ? obj.metadata.name : undefined;
+      if (typeof n === 'string' && st.services.has(n)) throw new KubeError(409, `services "${n}" already exists`, { name: n, kind: 'services' }, 'AlreadyExists');
+      const r = await put(obj);
+      return send(res, 201, this.one('services', r.name));
+    }
+    if (!name) throw new KubeError(405, `${method} needs a service name`);
+    const exists = st.services.has(name);
+    if (method === 'PUT') {
+      if (!exists) throw this.notFound('services', name);
+      await put(this.parseBody(body, ct), name);
+      return send(res, 200, this.one('services', name));
+    }
+    if (method === 'PATCH') {
+      const patch = this.parseBody(body, ct);
+      if (!exists) {
+        if (!ct.startsWith('application/apply-patch+yaml')) throw this.notFound('services', name);
+        await put(stripManaged(patch), name);
+        return send(res, 201, this.one('services', name));
+      }
+      await put(this.patchWith(this.one('services', name), patch, ct, 'Service'), name);
+      return send(res, 200, this.one('services', name));
+    }
+    if (method === 'DELETE') {
+      if (!exists) throw this.notFound('services', name);
+      const before = this.one('services', name);
+      await this.propose({ type: 'service.delete', at: this.deps.now(), name });
+      return send(res, 200, before);
+    }
+    throw new KubeError(405, `${method} is not supported on services/${name}`);
+  }
+
+  /** Nodes: only spec.unschedulable can change (cordon, uncordon); anything else is refused naming the field. */
+  private async writeNode(method: string, name: string, ct: string, body: Buffer, res: http.ServerResponse): Promise<void> {
+    const current = this.one('nodes', name);
+    const input = this.parseBody(body, ct);
+    const next = method === 'PUT' ? input : this.patchWith(current, input, ct, 'Node');
+    if (!isObject(next)) throw new KubeError(422, 'expected a Node object');
+    const u = isObject(next.spec) ? next.spec.unschedulable : undefined;
+    if (u !== undefined && u !== null && typeof u !== 'boolean') throw new KubeError(422, `spec.unschedulable: expected true or false, got ${JSON.stringify(u)}`);
+    const differs = firstDifference(withoutUnschedulable(current), withoutUnschedulable(next), '');
+    if (differs !== undefined) throw new KubeError(422, `${differs}: cannot be changed on a node (only spec.unschedulable can: kubectl cordon / uncordon)`);
+    await this.propose({ type: 'node.cordon', at: this.deps.now(), name, unschedulable: u === true });
+    send(res, 200, this.one('nodes', name));
+  }
+
+  // ---- followers ---------------------------------------------------------------
+
+  private async proxy(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer): Promise<void> {
+    const leader = this.deps.store.leaderId();
+    const base = leader ? this.deps.leaderUrl(leader) : undefined;
+    if (!leader || !base || req.headers['x-mo-forwarded']) {
+      throw new KubeError(503, `no leader is known to ${this.deps.selfId} yet (no quorum); try again`);
+    }
+    const target = new URL(req.url ?? '/', base);
+    await new Promise<void>((resolve) => {
+      const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': this.deps.selfId };
+      for (const k of ['authorization', 'content-type', 'accept']) if (req.headers[k]) headers[k] = req.headers[k];
+      if (body.length) headers['content-length'] = body.length;
+      const up = https.request(target, { method: req.method, headers, ca: this.deps.caPem }, (upRes) => {
+        const h: http.OutgoingHttpHeaders = {};
+        for (const k of ['content-type', 'content-length', 'cache-control', 'transfer-encoding']) if (upRes.headers[k]) h[k] = upRes.headers[k];
+        res.writeHead(upRes.statusCode ?? 502, h);
+        upRes.pipe(res);
+        upRes.on('end', resolve);
+        upRes.on('error', () => {
+          res.destroy();
+          resolve();
+        });
+      });
+      res.on('close', () => up.destroy());
+      up.on('error', (err) => {
+        if (!res.headersSent) send(res, 503, status(503, `the leader ${leader} could not be reached: ${err.message}`));
+        else res.destroy();
+        resolve();
+      });
+      up.end(body);
+    });
+  }
+}
+
+
+/**
+ * A 422 Invalid Status for a refused manifest, with the field as a cause
+ * (kubectl prints `The Deployment "web" is invalid: <field>: <why>`).
+ */
+function invalid(err: ManifestError, kind = '', name = ''): Record<string, unknown> {
+  const detail = err.message.replace(/^invalid manifest: /, '').replace(err.field === '' ? '' : `${err.field}: `, '');
+  return status(422, err.message, { name, kind, causes: [{ reason: 'FieldValueInvalid', message: detail, field: err.field }] });
+}
+
+/** Runs a conversion, naming the object in a refusal. */
+function naming<T>(kind: string, obj: unknown, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (!(err instanceof ManifestError)) throw err;
+    const name = isObject(obj) && isObject(obj.metadata) && typeof obj.metadata.name === 'string' ? obj.metadata.name : '';
+    throw new KubeError(422, err.message, (invalid(err, kind, name) as { details: Record<string, unknown> }).details, 'Invalid');
+  }
+}
+
+/** The watch parameter of a request (null: a plain list). */
+function q0(url: URL): string | null {
+  const w = url.searchParams.get('watch');
+  return w === 'true' || w === '1' ? w : null;
+}
+
+/** Server-side apply bodies may carry managedFields; they are ours to keep (we keep none). */
+function stripManaged(patch: unknown): unknown {
+  if (!isObject(patch) || !isObject(patch.metadata)) return patch;
+  const m = { ...patch.metadata };
+  delete m.managedFields;
+  return { ...patch, metadata: m };
+}
+
+function withoutUnschedulable(n: unknown): unknown {
+  if (!isObject(n)) return n;
+  const spec = isObject(n.spec) ? { ...n.spec } : {};
+  delete spec.unschedulable;
+  const meta = isObject(n.metadata) ? { ...n.metadata } : {};
+  delete meta.resourceVersion;
+  delete meta.managedFields;
+  const out: Record<string, unknown> = { ...n, spec, metadata: meta };
+  delete out.status;
+  return out;
+}
+
+/** The first path where two JSON values differ (undefined: equal). */
+function firstDifference(a: unknown, b: unknown, path: string): string | undefined {
+  if (isObject(a) && isObject(b)) {
+    for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+      const d = firstDifference(a[k], b[k], path ? `${path}.${k}` : k);
+      if (d !== undefined) return d;
+    }
+    return undefined;
+  }
+  return JSON.stringify(a) === JSON.stringify(b) ? undefined : path || 'the object';
+}
+
+export function kubeServer(api: KubeApi, tls: { certPem: string; keyPem: string }): https.Server {
+  const server = https.createServer({ cert: tls.certPem, key: tls.keyPem }, api.handler);
+  server.on('clientError', (_err, socket) => socket.destroy());
+  return server;
+}

@@ -1,0 +1,207 @@
+// control-plane/kube/watch.ts -- lists and watches of the Kubernetes API with
+// resourceVersions: one WatchHistory (api/watch-history.ts) per resource,
+// fed by a fresh rendering whenever desired or observed state changes
+// (coalesced to one per turn of the event loop), as api/watch.ts does for
+// /v1. Every object carries as its metadata.resourceVersion the version of
+// its own last change, and a list the version of the rendering it shows, so
+// any of them is a point a watch can resume from: the changes after it are
+// replayed from the ring, an unknown or too old one is answered with an
+// ERROR event holding a 410 Status (a client lists again), `""` or `"0"`
+// sends the current objects as ADDED first. Events are versioned by their
+// replicated sequence number instead. Label and field selectors apply per
+// watcher: an object that stops matching is sent as DELETED.
+
+import type http from 'node:http';
+import { nanoid } from 'nanoid';
+import { WatchHistory, type WatchChange } from '../api/watch-history.ts';
+import type { ClusterEvent } from '../events.ts';
+import type { KubeObject } from './convert.ts';
+import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from './selectors.ts';
+
+export const WATCH_KEEPALIVE_MS = 15_000;
+/** Stand-in for an object's resourceVersion in the history's texts (so versions never count as changes). */
+const RV_MARK = '"resourceVersion":"\\u0000rv"';
+
+export interface KubeWatchDeps {
+  render: (resource: string) => KubeObject[];
+  events: () => ClusterEvent[];
+  onEvent: (fn: (e: ClusterEvent) => void) => () => void;
+  eventObject: (e: ClusterEvent) => KubeObject;
+  subscribe: (fn: () => void) => () => void;
+  isLeader: () => boolean;
+}
+
+export interface WatchOptions {
+  labels: LabelSelector;
+  fields: FieldSelector;
+  /** Turns an object into what the event carries (a Table row, or the object). */
+  encode: (obj: KubeObject, type: string) => unknown;
+  timeoutMs?: number;
+}
+
+export class GoneError extends Error {}
+
+interface Watcher {
+  opts: WatchOptions;
+  res: http.ServerResponse;
+  matched: Set<string>;
+}
+
+export class KubeWatchHub {
+  private readonly histories = new Map<string, { h: WatchHistory; versions: Map<string, number> }>();
+  private readonly watchers = new Map<string, Set<Watcher>>();
+  private readonly epoch = nanoid(8).replace(/[^A-Za-z0-9]/g, 'x');
+  private scheduled = false;
+  private unsubscribe: (() => void) | null = null;
+
+  constructor(private readonly deps: KubeWatchDeps) {}
+
+  get open(): number {
+    let n = 0;
+    for (const s of this.watchers.values()) n += s.size;
+    return n;
+  }
+
+  private entry(resource: string) {
+    let e = this.histories.get(resource);
+    if (!e) {
+      e = { h: new WatchHistory(`${this.epoch}${resource}`), versions: new Map() };
+      this.histories.set(resource, e);
+    }
+    return e;
+  }
+
+  private stamp(text: string, epoch: string, n: number): string {
+    return text.replace(RV_MARK, `"resourceVersion":"${epoch}.${n}"`);
+  }
+
+  /** Render, take into the history, tell watchers. */
+  private refresh(resource: string): { objects: Array<{ name: string; text: string }>; version: string } {
+    const e = this.entry(resource);
+    const rendered = this.deps.render(resource).map((o) => {
+      o.metadata.resourceVersion = '\u0000rv';
+      return { name: o.metadata.name, text: JSON.stringify(o) };
+    });
+    const changes = e.h.update(rendered);
+    for (const c of changes) {
+      if (c.type === 'DELETED') e.versions.delete(c.name);
+      else e.versions.set(c.name, c.n);
+    }
+    if (changes.length > 0) {
+      const parsed = changes.map((c) => ({ c, obj: JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject }));
+      for (const w of this.watchers.get(resource) ?? []) for (const { c, obj } of parsed) this.send(w, c.type, obj);
+    }
+    return { objects: rendered.map((r) => ({ name: r.name, text: this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) })), version: e.h.version() };
+  }
+
+  /** A list: the objects (each with its own version) and the list's version. */
+  list(resource: string): { items: KubeObject[]; resourceVersion: string } {
+    if (resource === 'events') {
+      const events = this.deps.events();
+      return { items: events.map(this.deps.eventObject), resourceVersion: String(events.length > 0 ? events[events.length - 1].seq : 0) };
+    }
+    const { objects, version } = this.refresh(resource);
+    return { items: objects.map((o) => JSON.parse(o.text) as KubeObject), resourceVersion: version };
+  }
+
+  private send(w: Watcher, type: WatchChange['type'], obj: KubeObject): void {
+    const name = obj.metadata.name;
+    const match = matchesLabels(w.opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(w.opts.fields, obj);
+    let t: string | undefined;
+    if (type === 'DELETED') t = w.matched.delete(name) ? 'DELETED' : undefined;
+    else if (match) {
+      t = w.matched.has(name) ? 'MODIFIED' : 'ADDED';
+      w.matched.add(name);
+    } else if (w.matched.delete(name)) t = 'DELETED';
+    if (t === undefined) return;
+    w.res.write(JSON.stringify({ type: t, object: w.opts.encode(obj, t) }) + '\n');
+  }
+
+  /**
+   * Starts a watch, answering 200 and streaming events. A version that
+   * cannot be resumed is answered in-stream with an ERROR event (410).
+   */
+  watch(resource: string, from: string | null, req: http.IncomingMessage, res: http.ServerResponse, opts: WatchOptions, gone: (message: string) => unknown): void {
+    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache', 'transfer-encoding': 'chunked' });
+    const w: Watcher = { opts, res, matched: new Set() };
+    let stop: () => void;
+    const fail = (msg: string) => {
+      res.write(JSON.stringify({ type: 'ERROR', object: gone(msg) }) + '\n');
+      res.end();
+    };
+    if (resource === 'events') {
+      const events = this.deps.events();
+      let backlog = events;
+      if (from !== null && from !== '' && from !== '0') {
+        const n = Number(from);
+        const oldest = events.length > 0 ? events[0].seq : Number.POSITIVE_INFINITY;
+        if (!Number.isSafeInteger(n) || n < 0) return fail(`resourceVersion ${JSON.stringify(from)} is not an event sequence number: list again`);
+        if (events.length > 0 && n < oldest - 1) return fail(`too old resource version: ${from} (the oldest event kept is ${oldest})`);
+        backlog = events.filter((e) => e.seq > n);
+      }
+      for (const e of backlog) this.send(w, 'ADDED', this.deps.eventObject(e));
+      stop = this.deps.onEvent((e) => this.send(w, 'ADDED', this.deps.eventObject(e)));
+    } else {
+      const e = this.entry(resource);
+      const { objects } = this.refresh(resource);
+      if (from === null || from === '' || from === '0') {
+        for (const o of objects) this.send(w, 'ADDED', JSON.parse(o.text) as KubeObject);
+      } else {
+        const since = e.h.since(from);
+        if (typeof since === 'string') return fail(since.startsWith('resourceVersion') ? `too old resource version: ${since}` : since);
+        // What the client had at `from`: the objects that were there then (present now and not added
+        // since, or changed since without being added first). Their later changes are sent as they
+        // apply to its selectors (an object that stopped matching is sent as DELETED); an object that
+        // is there but never matched is then dropped from that set without an event.
+        const first = new Map<string, WatchChange['type']>();
+        for (const c of since) if (!first.has(c.name)) first.set(c.name, c.type);
+        for (const o of objects) if (first.get(o.name) !== 'ADDED') w.matched.add(o.name);
+        for (const [name, type] of first) if (type !== 'ADDED') w.matched.add(name);
+        const changed = new Set(first.keys());
+        for (const o of objects) {
+          if (changed.has(o.name)) continue;
+          const obj = JSON.parse(o.text) as KubeObject;
+          if (!(matchesLabels(opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(opts.fields, obj))) w.matched.delete(o.name);
+        }
+        for (const c of since) this.send(w, c.type, JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject);
+      }
+      let set = this.watchers.get(resource);
+      if (!set) {
+        set = new Set();
+        this.watchers.set(resource, set);
+      }
+      set.add(w);
+      this.unsubscribe ??= this.deps.subscribe(() => this.schedule());
+      stop = () => {
+        set!.delete(w);
+        if (set!.size === 0) this.watchers.delete(resource);
+        if (this.watchers.size === 0 && this.unsubscribe) {
+          this.unsubscribe();
+          this.unsubscribe = null;
+        }
+      };
+    }
+    const keepalive = setInterval(() => res.write('\n'), WATCH_KEEPALIVE_MS);
+    const timeout = opts.timeoutMs !== undefined ? setTimeout(() => res.end(), opts.timeoutMs) : undefined;
+    const close = () => {
+      clearInterval(keepalive);
+      if (timeout) clearTimeout(timeout);
+      stop();
+    };
+    req.on('close', close);
+    res.on('close', close);
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      if (!this.deps.isLeader()) {
+        for (const set of this.watchers.values()) for (const w of set) w.res.end();
+        return;
+      }
+      for (const resource of [...this.watchers.keys()]) this.refresh(resource);
+    });
+  }
+}
