@@ -64,9 +64,12 @@ const TRAPS =
   'c=; trap \'[ -n "$c" ] && kill -TERM "$c" 2>/dev/null\' TERM; ' +
   'trap \'[ -n "$c" ] && kill -INT "$c" 2>/dev/null\' INT; ' +
   'trap \'[ -n "$c" ] && kill -HUP "$c" 2>/dev/null\' HUP; ';
-// The command runs as PID 3 (after the init and its `mount`); `s` on fd 3
-// tells the agent it is forked, so its host pid is read once, not polled.
-const RUN = '"$@" </dev/null 3>&- & c=$!; echo s >&3 2>/dev/null; exec 3>&-; while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; exit "$s"';
+// The command runs as PID 3 (after the init and its `mount`). On fd 3 the
+// init tells the agent `s` once it is forked (its host pid is then read
+// once, not polled) and `x<status>` once it has exited: the agent reports
+// the unit's end from that, without waiting for the init and unshare to
+// exit and the namespaces to be torn down.
+const RUN = '"$@" </dev/null 3>&- & c=$!; echo s >&3 2>/dev/null; while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; echo "x$s" >&3 2>/dev/null; exit "$s"';
 
 /** hostPID: join the cgroups, in the new UTS, IPC and mount namespaces set the hostname and a private /tmp, then exec the command. */
 export const SETUP_SCRIPT = JOIN + HOSTNAME + MOUNT_TMP + 'exec "$@"';

@@ -25,8 +25,9 @@
 // it runs nothing of a user's.
 //
 // The pool is small (one per agent by default: what a crash needs) and is
-// refilled one sandbox at a time after each take, so a burst of spawns is
-// not slowed by sandboxes made for nobody. A sandbox that dies unused is
+// refilled one sandbox at a time once the unit that took one runs, so
+// neither that unit nor a burst of spawns is slowed by sandboxes made for
+// nobody. A sandbox that dies unused is
 // not replaced in a loop: after MAX_FAILURES in a row the pool gives up and
 // says why (units then start the cold way).
 
@@ -90,7 +91,11 @@ export class SandboxPool {
     return this.ready.length;
   }
 
-  /** A ready sandbox, now the caller's (it must claim it or kill its group), or null. */
+  /**
+   * A ready sandbox, now the caller's (it must claim it or kill its group),
+   * or null. The caller calls replenish() once its unit runs (or failed):
+   * a sandbox made at once would compete with the unit it is starting.
+   */
   take(): WarmSandbox | null {
     let got: WarmSandbox | null = null;
     while (!got && this.ready.length > 0) {
@@ -98,8 +103,13 @@ export class SandboxPool {
       this.pending.delete(p);
       if (p.child.exitCode === null && p.child.signalCode === null) got = p.ready;
     }
-    this.scheduleRefill();
+    if (!got) this.scheduleRefill();
     return got;
+  }
+
+  /** Make up for a sandbox taken (one at a time, after the current work). */
+  replenish(): void {
+    this.scheduleRefill();
   }
 
   /** Kill every sandbox not taken and make no more. */

@@ -169,6 +169,10 @@ interface UnitRecord {
   /** The unit has namespaces of its own; pidNs: a PID namespace too (its pid is found after the spawn). */
   namespaced: boolean;
   pidNs: boolean;
+  /** Its end was handled (the init's word on fd 3, or the exit of the spawned process, whichever came first). */
+  exited: boolean;
+  /** Started in a warm sandbox (sandbox-pool.ts). */
+  warm: boolean;
   /** Shown as the message while running when nothing else is: 'limits not enforced on this node: ...'. */
   note?: string;
   killedAfterGrace: boolean;
@@ -305,6 +309,8 @@ export class UnitSupervisor {
       cgroup: false,
       namespaced: false,
       pidNs: false,
+      exited: false,
+      warm: false,
       killedAfterGrace: false,
       killedNow: false,
       graceTimer: null,
@@ -344,7 +350,10 @@ export class UnitSupervisor {
     if (this.cgroups?.enabled) {
       const cg = this.cgroups.create(req.name, req.spec);
       if (!cg.ok) {
-        if (warm) signalGroup(warm.pid, 'SIGKILL');
+        if (warm) {
+          signalGroup(warm.pid, 'SIGKILL');
+          this.pool!.replenish();
+        }
         this.finish(rec, { phase: 'Failed', reason: 'StartError', message: cg.error });
         rec.log.close();
         return { ok: true, created: true, report: { ...rec.report } };
@@ -360,12 +369,14 @@ export class UnitSupervisor {
       const refused = this.claim(warm, procs, claim!);
       if (refused !== null) {
         signalGroup(warm.pid, 'SIGKILL');
+        this.pool!.replenish();
         this.finish(rec, { phase: 'Failed', reason: 'StartError', message: refused });
         rec.log.close();
         if (rec.cgroup) this.removeCgroup(req.name);
         return { ok: true, created: true, report: { ...rec.report } };
       }
       child = warm.child;
+      rec.warm = true;
     } else {
       let programArgv: string[] = [...command];
       // With namespaces the unit's shell joins its cgroups itself (namespaces.ts); else a join shell execs the program.
@@ -402,6 +413,7 @@ export class UnitSupervisor {
     child.stderr?.on('data', (chunk: Buffer) => log.write(chunk, 'stderr'));
     child.on('close', () => log.close());
     const running = (): void => {
+      if (warm) this.pool!.replenish();
       if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
       const now = this.now();
       rec.report.phase = 'Running';
@@ -431,15 +443,23 @@ export class UnitSupervisor {
     };
     if (rec.pidNs) {
       const status = (warm ? warm.status : child.stdio[3]) as Readable | null;
-      let fallback: NodeJS.Timeout | null = null;
+      // null: not armed yet; undefined: the init's `s` came.
+      let fallback: NodeJS.Timeout | null | undefined = null;
+      let said = '';
       status?.on('data', (b: Buffer) => {
-        if (!b.includes('s')) return;
-        if (fallback) clearTimeout(fallback);
-        status.destroy();
-        findMain(MAIN_PID_TIMEOUT_MS);
+        said = (said + b.toString()).slice(-64);
+        if (said.includes('s') && fallback !== undefined) {
+          if (fallback) clearTimeout(fallback);
+          fallback = undefined;
+          findMain(MAIN_PID_TIMEOUT_MS);
+        }
+        // The command exited: its status as the init gives it (128+N for signal N).
+        const x = /x(\d+)\n/.exec(said);
+        if (x) this.onExit(rec, Number(x[1]), null);
       });
       status?.on('error', () => {});
       const late = (): void => {
+        if (fallback === undefined) return;
         fallback = setTimeout(() => findMain(0), MAIN_PID_TIMEOUT_MS);
         fallback.unref();
       };
@@ -635,6 +655,10 @@ export class UnitSupervisor {
   }
 
   private onExit(rec: UnitRecord, code: number | null, signal: NodeJS.Signals | null): void {
+    if (rec.exited) return;
+    rec.exited = true;
+    // A unit that took a warm sandbox and ended before it ran: make up for it now.
+    if (rec.warm && rec.report.phase === 'Pending') this.pool?.replenish();
     rec.prober?.stop();
     if (rec.graceTimer) clearTimeout(rec.graceTimer);
     rec.graceTimer = null;
