@@ -69,7 +69,8 @@ const TRAPS =
 // once, not polled) and `x<status>` once it has exited: the agent reports
 // the unit's end from that, without waiting for the init and unshare to
 // exit and the namespaces to be torn down.
-const RUN = '"$@" </dev/null 3>&- & c=$!; echo s >&3 2>/dev/null; while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; echo "x$s" >&3 2>/dev/null; exit "$s"';
+const WAIT = 'while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; echo "x$s" >&3 2>/dev/null; exit "$s"';
+const RUN = '"$@" </dev/null 3>&- & c=$!; echo s >&3 2>/dev/null; ' + WAIT;
 
 /** hostPID: join the cgroups, in the new UTS, IPC and mount namespaces set the hostname and a private /tmp, then exec the command. */
 export const SETUP_SCRIPT = JOIN + HOSTNAME + MOUNT_TMP + 'exec "$@"';
@@ -78,16 +79,23 @@ export const SETUP_SCRIPT = JOIN + HOSTNAME + MOUNT_TMP + 'exec "$@"';
 export const INIT_SCRIPT = JOIN + HOSTNAME + MOUNT_TMP + TRAPS + RUN;
 
 /**
- * PID 1 of a warm sandbox (sandbox-pool.ts): the namespaces and the private
- * /tmp are made ahead of any unit; it says `r` on fd 3 and waits on its
- * stdin. The agent then moves the sandbox's two processes into the unit's
- * cgroups and sends one line (claimScript(): hostname, environment,
- * command), which the init evaluates before it runs the command as
- * INIT_SCRIPT does. EOF instead of a line: it exits unused. (A line, not a
- * file: the unit's private /tmp hides the agent's state directory when that
- * is under /tmp.)
+ * PID 1 of a warm sandbox (sandbox-pool.ts): the namespaces, the private
+ * /tmp and the unit's main process are made ahead of any unit. The init
+ * forks that process (PID 3, after `mount`), which blocks reading the
+ * sandbox's stdin, says `r` on fd 3 and waits for it as INIT_SCRIPT waits
+ * for the command. The agent then moves the sandbox's three processes into
+ * the unit's cgroups and sends one line (claimScript(): hostname,
+ * environment, command), which PID 3 evaluates before it execs the command
+ * (exec keeps the pid, so status.pid is known before the line is sent). EOF
+ * instead of a line: it exits unused. (A line, not a file: the unit's
+ * private /tmp hides the agent's state directory when that is under /tmp.)
  */
-export const WARM_INIT_SCRIPT = "nl='\n'; " + MOUNT_TMP + TRAPS + 'echo r >&3; IFS= read -r x || exit 0; eval "$x"; ' + RUN;
+export const WARM_INIT_SCRIPT =
+  "nl='\n'; " +
+  MOUNT_TMP +
+  TRAPS +
+  'exec 4<&0; { IFS= read -r x || exit 0; eval "$x"; exec "$@" </dev/null 4<&-; } <&4 3>&- & c=$!; exec 4<&- 0</dev/null; echo r >&3; ' +
+  WAIT;
 
 /** Longest claim line a warm sandbox is given (dash reads its stdin a byte at a time); a longer unit starts cold. */
 export const MAX_CLAIM_BYTES = 16 * 1024;

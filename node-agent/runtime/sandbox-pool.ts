@@ -9,13 +9,15 @@
 //   setpriv --pdeathsig KILL -- unshare --uts --ipc --mount ... --pid --fork
 //       --kill-child --mount-proc --                      (P: pid, pgid)
 //     sh -c WARM_INIT_SCRIPT mo-init                      (PID 1 inside)
+//       sh (a subshell, PID 3 inside: the unit's main process to be)
 //
-// The init mounts the private /tmp, says `r` on fd 3 and blocks reading its
-// stdin. take() hands a ready one to the supervisor, which moves P and the
-// init into the unit's cgroups (so the command, forked after, starts inside
-// its limits) and sends one line (hostname, environment, command:
-// claimScript()); the init evaluates it and forks the command as PID 3,
-// exactly as a cold start would have it.
+// The init mounts the private /tmp, forks PID 3, which blocks reading the
+// sandbox's stdin, and says `r` on fd 3. take() hands a ready one to the
+// supervisor, which moves all three into the unit's cgroups (so the
+// command starts inside its limits) and sends one line (hostname,
+// environment, command: claimScript()); PID 3 evaluates it and execs the
+// command, as PID 3 of a cold start does. Its host pid is known before the
+// line is sent, so the unit is Running at once.
 //
 // What holds as before: every sandbox is guarded from the moment it exists
 // (OrphanGuard, setpriv's parent-death signal, unshare --kill-child), so an
@@ -34,12 +36,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { signalGroup } from './exec-util.ts';
-import { findInitPid, warmSandboxArgv } from './namespaces.ts';
+import { findInitPid, findMainPid, warmSandboxArgv } from './namespaces.ts';
 
-/** Warm sandboxes an agent keeps (each is an unshare and a sh, ~3 MB). */
+/** Warm sandboxes an agent keeps (each is an unshare and two sh, ~4 MB). */
 export const DEFAULT_WARM_SANDBOXES = 1;
 /** Most warm sandboxes a pool may be asked to keep. */
 export const MAX_WARM_SANDBOXES = 16;
+/** How long after a take the pool starts making the next sandbox. */
+export const REFILL_DELAY_MS = 20;
 /** Sandboxes in a row that die before being taken, after which the pool stops making them. */
 export const MAX_FAILURES = 3;
 
@@ -49,6 +53,8 @@ export interface WarmSandbox {
   pid: number;
   /** Host pid of the namespace's init (PID 1 inside). */
   initPid: number;
+  /** Host pid of PID 3 inside, which execs the unit's command once told: status.pid. */
+  mainPid: number;
   /** fd 3 of the chain: `s` once the command is forked. */
   status: Readable;
 }
@@ -107,9 +113,10 @@ export class SandboxPool {
     return got;
   }
 
-  /** Make up for a sandbox taken (one at a time, after the current work). */
+  /** Make up for a sandbox taken (one at a time, REFILL_DELAY_MS from now: the unit that took it execs meanwhile). */
   replenish(): void {
-    this.scheduleRefill();
+    if (this.closed) return;
+    setTimeout(() => this.scheduleRefill(), REFILL_DELAY_MS).unref();
   }
 
   /** Kill every sandbox not taken and make no more. */
@@ -171,11 +178,12 @@ export class SandboxPool {
       if (!b.includes('r')) return;
       status.off('data', onStatus);
       const initPid = findInitPid(pid);
-      if (initPid === null || this.closed) {
+      const mainPid = findMainPid(pid);
+      if (initPid === null || mainPid === null || this.closed) {
         signalGroup(pid, 'SIGKILL');
         return;
       }
-      p.ready = { child, pid, initPid, status };
+      p.ready = { child, pid, initPid, mainPid, status };
       // Until taken the pool owns its output; then the unit's log does.
       child.stdout?.off('data', keep);
       child.stderr?.off('data', keep);

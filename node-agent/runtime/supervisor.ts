@@ -377,6 +377,7 @@ export class UnitSupervisor {
       }
       child = warm.child;
       rec.warm = true;
+      rec.report.pid = warm.mainPid;
     } else {
       let programArgv: string[] = [...command];
       // With namespaces the unit's shell joins its cgroups itself (namespaces.ts); else a join shell execs the program.
@@ -463,8 +464,7 @@ export class UnitSupervisor {
         fallback = setTimeout(() => findMain(0), MAIN_PID_TIMEOUT_MS);
         fallback.unref();
       };
-      if (warm) late();
-      else child.once('spawn', late);
+      if (!warm) child.once('spawn', late);
       child.once('exit', () => {
         if (fallback) clearTimeout(fallback);
       });
@@ -481,6 +481,8 @@ export class UnitSupervisor {
     child.once('exit', (code, signal) => this.onExit(rec, code, signal));
 
     this.emit(rec); // Pending, with the pid when known
+    // A warm sandbox's main process exists and has its line: it runs now.
+    if (warm) running();
     return { ok: true, created: true, report: { ...rec.report } };
   }
 
@@ -636,13 +638,13 @@ export class UnitSupervisor {
   }
 
   /**
-   * Make a warm sandbox this unit's: its two processes into the unit's
-   * cgroups (before the command is forked), then the claim line. Gives why
+   * Make a warm sandbox this unit's: its three processes into the unit's
+   * cgroups (before the command is exec'd), then the claim line. Gives why
    * not (a StartError), or null.
    */
   private claim(warm: WarmSandbox, procs: readonly string[], script: string): string | null {
     for (const f of procs) {
-      for (const pid of [warm.pid, warm.initPid]) {
+      for (const pid of [warm.pid, warm.initPid, warm.mainPid]) {
         try {
           fs.writeFileSync(f, String(pid));
         } catch (err) {

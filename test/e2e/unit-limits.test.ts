@@ -253,12 +253,16 @@ test('a unit started from a warm sandbox is a cold start\'s twin: namespaces, ho
   const [P] = sandboxes;
   const [init] = childrenOf(P);
   assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
+  // ...and PID 3, made ahead too, waiting to become the unit's command.
+  const [pre] = childrenOf(init);
+  assert.match(statusOf(pre), /^NSpid:\s+\d+\s+3$/m);
 
   const marker = `mo-warm-${process.pid}-${Date.now()}`;
   const r = sup.start({ name: 'warm-1', deployment: 'd', spec: spec(['/bin/sh', '-c', `hostname; echo $$; echo x > /tmp/${marker}; ls -a /tmp | wc -l; exec sleep 30`], { env: [{ name: 'QUOTED', value: "it's\na \"$HOME\"" }], limits: { memory: 256 } }), term: 1, specHash: 'h', revision: 7 });
   assert.ok(r.ok);
   await waitUntil(() => sup.get('warm-1')?.phase === 'Running', 5000, 'warm-1 Running');
   const pid = sup.get('warm-1')!.pid!;
+  assert.equal(pid, pre, 'the command is the process made ahead (exec keeps its pid)');
   assert.equal(ppidOf(pid), init, 'the command runs in the sandbox made ahead (its init is the parent)');
   assert.equal(ppidOf(init), P);
   await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
