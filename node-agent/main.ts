@@ -27,6 +27,7 @@ import { parseAgentFlags, USAGE } from './flags.ts';
 import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
 import { detectNamespaces } from './runtime/namespaces.ts';
 import { PortAllocator } from './runtime/ports.ts';
+import { DEFAULT_WARM_SANDBOXES } from './runtime/sandbox-pool.ts';
 import { ServiceProxy } from './runtime/service-proxy.ts';
 import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
 import { LogStreams } from './runtime/log-streams.ts';
@@ -101,6 +102,9 @@ function main(): void {
     onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
     cgroups,
     namespaces,
+    // A unit's namespaces made ahead (runtime/sandbox-pool.ts): a crashed unit's replacement starts in a few ms.
+    warmSandboxes: DEFAULT_WARM_SANDBOXES,
+    onSandboxProblem: (reason) => log(`warm sandboxes: ${reason}`),
     onProbeResult: (kind, ok) => figures.probe(kind, ok),
     onChange: (report, change) => {
       if (change === 'phase') figures.unitPhase(report.name, report.phase, performance.now());

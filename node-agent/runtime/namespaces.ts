@@ -53,19 +53,78 @@ import { findExecutable } from './exec-util.ts';
 
 const SEARCH_PATH = `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`;
 
-const SETUP = 'printf %s "$1" > /proc/sys/kernel/hostname || exit 125; mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp || exit 125; shift 2; ';
-
-/** hostPID: in the new UTS, IPC and mount namespaces, hostname and a private /tmp, then exec the command. */
-export const SETUP_SCRIPT = SETUP + 'exec "$@"';
-
-/** PID 1 of a unit's PID namespace: hostname, private /tmp, run the command, forward signals, exit with its status. */
-export const INIT_SCRIPT =
-  SETUP +
+// Arguments: NAME [cgroup.procs files...] -- COMMAND... The shell joins the
+// unit's cgroups itself (`echo 0` moves the writing process: inside a PID
+// namespace its own pid would be 1), so the unit's program is forked or
+// exec'd only once the limits hold, and no extra shell is exec'd for it.
+const JOIN = 'n=$1; shift; while [ "$#" -gt 0 ] && [ "$1" != -- ]; do echo 0 > "$1" || { echo "mini-orchestrator: cannot join cgroup $1" >&2; exit 126; }; shift; done; shift; ';
+const HOSTNAME = 'printf %s "$n" > /proc/sys/kernel/hostname || exit 125; ';
+const MOUNT_TMP = 'mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp || exit 125; ';
+const TRAPS =
   'c=; trap \'[ -n "$c" ] && kill -TERM "$c" 2>/dev/null\' TERM; ' +
   'trap \'[ -n "$c" ] && kill -INT "$c" 2>/dev/null\' INT; ' +
-  'trap \'[ -n "$c" ] && kill -HUP "$c" 2>/dev/null\' HUP; ' +
-  '"$@" & c=$!; ' +
-  'while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; exit "$s"';
+  'trap \'[ -n "$c" ] && kill -HUP "$c" 2>/dev/null\' HUP; ';
+// The command runs as PID 3 (after the init and its `mount`). On fd 3 the
+// init tells the agent `s` once it is forked (its host pid is then read
+// once, not polled) and `x<status>` once it has exited: the agent reports
+// the unit's end from that, without waiting for the init and unshare to
+// exit and the namespaces to be torn down.
+const WAIT = 'while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; echo "x$s" >&3 2>/dev/null; exit "$s"';
+const RUN = '"$@" </dev/null 3>&- & c=$!; echo s >&3 2>/dev/null; ' + WAIT;
+
+/** hostPID: join the cgroups, in the new UTS, IPC and mount namespaces set the hostname and a private /tmp, then exec the command. */
+export const SETUP_SCRIPT = JOIN + HOSTNAME + MOUNT_TMP + 'exec "$@"';
+
+/** PID 1 of a unit's PID namespace: join the cgroups, hostname, private /tmp, run the command, forward signals, exit with its status. */
+export const INIT_SCRIPT = JOIN + HOSTNAME + MOUNT_TMP + TRAPS + RUN;
+
+/**
+ * PID 1 of a warm sandbox (sandbox-pool.ts): the namespaces, the private
+ * /tmp and the unit's main process are made ahead of any unit. The init
+ * forks that process (PID 3, after `mount`), which blocks reading the
+ * sandbox's stdin, says `r` on fd 3 and waits for it as INIT_SCRIPT waits
+ * for the command. The agent then moves the sandbox's three processes into
+ * the unit's cgroups and sends one line (claimScript(): hostname,
+ * environment, command), which PID 3 evaluates before it execs the command
+ * (exec keeps the pid, so status.pid is known before the line is sent). EOF
+ * instead of a line: it exits unused. (A line, not a file: the unit's
+ * private /tmp hides the agent's state directory when that is under /tmp.)
+ */
+export const WARM_INIT_SCRIPT =
+  "nl='\n'; " +
+  MOUNT_TMP +
+  TRAPS +
+  'exec 4<&0; { IFS= read -r x || exit 0; eval "$x"; exec "$@" </dev/null 4<&-; } <&4 3>&- & c=$!; exec 4<&- 0</dev/null; echo r >&3; ' +
+  WAIT;
+
+/** Longest claim line a warm sandbox is given (dash reads its stdin a byte at a time); a longer unit starts cold. */
+export const MAX_CLAIM_BYTES = 16 * 1024;
+
+const SH_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** A word for sh, single-quoted on one line: a newline becomes the warm init's "$nl". */
+export function shQuote(s: string): string {
+  return `'${s.replace(/'/g, "'\\''").replace(/\n/g, `'"$nl"'`)}'`;
+}
+
+/**
+ * The one line a warm sandbox's init evaluates for a unit: its hostname,
+ * exactly its environment (the sandbox itself runs with an empty one) and
+ * its command. null when sh cannot say it (an env name that is no sh
+ * variable name, a NUL byte) or it is longer than MAX_CLAIM_BYTES: such a
+ * unit is started the cold way.
+ */
+export function claimScript(unitName: string, env: Readonly<Record<string, string>>, command: readonly string[]): string | null {
+  const words = [unitName, ...command, ...Object.entries(env).flat()];
+  if (command.length === 0 || words.some((w) => w.includes('\0'))) return null;
+  if (Object.keys(env).some((k) => !SH_NAME.test(k))) return null;
+  const exports = Object.entries(env).map(([k, v]) => shQuote(`${k}=${v}`));
+  const line =
+    `printf %s ${shQuote(unitName)} > /proc/sys/kernel/hostname || exit 125; ` +
+    (exports.length > 0 ? `export ${exports.join(' ')}; ` : '') +
+    `set -- ${command.map(shQuote).join(' ')}\n`;
+  return Buffer.byteLength(line) <= MAX_CLAIM_BYTES ? line : null;
+}
 
 /** The command's pid inside its PID namespace (after the init and its `mount`). */
 export const MAIN_INNER_PID = 3;
@@ -106,11 +165,16 @@ export function detectNamespaces(): Namespaces {
   };
 }
 
-/** The argv that runs `command` in a unit's namespaces (see the header). */
-export function namespaceArgv(unsharePath: string, unitName: string, hostPID: boolean, command: readonly string[]): string[] {
+/** The argv that runs `command` in a unit's namespaces (see the header), joining `procsFiles` (cgroups.ts) first. */
+export function namespaceArgv(unsharePath: string, unitName: string, hostPID: boolean, command: readonly string[], procsFiles: readonly string[] = []): string[] {
   const common = [unsharePath, '--uts', '--ipc', '--mount', '--propagation', 'private'];
-  if (hostPID) return [...common, '--', '/bin/sh', '-c', SETUP_SCRIPT, 'mo-ns', unitName, '--', ...command];
-  return [...common, '--pid', '--fork', '--kill-child', '--mount-proc', '--', '/bin/sh', '-c', INIT_SCRIPT, 'mo-init', unitName, '--', ...command];
+  if (hostPID) return [...common, '--', '/bin/sh', '-c', SETUP_SCRIPT, 'mo-ns', unitName, ...procsFiles, '--', ...command];
+  return [...common, '--pid', '--fork', '--kill-child', '--mount-proc', '--', '/bin/sh', '-c', INIT_SCRIPT, 'mo-init', unitName, ...procsFiles, '--', ...command];
+}
+
+/** The argv of a warm sandbox (WARM_INIT_SCRIPT). */
+export function warmSandboxArgv(unsharePath: string): string[] {
+  return [unsharePath, '--uts', '--ipc', '--mount', '--propagation', 'private', '--pid', '--fork', '--kill-child', '--mount-proc', '--', '/bin/sh', '-c', WARM_INIT_SCRIPT, 'mo-init'];
 }
 
 function children(pid: number): number[] {
@@ -130,6 +194,12 @@ function innerPid(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/** The host pid of the PID namespace's init (PID 1 inside) below P, or null. */
+export function findInitPid(p: number): number | null {
+  for (const init of children(p)) if (innerPid(init) === 1) return init;
+  return null;
 }
 
 /** The host pid of the unit's main process (PID 3 of its namespace) below P, or null while not there yet. */

@@ -74,9 +74,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { Readable } from 'node:stream';
 import type { UnitPortStatus, UnitReport, UnitSpec } from '../../shared/model.ts';
 import { joinArgv, type UnitCgroups } from './cgroups.ts';
-import { enterArgv, exitSignal, findMainPid, namespaceArgv, type Namespaces } from './namespaces.ts';
+import { claimScript, enterArgv, exitSignal, findMainPid, namespaceArgv, type Namespaces } from './namespaces.ts';
+import { SandboxPool, type WarmSandbox } from './sandbox-pool.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
 import { UnitProber } from './prober.ts';
@@ -141,6 +143,10 @@ export interface UnitSupervisorOptions {
   cgroups?: UnitCgroups;
   /** Per-unit namespaces (namespaces.ts); absent or disabled: units share the agent's. */
   namespaces?: Namespaces;
+  /** Warm sandboxes to keep with namespaces (sandbox-pool.ts); default 0 (every unit starts cold). */
+  warmSandboxes?: number;
+  /** Told when the warm sandbox pool had a problem (a sandbox died unused, or it gave up). */
+  onSandboxProblem?: (reason: string) => void;
   now?: () => number;
 }
 
@@ -163,6 +169,10 @@ interface UnitRecord {
   /** The unit has namespaces of its own; pidNs: a PID namespace too (its pid is found after the spawn). */
   namespaced: boolean;
   pidNs: boolean;
+  /** Its end was handled (the init's word on fd 3, or the exit of the spawned process, whichever came first). */
+  exited: boolean;
+  /** Started in a warm sandbox (sandbox-pool.ts). */
+  warm: boolean;
   /** Shown as the message while running when nothing else is: 'limits not enforced on this node: ...'. */
   note?: string;
   killedAfterGrace: boolean;
@@ -187,6 +197,7 @@ export class UnitSupervisor {
   private readonly guard: OrphanGuard;
   private readonly cgroups: UnitCgroups | null;
   private readonly namespaces: Namespaces | null;
+  private readonly pool: SandboxPool | null;
   /** Cgroup removals under way (shutdown waits for them). */
   private readonly removals = new Set<Promise<boolean>>();
   private readonly units = new Map<string, UnitRecord>();
@@ -212,6 +223,22 @@ export class UnitSupervisor {
     this.namespaces = options.namespaces?.enabled && options.namespaces.unsharePath ? options.namespaces : null;
     // If the agent dies, the guard also empties and removes its unit cgroups.
     for (const dir of this.cgroups?.parentDirs() ?? []) this.guard.addCgroupParent(dir);
+    this.pool =
+      this.namespaces && (options.warmSandboxes ?? 0) > 0
+        ? new SandboxPool({
+            size: options.warmSandboxes ?? 0,
+            unsharePath: this.namespaces.unsharePath!,
+            setprivPath: this.setprivPath,
+            cwd: this.unitsDir,
+            guard: this.guard,
+            ...(options.onSandboxProblem ? { onProblem: options.onSandboxProblem } : {}),
+          })
+        : null;
+  }
+
+  /** Warm sandboxes ready right now (tests, diagnostics). */
+  get warmSandboxesReady(): number {
+    return this.pool?.readyCount ?? 0;
   }
 
   /** Pid of the orphan guard process (diagnostics, tests). */
@@ -282,6 +309,8 @@ export class UnitSupervisor {
       cgroup: false,
       namespaced: false,
       pidNs: false,
+      exited: false,
+      warm: false,
       killedAfterGrace: false,
       killedNow: false,
       graceTimer: null,
@@ -310,46 +339,74 @@ export class UnitSupervisor {
       return { ok: true, created: true, report: { ...rec.report } };
     }
 
-    let programArgv: string[] = [...command];
     if (this.namespaces) {
       rec.namespaced = true;
       rec.pidNs = req.spec.hostPID !== true;
-      programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command);
     }
+    // A warm sandbox when one is ready and sh can say the unit (claimScript).
+    const claim = rec.pidNs && this.pool ? claimScript(req.name, env, command) : null;
+    const warm = claim !== null ? this.pool!.take() : null;
+    let procs: string[] = [];
     if (this.cgroups?.enabled) {
       const cg = this.cgroups.create(req.name, req.spec);
       if (!cg.ok) {
+        if (warm) {
+          signalGroup(warm.pid, 'SIGKILL');
+          this.pool!.replenish();
+        }
         this.finish(rec, { phase: 'Failed', reason: 'StartError', message: cg.error });
         rec.log.close();
         return { ok: true, created: true, report: { ...rec.report } };
       }
       rec.cgroup = true;
-      programArgv = joinArgv(cg.procs, programArgv);
+      procs = cg.procs;
     } else if (req.spec.limits) {
       rec.note = `limits not enforced on this node: ${this.cgroups?.disabledReason ?? 'no cgroups'}`;
       rec.report.message = rec.note;
     }
-    const argv = this.setprivPath ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...programArgv] : programArgv;
     let child: ChildProcess;
-    try {
-      child = spawn(argv[0], argv.slice(1), {
-        cwd: this.unitsDir,
-        env,
-        detached: true,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-    } catch (err) {
-      // Synchronous refusals: NUL bytes in argv or env, and the like.
-      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: ${errorText(err)}` });
-      if (rec.cgroup) this.removeCgroup(req.name);
-      return { ok: true, created: true, report: { ...rec.report } };
+    if (warm) {
+      const refused = this.claim(warm, procs, claim!);
+      if (refused !== null) {
+        signalGroup(warm.pid, 'SIGKILL');
+        this.pool!.replenish();
+        this.finish(rec, { phase: 'Failed', reason: 'StartError', message: refused });
+        rec.log.close();
+        if (rec.cgroup) this.removeCgroup(req.name);
+        return { ok: true, created: true, report: { ...rec.report } };
+      }
+      child = warm.child;
+      rec.warm = true;
+      rec.report.pid = warm.mainPid;
+    } else {
+      let programArgv: string[] = [...command];
+      // With namespaces the unit's shell joins its cgroups itself (namespaces.ts); else a join shell execs the program.
+      if (this.namespaces) programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command, procs);
+      else if (rec.cgroup) programArgv = joinArgv(procs, programArgv);
+      const argv = this.setprivPath ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...programArgv] : programArgv;
+      try {
+        child = spawn(argv[0], argv.slice(1), {
+          cwd: this.unitsDir,
+          env,
+          detached: true,
+          // fd 3: a PID namespace's init says when the command is forked (namespaces.ts).
+          stdio: rec.pidNs ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
+        });
+      } catch (err) {
+        // Synchronous refusals: NUL bytes in argv or env, and the like.
+        this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: ${errorText(err)}` });
+        if (rec.cgroup) this.removeCgroup(req.name);
+        return { ok: true, created: true, report: { ...rec.report } };
+      }
     }
     rec.child = child;
     if (child.pid !== undefined) {
-      // First thing once the process exists: guard its group.
+      // First thing once the process exists: guard its group (a warm sandbox is guarded since it was made).
       rec.pgid = child.pid;
-      this.guard.add(child.pid);
+      if (!warm) this.guard.add(child.pid);
       if (!rec.pidNs) rec.report.pid = child.pid;
+      // The unshare process P waits outside the namespace: into the unit's cgroups with the rest (best effort: it runs nothing of the unit's).
+      if (!warm && rec.pidNs) for (const f of procs) writeQuietly(f, String(child.pid));
     }
 
     const log = rec.log;
@@ -357,6 +414,7 @@ export class UnitSupervisor {
     child.stderr?.on('data', (chunk: Buffer) => log.write(chunk, 'stderr'));
     child.on('close', () => log.close());
     const running = (): void => {
+      if (warm) this.pool!.replenish();
       if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
       const now = this.now();
       rec.report.phase = 'Running';
@@ -364,13 +422,16 @@ export class UnitSupervisor {
       this.startProbes(rec, now);
       this.emit(rec);
     };
-    child.once('spawn', () => {
-      if (!rec.pidNs || child.pid === undefined) return running();
-      // The command's host pid appears a few ms later, below the namespace's init.
+    // With a PID namespace the command's host pid is known once the init
+    // has forked it (`s` on fd 3): read then (retried each ms for a moment,
+    // should /proc lag). Without that word within MAIN_PID_TIMEOUT_MS of
+    // the spawn, the unit is Running with the outer pid, as before.
+    const findMain = (patienceMs: number): void => {
+      if (child.pid === undefined) return;
       const spawnedPid = child.pid;
-      const deadline = Date.now() + MAIN_PID_TIMEOUT_MS;
+      const deadline = Date.now() + patienceMs;
       const look = (): void => {
-        if (isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
+        if (rec.report.pid !== undefined || isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
         const main = findMainPid(spawnedPid);
         if (main === null && Date.now() < deadline) {
           setTimeout(look, 1);
@@ -380,7 +441,36 @@ export class UnitSupervisor {
         running();
       };
       look();
-    });
+    };
+    if (rec.pidNs) {
+      const status = (warm ? warm.status : child.stdio[3]) as Readable | null;
+      // null: not armed yet; undefined: the init's `s` came.
+      let fallback: NodeJS.Timeout | null | undefined = null;
+      let said = '';
+      status?.on('data', (b: Buffer) => {
+        said = (said + b.toString()).slice(-64);
+        if (said.includes('s') && fallback !== undefined) {
+          if (fallback) clearTimeout(fallback);
+          fallback = undefined;
+          findMain(MAIN_PID_TIMEOUT_MS);
+        }
+        // The command exited: its status as the init gives it (128+N for signal N).
+        const x = /x(\d+)\n/.exec(said);
+        if (x) this.onExit(rec, Number(x[1]), null);
+      });
+      status?.on('error', () => {});
+      const late = (): void => {
+        if (fallback === undefined) return;
+        fallback = setTimeout(() => findMain(0), MAIN_PID_TIMEOUT_MS);
+        fallback.unref();
+      };
+      if (!warm) child.once('spawn', late);
+      child.once('exit', () => {
+        if (fallback) clearTimeout(fallback);
+      });
+    } else {
+      child.once('spawn', running);
+    }
     child.on('error', (err: NodeJS.ErrnoException) => {
       // After a successful spawn, 'error' only means a kill() failed; the
       // exit event still tells the outcome.
@@ -391,6 +481,8 @@ export class UnitSupervisor {
     child.once('exit', (code, signal) => this.onExit(rec, code, signal));
 
     this.emit(rec); // Pending, with the pid when known
+    // A warm sandbox's main process exists and has its line: it runs now.
+    if (warm) running();
     return { ok: true, created: true, report: { ...rec.report } };
   }
 
@@ -538,13 +630,37 @@ export class UnitSupervisor {
     await Promise.all([...this.removals]);
   }
 
-  /** Stop every probe and release the orphan guard (it kills any group still registered). Call after stopAll(). */
+  /** Stop every probe, kill the warm sandboxes and release the orphan guard (it kills any group still registered). Call after stopAll(). */
   close(): void {
     for (const rec of this.units.values()) rec.prober?.stop();
+    this.pool?.close();
     this.guard.close();
   }
 
+  /**
+   * Make a warm sandbox this unit's: its three processes into the unit's
+   * cgroups (before the command is exec'd), then the claim line. Gives why
+   * not (a StartError), or null.
+   */
+  private claim(warm: WarmSandbox, procs: readonly string[], script: string): string | null {
+    for (const f of procs) {
+      for (const pid of [warm.pid, warm.initPid, warm.mainPid]) {
+        try {
+          fs.writeFileSync(f, String(pid));
+        } catch (err) {
+          return `mini-orchestrator: cannot join cgroup ${f}: ${errorText(err)}`;
+        }
+      }
+    }
+    warm.child.stdin?.end(script);
+    return null;
+  }
+
   private onExit(rec: UnitRecord, code: number | null, signal: NodeJS.Signals | null): void {
+    if (rec.exited) return;
+    rec.exited = true;
+    // A unit that took a warm sandbox and ended before it ran: make up for it now.
+    if (rec.warm && rec.report.phase === 'Pending') this.pool?.replenish();
     rec.prober?.stop();
     if (rec.graceTimer) clearTimeout(rec.graceTimer);
     rec.graceTimer = null;
@@ -641,6 +757,14 @@ export class UnitSupervisor {
       for (const p of req.ports) if (p.name) env[`PORT_${p.name.toUpperCase().replace(/-/g, '_')}`] = String(p.hostPort);
     }
     return env;
+  }
+}
+
+function writeQuietly(file: string, text: string): void {
+  try {
+    fs.writeFileSync(file, text);
+  } catch {
+    // gone already, or the init's own join says why
   }
 }
 

@@ -232,6 +232,15 @@ test('when the agent is killed with SIGKILL, every unit it started dies within 2
   const guard = agent.guardPid();
   assert.ok(guard && isAlive(guard), 'the orphan guard runs');
   const all = [...unitPids];
+  // Everything else the agent started dies with it too: a root agent's warm sandbox (runtime/sandbox-pool.ts) included.
+  const others = childrenOf(agent.pid).filter((p) => p !== guard && !all.includes(p));
+  if (process.getuid?.() === 0 && process.platform === 'linux') {
+    // An idle sandbox's argv ends with its init's name (a unit's goes on with the unit's name and command).
+    await waitUntil(() => childrenOf(agent.pid).some((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').endsWith('\0mo-init\0')), 10000, 'an idle warm sandbox');
+    others.push(...childrenOf(agent.pid).filter((p) => !others.includes(p) && p !== guard && !all.includes(p)));
+  }
+  for (const p of others) for (const q of childrenOf(p)) others.push(q);
+  all.push(...others);
   assert.ok(all.every(isAlive));
 
   process.kill(agent.pid, 'SIGKILL');

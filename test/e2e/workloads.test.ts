@@ -51,12 +51,25 @@ function environOf(pid: number): Record<string, string> {
   }
 }
 
-/** Unit processes of `deployment` alive now: the agents' direct children whose environment names it. */
+/**
+ * Unit processes of `deployment` alive now, one per unit: below each of the
+ * agents' direct children (a unit's process group leader, or an idle warm
+ * sandbox), the first process whose environment names it (a unit started
+ * from a warm sandbox has it only in its command, PID 3 of its namespace).
+ */
 function aliveByOs(c: Cluster, deployment: string): number[] {
   const out: number[] = [];
   for (const agent of c.agents.values()) {
-    for (const pid of childrenOf(agent.pid)) {
-      if (pidAlive(pid) && environOf(pid).MO_DEPLOYMENT === deployment) out.push(pid);
+    for (const top of childrenOf(agent.pid)) {
+      const queue = [top];
+      for (let i = 0; i < queue.length && i < 16; i++) {
+        const pid = queue[i];
+        if (pidAlive(pid) && environOf(pid).MO_DEPLOYMENT === deployment) {
+          out.push(pid);
+          break;
+        }
+        queue.push(...childrenOf(pid));
+      }
     }
   }
   return out;

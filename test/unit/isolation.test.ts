@@ -10,6 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { UnitCgroups, agentCgroupName, cpuQuotaUs, cpuShares, cpuWeight, detectCgroups, limitFiles, limitsCondition, ownCgroupPath } from '../../node-agent/runtime/cgroups.ts';
+import { MAX_CLAIM_BYTES, claimScript } from '../../node-agent/runtime/namespaces.ts';
 
 test('limit files: Kubernetes quota, shares and weight; memory without swap; pids capped', () => {
   assert.equal(cpuQuotaUs(200), 20000);
@@ -92,4 +93,14 @@ test('the per-agent directory is the node name and a hash of the state dir', () 
   assert.match(agentCgroupName('node-a', '/tmp/x/agents/node-a'), /^node-a\.[0-9a-f]{8}$/);
   assert.equal(agentCgroupName('node-a', '/tmp/x'), agentCgroupName('node-a', '/tmp/x/'));
   assert.notEqual(agentCgroupName('node-a', '/tmp/x'), agentCgroupName('node-a', '/tmp/y'));
+});
+
+test('a warm sandbox\'s claim line: one line, every word single-quoted for sh, and null for what sh cannot carry', () => {
+  const line = claimScript('web-1', { PATH: '/bin', Q: "it's\nhere $HOME" }, ['sh', '-c', 'echo "$0"', "a'b"])!;
+  assert.equal(line.indexOf('\n'), line.length - 1, 'a newline only at the end (a value\'s newline is the init\'s "$nl")');
+  assert.equal(line, `printf %s 'web-1' > /proc/sys/kernel/hostname || exit 125; export 'PATH=/bin' 'Q=it'\\''s'"$nl"'here $HOME'; set -- 'sh' '-c' 'echo "$0"' 'a'\\''b'\n`);
+  assert.equal(claimScript('u', { 'A-B': '1' }, ['sleep', '1']), null, 'an env name that is no sh name: a cold start');
+  assert.equal(claimScript('u', { A: 'x\0y' }, ['sleep', '1']), null, 'a NUL byte: a cold start');
+  assert.equal(claimScript('u', {}, []), null, 'no command');
+  assert.equal(claimScript('u', { A: 'x'.repeat(MAX_CLAIM_BYTES) }, ['sleep', '1']), null, 'longer than MAX_CLAIM_BYTES: a cold start');
 });

@@ -1,0 +1,219 @@
+// node-agent/runtime/sandbox-pool.ts -- warm sandboxes: a unit's namespaces
+// made before the unit exists, so that starting one (a crashed unit's
+// replacement above all) costs a few file writes and one fork instead of
+// setpriv + unshare + a PID namespace + mounting /proc and /tmp.
+//
+// A sandbox is the same chain of processes a cold start makes
+// (namespaces.ts), stopped just before the unit's part:
+//
+//   setpriv --pdeathsig KILL -- unshare --uts --ipc --mount ... --pid --fork
+//       --kill-child --mount-proc --                      (P: pid, pgid)
+//     sh -c WARM_INIT_SCRIPT mo-init                      (PID 1 inside)
+//       sh (a subshell, PID 3 inside: the unit's main process to be)
+//
+// The init mounts the private /tmp, forks PID 3, which blocks reading the
+// sandbox's stdin, and says `r` on fd 3. take() hands a ready one to the
+// supervisor, which moves all three into the unit's cgroups (so the
+// command starts inside its limits) and sends one line (hostname,
+// environment, command: claimScript()); PID 3 evaluates it and execs the
+// command, as PID 3 of a cold start does. Its host pid is known before the
+// line is sent, so the unit is Running at once.
+//
+// What holds as before: every sandbox is guarded from the moment it exists
+// (OrphanGuard, setpriv's parent-death signal, unshare --kill-child), so an
+// agent that dies takes its idle sandboxes with it; the unit's pid, process
+// group, signals, stop and exit status are a cold start's. A sandbox runs
+// with an empty environment and outside any unit cgroup until it is taken;
+// it runs nothing of a user's.
+//
+// The pool is small (one per agent by default: what a crash needs) and is
+// refilled one sandbox at a time once the unit that took one runs, so
+// neither that unit nor a burst of spawns is slowed by sandboxes made for
+// nobody. A sandbox that dies unused is
+// not replaced in a loop: after MAX_FAILURES in a row the pool gives up and
+// says why (units then start the cold way).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { signalGroup } from './exec-util.ts';
+import { findInitPid, findMainPid, warmSandboxArgv } from './namespaces.ts';
+
+/** Warm sandboxes an agent keeps (each is an unshare and two sh, ~4 MB). */
+export const DEFAULT_WARM_SANDBOXES = 1;
+/** Most warm sandboxes a pool may be asked to keep. */
+export const MAX_WARM_SANDBOXES = 16;
+/** How long after a take the pool starts making the next sandbox. */
+export const REFILL_DELAY_MS = 20;
+/** Sandboxes in a row that die before being taken, after which the pool stops making them. */
+export const MAX_FAILURES = 3;
+
+export interface WarmSandbox {
+  child: ChildProcess;
+  /** P: the spawned pid, the unit's process group. */
+  pid: number;
+  /** Host pid of the namespace's init (PID 1 inside). */
+  initPid: number;
+  /** Host pid of PID 3 inside, which execs the unit's command once told: status.pid. */
+  mainPid: number;
+  /** fd 3 of the chain: `s` once the command is forked. */
+  status: Readable;
+}
+
+export interface SandboxPoolOptions {
+  size: number;
+  unsharePath: string;
+  setprivPath: string | null;
+  /** Working directory of the units (the sandbox's cwd). */
+  cwd: string;
+  /** Guard a sandbox's process group from the moment it exists; forget it once it is gone unused. */
+  guard: { add(pgid: number): void; remove(pgid: number): void };
+  onProblem?: (reason: string) => void;
+}
+
+interface Pending {
+  child: ChildProcess;
+  pid: number;
+  ready: WarmSandbox | null;
+  output: string;
+}
+
+export class SandboxPool {
+  private readonly size: number;
+  private readonly pending = new Set<Pending>();
+  private readonly ready: Pending[] = [];
+  private failures = 0;
+  private closed = false;
+  private refillScheduled = false;
+  /** Why the pool stopped making sandboxes (null while it makes them). */
+  disabledReason: string | null = null;
+
+  constructor(private readonly o: SandboxPoolOptions) {
+    this.size = Math.max(0, Math.min(MAX_WARM_SANDBOXES, Math.floor(o.size)));
+    this.refill();
+  }
+
+  /** Ready sandboxes right now. */
+  get readyCount(): number {
+    return this.ready.length;
+  }
+
+  /**
+   * A ready sandbox, now the caller's (it must claim it or kill its group),
+   * or null. The caller calls replenish() once its unit runs (or failed):
+   * a sandbox made at once would compete with the unit it is starting.
+   */
+  take(): WarmSandbox | null {
+    let got: WarmSandbox | null = null;
+    while (!got && this.ready.length > 0) {
+      const p = this.ready.shift()!;
+      this.pending.delete(p);
+      if (p.child.exitCode === null && p.child.signalCode === null) got = p.ready;
+    }
+    if (!got) this.scheduleRefill();
+    return got;
+  }
+
+  /** Make up for a sandbox taken (one at a time, REFILL_DELAY_MS from now: the unit that took it execs meanwhile). */
+  replenish(): void {
+    if (this.closed) return;
+    setTimeout(() => this.scheduleRefill(), REFILL_DELAY_MS).unref();
+  }
+
+  /** Kill every sandbox not taken and make no more. */
+  close(): void {
+    this.closed = true;
+    for (const p of this.pending) signalGroup(p.pid, 'SIGKILL');
+  }
+
+  private scheduleRefill(): void {
+    if (this.refillScheduled || this.closed) return;
+    this.refillScheduled = true;
+    // After the current burst of work (the spawn that took one goes first).
+    setImmediate(() => {
+      this.refillScheduled = false;
+      this.refill();
+    });
+  }
+
+  private refill(): void {
+    if (this.closed || this.disabledReason !== null) return;
+    // One at a time: a sandbox being made counts.
+    if (this.pending.size >= this.size) return;
+    if ([...this.pending].some((p) => p.ready === null)) return;
+    this.launch();
+  }
+
+  private launch(): void {
+    const chain = warmSandboxArgv(this.o.unsharePath);
+    const argv = this.o.setprivPath ? [this.o.setprivPath, '--pdeathsig', 'KILL', '--', ...chain] : chain;
+    let child: ChildProcess;
+    try {
+      child = spawn(argv[0], argv.slice(1), { cwd: this.o.cwd, env: {}, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
+    } catch (err) {
+      this.fail(`cannot start a warm sandbox: ${(err as Error).message}`);
+      return;
+    }
+    if (child.pid === undefined) {
+      child.on('error', (err) => this.fail(`cannot start a warm sandbox: ${err.message}`));
+      return;
+    }
+    const pid = child.pid;
+    try {
+      this.o.guard.add(pid);
+    } catch {
+      // The guard is full: a sandbox nobody guards is not kept.
+      signalGroup(pid, 'SIGKILL');
+      return;
+    }
+    const p: Pending = { child, pid, ready: null, output: '' };
+    this.pending.add(p);
+    child.stdin?.on('error', () => {});
+    const keep = (b: Buffer) => {
+      if (p.output.length < 512) p.output += b.toString();
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+    const status = child.stdio[3] as Readable;
+    const onStatus = (b: Buffer) => {
+      if (!b.includes('r')) return;
+      status.off('data', onStatus);
+      const initPid = findInitPid(pid);
+      const mainPid = findMainPid(pid);
+      if (initPid === null || mainPid === null || this.closed) {
+        signalGroup(pid, 'SIGKILL');
+        return;
+      }
+      p.ready = { child, pid, initPid, mainPid, status };
+      // Until taken the pool owns its output; then the unit's log does.
+      child.stdout?.off('data', keep);
+      child.stderr?.off('data', keep);
+      this.failures = 0;
+      this.ready.push(p);
+      this.refill();
+    };
+    status.on('data', onStatus);
+    child.on('error', () => {});
+    child.once('exit', (code, signal) => {
+      const taken = !this.pending.has(p);
+      if (taken) return; // the supervisor's unit now: its exit is the unit's
+      this.pending.delete(p);
+      const i = this.ready.indexOf(p);
+      if (i >= 0) this.ready.splice(i, 1);
+      signalGroup(pid, 'SIGKILL');
+      this.o.guard.remove(pid);
+      if (this.closed) return;
+      this.fail(`warm sandbox pid ${pid} exited unused (${signal ?? `code ${code}`})${p.output.trim() ? `: ${p.output.trim().split('\n')[0]}` : ''}`);
+    });
+  }
+
+  private fail(reason: string): void {
+    this.failures++;
+    if (this.failures >= MAX_FAILURES) {
+      this.disabledReason = `${reason}; ${MAX_FAILURES} in a row, no more warm sandboxes (units start cold)`;
+      this.o.onProblem?.(this.disabledReason);
+      return;
+    }
+    this.o.onProblem?.(reason);
+    this.scheduleRefill();
+  }
+}
