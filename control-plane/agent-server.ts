@@ -72,7 +72,8 @@ export class AgentServer {
     });
     ws.on('message', (data, isBinary) => {
       if (!isBinary) return this.reject(ws, node ?? peer, 'text frame (expected binary msgpack)');
-      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      // ws hands binary frames over as Buffers: no copy (Buffer.from(buffer) would make one per frame).
+      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer);
       const decoded = decodeAgentMessage(buf);
       if (!decoded.ok) return this.reject(ws, node ?? peer, decoded.error);
       const msg = decoded.msg;
