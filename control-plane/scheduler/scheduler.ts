@@ -44,9 +44,10 @@ export interface SchedulerOptions {
   scores?: readonly ScorePlugin[];
   /**
    * With the default plugins: keep each request shape's pass up to date
-   * between calls (incremental.ts; the default), or run the full fused pass
-   * every time (false: the baseline bench/scheduler.ts measures beside it).
-   * Decisions are the same either way.
+   * between calls on snapshots of INCREMENTAL_MIN_NODES nodes or more
+   * (incremental.ts; the default, undefined), at any size (true: tests), or
+   * run the full fused pass every time (false: the baseline
+   * bench/scheduler.ts measures beside it). Decisions are the same either way.
    */
   incremental?: boolean;
 }
@@ -95,7 +96,7 @@ export class Scheduler {
       samePlugins(this.filters, defaultFilters) && samePlugins(this.scores, defaultScores)
         ? opts.incremental === false
           ? new FusedDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION)
-          : new IncrementalDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION)
+          : new IncrementalDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION, opts.incremental === true ? 0 : undefined)
         : null;
   }
 

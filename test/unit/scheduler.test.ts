@@ -35,6 +35,7 @@ import {
   type UnitRequest,
 } from '../../control-plane/scheduler/index.ts';
 import { SeededRandom } from '../../shared/random.ts';
+import { INCREMENTAL_MIN_NODES } from '../../control-plane/scheduler/incremental.ts';
 
 // ---- fixtures ---------------------------------------------------------------
 
@@ -786,7 +787,7 @@ describe('the incremental default pass', () => {
         });
       });
       const snaps = [new ClusterSnapshot(nodes), new ClusterSnapshot(nodes), new ClusterSnapshot(nodes)];
-      const inc = new Scheduler();
+      const inc = new Scheduler({ incremental: true });
       const fullPass = new Scheduler({ incremental: false });
       const slow = pluginByPluginScheduler();
       const live: Array<[string, UnitRequest]> = [];
@@ -833,9 +834,20 @@ describe('the incremental default pass', () => {
     assert.ok(incremental > 600 && full > 10, `incremental ${incremental}, full passes ${full}`);
   });
 
+  test('By default only snapshots of INCREMENTAL_MIN_NODES nodes or more keep request shapes; smaller ones get the full pass', () => {
+    const small = new ClusterSnapshot(lessonNodes());
+    const big = new ClusterSnapshot(Array.from({ length: INCREMENTAL_MIN_NODES }, (_, i) => node(`n-${String(i).padStart(4, '0')}`)));
+    const s = new Scheduler();
+    for (let k = 0; k < 3; k++) s.schedule(web, small);
+    assert.equal(s.passCounts!.incremental, 0);
+    for (let k = 0; k < 3; k++) s.schedule(web, big);
+    assert.deepEqual(s.passCounts, { incremental: 2, full: 1 });
+    assert.equal(new Scheduler({ incremental: false }).passCounts, null);
+  });
+
   test('A decision is the caller’s own: changing one changes no later decision', () => {
     const snap = new ClusterSnapshot([node('a'), node('b', { ready: false, notReadyReason: 'no heartbeat for 3.0s' }), node('c')]);
-    const s = new Scheduler();
+    const s = new Scheduler({ incremental: true });
     const first = s.schedule(web, snap);
     const again = s.schedule(web, snap);
     assert.deepEqual(again, first);
