@@ -51,7 +51,7 @@ export const MAX_SHAPES = 64;
 /**
  * Below this many nodes a full pass costs about what keeping a shape does
  * (between two uses of a shape a busy leader changes a good share of a small
- * cluster), so decisions there are plain full passes.
+ * cluster): the scheduler runs plain full passes there (scheduler.ts).
  */
 export const INCREMENTAL_MIN_NODES = 256;
 /** Explanations remembered per shape (memo); more and the memo starts over. */
@@ -136,8 +136,7 @@ export class IncrementalDefaultPass {
   private evTotal = 0;
   private evLoad = 0;
 
-  /** `minNodes`: smaller snapshots get the full pass (INCREMENTAL_MIN_NODES; 0 keeps shapes at any size, as tests do). */
-  constructor(maxShown: number, maxRejectedListed: number, private readonly minNodes: number = INCREMENTAL_MIN_NODES) {
+  constructor(maxShown: number, maxRejectedListed: number) {
     if (!(maxShown >= 1) || maxShown > MAX_CANDIDATES) throw new Error(`incremental pass: shows 1..${MAX_CANDIDATES} nodes, not ${maxShown}`);
     this.keep = maxShown;
     this.fused = new FusedDefaultPass(maxShown, maxRejectedListed);
@@ -147,11 +146,6 @@ export class IncrementalDefaultPass {
   }
 
   run(req: UnitRequest, snap: ClusterSnapshot, wb: number, ws: number, wp: number): void {
-    if (snap.nodes().length < this.minNodes) {
-      this.memo = null;
-      this.copyFused(snap, req, wb, ws, wp);
-      return;
-    }
     if (snap !== this.snap) {
       this.shapes.clear();
       this.snap = snap;

@@ -28,7 +28,7 @@
 import { defaultFilters, defaultScores } from './defaults.ts';
 import { placedMessage, unschedulableMessage } from './format.ts';
 import { FusedDefaultPass } from './fused.ts';
-import { IncrementalDefaultPass } from './incremental.ts';
+import { INCREMENTAL_MIN_NODES, IncrementalDefaultPass } from './incremental.ts';
 import { fraction } from './plugins/balanced-allocation.ts';
 import { roundHalfUp } from './plugins/round.ts';
 import type { ClusterSnapshot } from './snapshot.ts';
@@ -75,8 +75,12 @@ export class Scheduler {
   // placement allocates O(1) objects, not O(nodes).
   private candidates = new Int32Array(0);
   private totals = new Float64Array(0);
-  /** The default plugins' pass kept up to date between calls (incremental.ts), when the plugin lists are exactly the defaults; else null. */
-  private readonly fused: IncrementalDefaultPass | FusedDefaultPass | null;
+  /** The one-pass loop, when the plugin lists are exactly the defaults; else null. */
+  private readonly fused: FusedDefaultPass | null;
+  /** The default plugins' pass kept up to date between calls (incremental.ts), unless `incremental: false`. */
+  private readonly incremental: IncrementalDefaultPass | null;
+  /** Snapshots smaller than this get the full pass. */
+  private readonly incrementalMinNodes: number;
 
   /** Without options: defaultFilters and defaultScores. */
   constructor(opts: SchedulerOptions = {}) {
@@ -92,17 +96,15 @@ export class Scheduler {
         throw new Error(`scheduler: score plugin ${s.name} has weight ${s.weight}; weights are finite and >= 0`);
       }
     }
-    this.fused =
-      samePlugins(this.filters, defaultFilters) && samePlugins(this.scores, defaultScores)
-        ? opts.incremental === false
-          ? new FusedDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION)
-          : new IncrementalDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION, opts.incremental === true ? 0 : undefined)
-        : null;
+    const defaults = samePlugins(this.filters, defaultFilters) && samePlugins(this.scores, defaultScores);
+    this.fused = defaults ? new FusedDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION) : null;
+    this.incremental = defaults && opts.incremental !== false ? new IncrementalDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION) : null;
+    this.incrementalMinNodes = opts.incremental === true ? 0 : INCREMENTAL_MIN_NODES;
   }
 
   /** With the incremental path: decisions answered from a kept shape, and full passes (tests, benchmarks). */
   get passCounts(): { incremental: number; full: number } | null {
-    return this.fused instanceof IncrementalDefaultPass ? { incremental: this.fused.incremental, full: this.fused.rebuilds } : null;
+    return this.incremental !== null ? { incremental: this.incremental.incremental, full: this.incremental.rebuilds } : null;
   }
 
   /** True when schedule() takes the fused one-pass path (the default plugins, unchanged). */
@@ -112,7 +114,9 @@ export class Scheduler {
 
   /** Picks a node for one unit. Does not change `snap`: assume() the result yourself. */
   schedule(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
-    return this.fused !== null ? this.scheduleFused(this.fused, req, snap) : this.schedulePluginByPlugin(req, snap);
+    if (this.fused === null) return this.schedulePluginByPlugin(req, snap);
+    const pass = this.incremental !== null && snap.nodes().length >= this.incrementalMinNodes ? this.incremental : this.fused;
+    return this.scheduleFused(pass, req, snap);
   }
 
   /**
