@@ -111,7 +111,8 @@ class Workload {
   }
 
   constructor(nodeCount: number, incremental: boolean) {
-    this.scheduler = new Scheduler({ incremental });
+    // The default scheduler (incremental from 256 nodes up), or the full pass for every unit.
+    this.scheduler = new Scheduler(incremental ? {} : { incremental: false });
     const random = prng(nodeCount);
     this.snap = new ClusterSnapshot(buildCluster(nodeCount, random));
     this.requests = buildRequests(random);
@@ -157,12 +158,13 @@ function median(xs: number[]): number {
   return sorted[(sorted.length - 1) >> 1];
 }
 
-/** Warm-up, then TIMED_WINDOWS windows of budgetMs / TIMED_WINDOWS each on the same cluster. */
-function benchOne(nodeCount: number, budgetMs: number, incremental = true): { median: Window; placementsPerSec: number; placementsPerCpuSec: number } {
-  const workload = new Workload(nodeCount, incremental);
-  for (let warmedMs = 0; warmedMs === 0 || (!workload.churning && warmedMs < MAX_WARMUP_MS); warmedMs += WARMUP_MS) workload.run(WARMUP_MS);
-  const windows: Window[] = [];
-  for (let w = 0; w < TIMED_WINDOWS; w++) windows.push(workload.run(budgetMs / TIMED_WINDOWS));
+interface Measured {
+  median: Window;
+  placementsPerSec: number;
+  placementsPerCpuSec: number;
+}
+
+function summarize(windows: Window[]): Measured {
   const rate = (w: Window) => w.placements / w.seconds;
   const placementsPerSec = median(windows.map(rate));
   return {
@@ -171,6 +173,30 @@ function benchOne(nodeCount: number, budgetMs: number, incremental = true): { me
     // The median of its own: cpu time and wall time need not spike in the same window.
     placementsPerCpuSec: median(windows.map((w) => w.placements / w.cpuSeconds)),
   };
+}
+
+function warm(workload: Workload): void {
+  for (let warmedMs = 0; warmedMs === 0 || (!workload.churning && warmedMs < MAX_WARMUP_MS); warmedMs += WARMUP_MS) workload.run(WARMUP_MS);
+}
+
+/**
+ * The scheduler and its baseline on twin clusters (same seed): both warmed
+ * up, then TIMED_WINDOWS windows of budgetMs / TIMED_WINDOWS each, taken in
+ * turn (baseline, scheduler, baseline, ...), so a burst of load from another
+ * process falls on both alike rather than on whichever ran second.
+ */
+function benchPair(nodeCount: number, budgetMs: number): { incremental: Measured; full: Measured } {
+  const inc = new Workload(nodeCount, true);
+  const full = new Workload(nodeCount, false);
+  warm(full);
+  warm(inc);
+  const incWindows: Window[] = [];
+  const fullWindows: Window[] = [];
+  for (let w = 0; w < TIMED_WINDOWS; w++) {
+    fullWindows.push(full.run(budgetMs / TIMED_WINDOWS));
+    incWindows.push(inc.run(budgetMs / TIMED_WINDOWS));
+  }
+  return { incremental: summarize(incWindows), full: summarize(fullWindows) };
 }
 
 export interface SchedulerBenchRow {
@@ -189,8 +215,7 @@ export async function benchScheduler(budgetMs: number = BENCH_BUDGET_MS): Promis
   );
   console.log('   nodes  placements  unschedulable  seconds  placements/s  per cpu-second  | full pass: placements/s  per cpu-second');
   for (const nodes of BENCH_NODE_COUNTS) {
-    const base = benchOne(nodes, budgetMs, false);
-    const r = benchOne(nodes, budgetMs, true);
+    const { incremental: r, full: base } = benchPair(nodes, budgetMs);
     const row: SchedulerBenchRow = {
       nodes,
       placementsPerSec: Math.round(r.placementsPerSec),
