@@ -2,8 +2,11 @@
 // at 100, 1,000 and 5,000 nodes: schedule() then snap.assume(), as the leader
 // does, with churn (the oldest placements are forgotten) so the cluster never
 // fills up and every size measures the steady state. Nodes vary in capacity,
-// some carry taints, a few are cordoned or not ready. Target: >= 5,000
-// placements/s at 5,000 nodes.
+// some carry taints, a few are cordoned or not ready. Target: >= 20,000
+// placements/s at 5,000 nodes. Beside it, in the same run, the baseline: the
+// same scheduler made to run its full one-pass loop over every node for
+// every unit (`incremental: false`, the previous round's hot path), which
+// gives the same decisions.
 //
 // Fair and stable: each size first runs untimed on its own cluster so V8 has
 // optimized the hot loop (JIT) and churn has begun (the cluster holds its
@@ -95,7 +98,7 @@ interface Window {
 class Workload {
   private readonly snap: ClusterSnapshot;
   private readonly requests: UnitRequest[];
-  private readonly scheduler = new Scheduler();
+  private readonly scheduler: Scheduler;
   private readonly maxLive: number;
   private readonly liveNode: string[];
   private readonly liveReq: UnitRequest[];
@@ -107,7 +110,9 @@ class Workload {
     return this.live >= this.maxLive;
   }
 
-  constructor(nodeCount: number) {
+  constructor(nodeCount: number, incremental: boolean) {
+    // The default scheduler (incremental from 256 nodes up), or the full pass for every unit.
+    this.scheduler = new Scheduler(incremental ? {} : { incremental: false });
     const random = prng(nodeCount);
     this.snap = new ClusterSnapshot(buildCluster(nodeCount, random));
     this.requests = buildRequests(random);
@@ -153,12 +158,13 @@ function median(xs: number[]): number {
   return sorted[(sorted.length - 1) >> 1];
 }
 
-/** Warm-up, then TIMED_WINDOWS windows of budgetMs / TIMED_WINDOWS each on the same cluster. */
-function benchOne(nodeCount: number, budgetMs: number): { median: Window; placementsPerSec: number; placementsPerCpuSec: number } {
-  const workload = new Workload(nodeCount);
-  for (let warmedMs = 0; warmedMs === 0 || (!workload.churning && warmedMs < MAX_WARMUP_MS); warmedMs += WARMUP_MS) workload.run(WARMUP_MS);
-  const windows: Window[] = [];
-  for (let w = 0; w < TIMED_WINDOWS; w++) windows.push(workload.run(budgetMs / TIMED_WINDOWS));
+interface Measured {
+  median: Window;
+  placementsPerSec: number;
+  placementsPerCpuSec: number;
+}
+
+function summarize(windows: Window[]): Measured {
   const rate = (w: Window) => w.placements / w.seconds;
   const placementsPerSec = median(windows.map(rate));
   return {
@@ -169,22 +175,58 @@ function benchOne(nodeCount: number, budgetMs: number): { median: Window; placem
   };
 }
 
-export async function benchScheduler(
-  budgetMs: number = BENCH_BUDGET_MS,
-): Promise<{ nodes: number; placementsPerSec: number; placementsPerCpuSec: number }[]> {
-  const results: { nodes: number; placementsPerSec: number; placementsPerCpuSec: number }[] = [];
+function warm(workload: Workload): void {
+  for (let warmedMs = 0; warmedMs === 0 || (!workload.churning && warmedMs < MAX_WARMUP_MS); warmedMs += WARMUP_MS) workload.run(WARMUP_MS);
+}
+
+/**
+ * The scheduler and its baseline on twin clusters (same seed): both warmed
+ * up, then TIMED_WINDOWS windows of budgetMs / TIMED_WINDOWS each, taken in
+ * turn (baseline, scheduler, baseline, ...), so a burst of load from another
+ * process falls on both alike rather than on whichever ran second.
+ */
+function benchPair(nodeCount: number, budgetMs: number): { incremental: Measured; full: Measured } {
+  const inc = new Workload(nodeCount, true);
+  const full = new Workload(nodeCount, false);
+  warm(full);
+  warm(inc);
+  const incWindows: Window[] = [];
+  const fullWindows: Window[] = [];
+  for (let w = 0; w < TIMED_WINDOWS; w++) {
+    fullWindows.push(full.run(budgetMs / TIMED_WINDOWS));
+    incWindows.push(inc.run(budgetMs / TIMED_WINDOWS));
+  }
+  return { incremental: summarize(incWindows), full: summarize(fullWindows) };
+}
+
+export interface SchedulerBenchRow {
+  nodes: number;
+  placementsPerSec: number;
+  placementsPerCpuSec: number;
+  /** The baseline in the same run: a full pass over every node for every unit. */
+  fullPassPerSec: number;
+  fullPassPerCpuSec: number;
+}
+
+export async function benchScheduler(budgetMs: number = BENCH_BUDGET_MS): Promise<SchedulerBenchRow[]> {
+  const results: SchedulerBenchRow[] = [];
   console.log(
-    `scheduler: placements per second (schedule + assume, default plugins; median of ${TIMED_WINDOWS} windows of ${(budgetMs / TIMED_WINDOWS / 1000).toFixed(2)} s after a warm-up into steady churn)`,
+    `scheduler: placements per second (schedule + assume, default plugins; median of ${TIMED_WINDOWS} windows of ${(budgetMs / TIMED_WINDOWS / 1000).toFixed(2)} s after a warm-up into steady churn), and the baseline: a full pass over every node for every unit`,
   );
-  console.log('   nodes  placements  unschedulable  seconds  placements/s  per cpu-second');
+  console.log('   nodes  placements  unschedulable  seconds  placements/s  per cpu-second  | full pass: placements/s  per cpu-second');
   for (const nodes of BENCH_NODE_COUNTS) {
-    const r = benchOne(nodes, budgetMs);
-    const placementsPerSec = Math.round(r.placementsPerSec);
-    const placementsPerCpuSec = Math.round(r.placementsPerCpuSec);
-    results.push({ nodes, placementsPerSec, placementsPerCpuSec });
+    const { incremental: r, full: base } = benchPair(nodes, budgetMs);
+    const row: SchedulerBenchRow = {
+      nodes,
+      placementsPerSec: Math.round(r.placementsPerSec),
+      placementsPerCpuSec: Math.round(r.placementsPerCpuSec),
+      fullPassPerSec: Math.round(base.placementsPerSec),
+      fullPassPerCpuSec: Math.round(base.placementsPerCpuSec),
+    };
+    results.push(row);
     const w = r.median;
     console.log(
-      `${String(nodes).padStart(8)}  ${String(w.placements).padStart(10)}  ${String(w.unschedulable).padStart(13)}  ${w.seconds.toFixed(2).padStart(7)}  ${String(placementsPerSec).padStart(12)}  ${String(placementsPerCpuSec).padStart(14)}`,
+      `${String(nodes).padStart(8)}  ${String(w.placements).padStart(10)}  ${String(w.unschedulable).padStart(13)}  ${w.seconds.toFixed(2).padStart(7)}  ${String(row.placementsPerSec).padStart(12)}  ${String(row.placementsPerCpuSec).padStart(14)}  | ${String(row.fullPassPerSec).padStart(23)}  ${String(row.fullPassPerCpuSec).padStart(14)}`,
     );
   }
   return results;

@@ -72,7 +72,8 @@ export class AgentServer {
     });
     ws.on('message', (data, isBinary) => {
       if (!isBinary) return this.reject(ws, node ?? peer, 'text frame (expected binary msgpack)');
-      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      // ws hands binary frames over as Buffers: no copy (Buffer.from(buffer) would make one per frame).
+      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer);
       const decoded = decodeAgentMessage(buf);
       if (!decoded.ok) return this.reject(ws, node ?? peer, decoded.error);
       const msg = decoded.msg;
@@ -128,9 +129,16 @@ export class AgentServer {
     return ws ? this.sendTo(ws, cmd) : false;
   }
 
+  /** One frame to every connected agent: encoded once, not once per agent (5,000 agents, one table). */
+  private broadcast(msg: ControlPlaneMessage): void {
+    if (this.sockets.size === 0) return;
+    const frame = encodeMessage(msg);
+    for (const ws of this.sockets.values()) if (ws.readyState === ws.OPEN) ws.send(frame);
+  }
+
   /** Send the Service table to one node's agent, or (node null) to every connected agent. */
   sendServices(node: string | null, msg: ServicesMessage): void {
-    if (node === null) for (const ws of this.sockets.values()) this.sendTo(ws, msg);
+    if (node === null) this.broadcast(msg);
     else {
       const ws = this.sockets.get(node);
       if (ws) this.sendTo(ws, msg);
@@ -139,7 +147,7 @@ export class AgentServer {
 
   /** Tell every connected agent about a leadership change (fencing). */
   broadcastLeader(term: number, leaderId: string | null): void {
-    for (const ws of this.sockets.values()) this.sendTo(ws, { v: 1, type: 'leader', term, leaderId });
+    this.broadcast({ v: 1, type: 'leader', term, leaderId });
   }
 
   /** Ask a node's agent for a unit's log over this replica's connection; an error string if not connected. */

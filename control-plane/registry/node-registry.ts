@@ -51,6 +51,12 @@ export const CLOSE_GRACE_MS = 150;
 
 export class NodeRegistry {
   readonly nodes = new Map<string, ObservedNodeState>();
+  /**
+   * Unit name -> the nodes reporting it (one, but for a moment during a
+   * move), so findUnit() is O(1) and not a walk over every node: the
+   * controller asks it for every spawn and terminate in flight, each pass.
+   */
+  private readonly reportedBy = new Map<string, string[]>();
   private lastCheckMs = Number.POSITIVE_INFINITY;
   private listeners: Array<(c: RegistryChange) => void> = [];
 
@@ -86,6 +92,7 @@ export class NodeRegistry {
     for (const name of [...n.units.keys()]) {
       if (!reported.has(name)) {
         n.units.delete(name);
+        this.unindex(name, info.name);
         this.emit({ type: 'unit-gone', node: info.name, name });
       }
     }
@@ -131,12 +138,14 @@ export class NodeRegistry {
       return;
     }
     n.units.set(u.name, u);
+    if (!prev) this.index(u.name, node);
     this.emit({ type: 'unit', node, unit: u, previous: prev });
   }
 
   unitGone(node: string, name: string): void {
     const n = this.nodes.get(node);
     if (!n || !n.units.delete(name)) return;
+    this.unindex(name, node);
     this.emit({ type: 'unit-gone', node, name });
   }
 
@@ -148,6 +157,7 @@ export class NodeRegistry {
   forgetUnit(node: string, name: string): boolean {
     const n = this.nodes.get(node);
     if (!n || n.ready || !n.units.delete(name)) return false;
+    this.unindex(name, node);
     this.emit({ type: 'unit-gone', node, name });
     return true;
   }
@@ -182,12 +192,26 @@ export class NodeRegistry {
     }
   }
 
-  /** Where is unit `name` observed? (a unit is reported by one node) */
+  /** Where is unit `name` observed? (a unit is reported by one node; of several, the first to report it). O(1). */
   findUnit(name: string): { node: string; report: UnitReport } | undefined {
-    for (const n of this.nodes.values()) {
-      const r = n.units.get(name);
-      if (r) return { node: n.name, report: r };
-    }
-    return undefined;
+    const nodes = this.reportedBy.get(name);
+    if (nodes === undefined) return undefined;
+    const node = nodes[0];
+    const report = this.nodes.get(node)?.units.get(name);
+    return report === undefined ? undefined : { node, report };
+  }
+
+  private index(unit: string, node: string): void {
+    const nodes = this.reportedBy.get(unit);
+    if (nodes === undefined) this.reportedBy.set(unit, [node]);
+    else if (!nodes.includes(node)) nodes.push(node);
+  }
+
+  private unindex(unit: string, node: string): void {
+    const nodes = this.reportedBy.get(unit);
+    if (nodes === undefined) return;
+    const i = nodes.indexOf(node);
+    if (i >= 0) nodes.splice(i, 1);
+    if (nodes.length === 0) this.reportedBy.delete(unit);
   }
 }

@@ -10,10 +10,12 @@
 // the unit and calls snap.assume(chosen, req) before the next one, so each
 // placement changes the next one's scores (real bin-packing).
 //
-// Hot path contract (the target: 5,000 placements/s at 5,000 nodes, see
+// Hot path contract (the target: 20,000 placements/s at 5,000 nodes, see
 // bench/scheduler.ts). With the default plugins (the very objects in
 // defaults.ts, in that order) one fused loop (fused.ts) filters, scores and
-// ranks every node in a single pass over the snapshot's columns. With any
+// ranks every node in a single pass over the snapshot's columns, and a
+// request shape seen again on the same snapshot re-reads only the nodes
+// changed since (incremental.ts): O(changed nodes), not O(nodes). With any
 // other plugin list the loops run plugin by plugin over an array of
 // candidate node indexes, through each plugin's filterMany/addScores when it
 // has one (a generic per-node plugin call costs more than the check itself).
@@ -26,6 +28,7 @@
 import { defaultFilters, defaultScores } from './defaults.ts';
 import { placedMessage, unschedulableMessage } from './format.ts';
 import { FusedDefaultPass } from './fused.ts';
+import { INCREMENTAL_MIN_NODES, IncrementalDefaultPass } from './incremental.ts';
 import { fraction } from './plugins/balanced-allocation.ts';
 import { roundHalfUp } from './plugins/round.ts';
 import type { ClusterSnapshot } from './snapshot.ts';
@@ -39,6 +42,14 @@ export const MAX_REJECTED_NODES_IN_DECISION = 20;
 export interface SchedulerOptions {
   filters?: readonly FilterPlugin[];
   scores?: readonly ScorePlugin[];
+  /**
+   * With the default plugins: keep each request shape's pass up to date
+   * between calls on snapshots of INCREMENTAL_MIN_NODES nodes or more
+   * (incremental.ts; the default, undefined), at any size (true: tests), or
+   * run the full fused pass every time (false: the baseline
+   * bench/scheduler.ts measures beside it). Decisions are the same either way.
+   */
+  incremental?: boolean;
 }
 
 /** Clamps a plugin's answer to an integer 0..100 (NaN counts as 0). */
@@ -66,6 +77,10 @@ export class Scheduler {
   private totals = new Float64Array(0);
   /** The one-pass loop, when the plugin lists are exactly the defaults; else null. */
   private readonly fused: FusedDefaultPass | null;
+  /** The default plugins' pass kept up to date between calls (incremental.ts), unless `incremental: false`. */
+  private readonly incremental: IncrementalDefaultPass | null;
+  /** Snapshots smaller than this get the full pass. */
+  private readonly incrementalMinNodes: number;
 
   /** Without options: defaultFilters and defaultScores. */
   constructor(opts: SchedulerOptions = {}) {
@@ -81,10 +96,15 @@ export class Scheduler {
         throw new Error(`scheduler: score plugin ${s.name} has weight ${s.weight}; weights are finite and >= 0`);
       }
     }
-    this.fused =
-      samePlugins(this.filters, defaultFilters) && samePlugins(this.scores, defaultScores)
-        ? new FusedDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION)
-        : null;
+    const defaults = samePlugins(this.filters, defaultFilters) && samePlugins(this.scores, defaultScores);
+    this.fused = defaults ? new FusedDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION) : null;
+    this.incremental = defaults && opts.incremental !== false ? new IncrementalDefaultPass(MAX_SCORED_NODES_IN_DECISION, MAX_REJECTED_NODES_IN_DECISION) : null;
+    this.incrementalMinNodes = opts.incremental === true ? 0 : INCREMENTAL_MIN_NODES;
+  }
+
+  /** With the incremental path: decisions answered from a kept shape, and full passes (tests, benchmarks). */
+  get passCounts(): { incremental: number; full: number } | null {
+    return this.incremental !== null ? { incremental: this.incremental.incremental, full: this.incremental.rebuilds } : null;
   }
 
   /** True when schedule() takes the fused one-pass path (the default plugins, unchanged). */
@@ -94,21 +114,49 @@ export class Scheduler {
 
   /** Picks a node for one unit. Does not change `snap`: assume() the result yourself. */
   schedule(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
-    return this.fused !== null ? this.scheduleFused(this.fused, req, snap) : this.schedulePluginByPlugin(req, snap);
+    if (this.fused === null) return this.schedulePluginByPlugin(req, snap);
+    const pass = this.incremental !== null && snap.nodes().length >= this.incrementalMinNodes ? this.incremental : this.fused;
+    return this.scheduleFused(pass, req, snap);
   }
 
-  /** The default plugins in one pass (fused.ts); the decision is built as below. */
-  private scheduleFused(pass: FusedDefaultPass, req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
+  /**
+   * The default plugins: one pass (fused.ts) the first time a request shape
+   * is seen on a snapshot, then only the nodes changed since (incremental.ts);
+   * the decision is built as below.
+   */
+  private scheduleFused(pass: IncrementalDefaultPass | FusedDefaultPass, req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
     const scores = this.scores; // balanced, spread, prefer-no-schedule: checked in the constructor
     pass.run(req, snap, scores[0].weight, scores[1].weight, scores[2].weight);
     const nodes = snap.nodes();
+    // Reasons and descriptions of nodes that did not change since they were
+    // last derived for this request shape are taken from the memo (copies:
+    // decisions share nothing).
+    const memo = pass instanceof IncrementalDefaultPass ? pass.memo : null;
     const rejected: NodeDecision[] = [];
     for (let k = 0; k < pass.rejectedListed; k++) {
-      const node = nodes[pass.rejected[k]];
-      rejected.push({ node: node.name, feasible: false, reasons: this.reasonsFor(req, node, snap) });
+      const slot = pass.rejected[k];
+      const node = nodes[slot];
+      let m = memo?.get(slot);
+      if (m?.reasons === undefined) {
+        const reasons = this.reasonsFor(req, node, snap);
+        if (memo) memo.set(slot, (m = { ...m, reasons: reasons.slice() }));
+        rejected.push({ node: node.name, feasible: false, reasons });
+      } else rejected.push({ node: node.name, feasible: false, reasons: m.reasons.slice() });
     }
     const scored: NodeDecision[] = [];
-    for (let k = 0; k < pass.topCount; k++) scored.push(this.describe(req, nodes[pass.topSlot[k]], snap, pass.topTotal[k]));
+    for (let k = 0; k < pass.topCount; k++) {
+      const slot = pass.topSlot[k];
+      const total = pass.topTotal[k];
+      let m = memo?.get(slot);
+      const d = m?.described;
+      if (d !== undefined && d.total === total) {
+        scored.push({ node: d.node, feasible: true, reasons: [], scores: { ...d.scores }, total, detail: d.detail!.slice() });
+        continue;
+      }
+      const described = this.describe(req, nodes[slot], snap, total);
+      if (memo) memo.set(slot, (m = { ...m, described: { ...described, scores: { ...described.scores }, detail: described.detail!.slice() } }));
+      scored.push(described);
+    }
     return this.decision(req, nodes.length, pass.feasibleCount, pass.rejectedCount, rejected, scored);
   }
 

@@ -61,6 +61,8 @@ export interface NodeColumns {
 
 /** Column slots allocated before the first growth. */
 const INITIAL_COLUMN_SLOTS = 16;
+/** Node changes remembered for changedSince() (incremental.ts); older news means a full pass. */
+export const CHANGE_LOG_SIZE = 4096;
 
 function copyNode(n: NodeState): NodeState {
   const copy: NodeState = {
@@ -99,6 +101,11 @@ export class ClusterSnapshot {
   // One-entry cache: a schedule() asks about one deployment many times.
   private cachedDeployment: string | undefined;
   private cachedCounts: DeploymentCounts | undefined;
+  /** Bumped when nodes come or go (positions may move). */
+  private layout = 0;
+  /** Node changes so far; changeLog[v % CHANGE_LOG_SIZE] = the slot of change v. */
+  private changes = 0;
+  private readonly changeLog = new Int32Array(CHANGE_LOG_SIZE);
 
   /**
    * `nodes` are copied (the snapshot changes `allocated`, never the caller's
@@ -143,6 +150,34 @@ export class ClusterSnapshot {
     return this.ranks;
   }
 
+  /** Changes when a node is added or removed (node positions are only stable in between). */
+  get layoutVersion(): number {
+    return this.layout;
+  }
+
+  /** Grows by one at every change to a node's numbers (setNode, assume, forget). */
+  get changeVersion(): number {
+    return this.changes;
+  }
+
+  /**
+   * The slots of the nodes changed since changeVersion was `version` (in
+   * order, possibly repeated), or null when that is too long ago to tell.
+   * Valid within one layoutVersion.
+   */
+  changedSince(version: number): Int32Array | null {
+    const count = this.changes - version;
+    if (count < 0 || count > CHANGE_LOG_SIZE) return null;
+    const out = new Int32Array(count);
+    for (let k = 0; k < count; k++) out[k] = this.changeLog[(version + k) % CHANGE_LOG_SIZE];
+    return out;
+  }
+
+  private changed(slot: number): void {
+    this.changeLog[this.changes % CHANGE_LOG_SIZE] = slot;
+    this.changes++;
+  }
+
   /** How many nodes carry `flag` (one NODE_* bit). O(1). */
   countFlagged(flag: number): number {
     return this.flagged[31 - Math.clz32(flag)] ?? 0;
@@ -160,10 +195,12 @@ export class ClusterSnapshot {
       this.slotOf.set(node.name, slot);
       this.list.push(copy);
       this.ranks = null;
+      this.layout++;
       if (slot >= this.cols.flags.length) this.grow(slot * 2);
     } else {
       this.list[slot] = copy;
       this.countFlags(this.cols.flags[slot], -1);
+      this.changed(slot);
     }
     this.writeColumns(slot, copy);
     this.countFlags(this.cols.flags[slot], +1);
@@ -176,6 +213,7 @@ export class ClusterSnapshot {
     this.countFlags(this.cols.flags[slot], -1);
     this.list.splice(slot, 1);
     this.ranks = null;
+    this.layout++;
     this.slotOf.delete(name);
     for (let i = slot; i < this.list.length; i++) this.slotOf.set(this.list[i].name, i);
     for (const column of Object.values(this.cols) as Array<Float64Array | Uint8Array | Int32Array>) {
@@ -247,6 +285,7 @@ export class ClusterSnapshot {
     n.allocated.memory += memory;
     this.cols.cpuAllocated[slot] = n.allocated.cpu;
     this.cols.memAllocated[slot] = n.allocated.memory;
+    this.changed(slot);
   }
 
   private writeColumns(slot: number, n: NodeState): void {

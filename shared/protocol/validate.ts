@@ -237,8 +237,8 @@ export function array<T>(item: Validator<T>, maxItems: number): Validator<T[]> {
     if (!Array.isArray(value)) return expected(`a list of at most ${maxItems}`, value, path);
     if (value.length > maxItems) return `${path}: at most ${maxItems} entries allowed, got ${value.length}`;
     for (let i = 0; i < value.length; i++) {
-      const problem = item(value[i], `${path}[${i}]`);
-      if (problem !== null) return problem;
+      // The element's path is only spelled out for its error (see UNSPELLED_PATH).
+      if (item(value[i], UNSPELLED_PATH) !== null) return item(value[i], `${path}[${i}]`);
     }
     return null;
   };
@@ -260,6 +260,16 @@ export function stringMap(key: Validator<string>, val: Validator<string>, maxEnt
   };
 }
 
+/**
+ * The path handed to a field or element check on the first try: validators
+ * are pure, so a check that fails is simply asked again with its real path,
+ * and a frame that passes (nearly all) builds no path strings at all. A
+ * stats frame holds ~100 numbers; spelling `stats.heartbeatRtt[1].seconds.
+ * buckets[7]` for each cost more than checking them (agents send one per
+ * second to every replica).
+ */
+const UNSPELLED_PATH = '?';
+
 export function object<T>(fields: FieldTable<T>): Validator<T> {
   const table = fields as Record<string, Validator<unknown> | OptionalField<unknown>>;
   const names = Object.keys(table);
@@ -268,14 +278,11 @@ export function object<T>(fields: FieldTable<T>): Validator<T> {
     for (const name of names) {
       const spec = table[name];
       const present = Object.hasOwn(value, name) && value[name] !== undefined;
-      const at = `${path}.${name}`;
       if (typeof spec === 'function') {
-        if (!present) return `${at}: missing`;
-        const problem = spec(value[name], at);
-        if (problem !== null) return problem;
+        if (!present) return `${path}.${name}: missing`;
+        if (spec(value[name], UNSPELLED_PATH) !== null) return spec(value[name], `${path}.${name}`);
       } else if (present) {
-        const problem = spec.check(value[name], at);
-        if (problem !== null) return problem;
+        if (spec.check(value[name], UNSPELLED_PATH) !== null) return spec.check(value[name], `${path}.${name}`);
       }
     }
     for (const key of Object.keys(value)) {
@@ -452,8 +459,9 @@ const nonNegative: Validator<number> = (value, path) =>
   typeof value === 'number' && Number.isFinite(value) && value >= 0 ? null : expected('a finite number >= 0', value, path);
 
 /** A cumulative histogram over AGENT_SECONDS_BUCKETS: one count per bound, non-decreasing, none above the total. */
+const histogramShape = object<HistogramCounts>({ buckets: array(count, AGENT_SECONDS_BUCKETS.length), count, sum: nonNegative });
 const histogramCounts: Validator<HistogramCounts> = (value, path) => {
-  const shape = object<HistogramCounts>({ buckets: array(count, AGENT_SECONDS_BUCKETS.length), count, sum: nonNegative })(value, path);
+  const shape = histogramShape(value, path);
   if (shape !== null) return shape;
   const h = value as HistogramCounts;
   if (h.buckets.length !== AGENT_SECONDS_BUCKETS.length) return `${path}.buckets: expected ${AGENT_SECONDS_BUCKETS.length} counts (one per bound), got ${h.buckets.length}`;

@@ -70,3 +70,29 @@ test('forgetUnit (a forced delete) drops a NotReady node\'s leftover report, and
   assert.equal(r.forgetUnit('node-a', 'web-5'), false, 'once');
   assert.equal(r.forgetUnit('node-x', 'web-5'), false, 'an unknown node');
 });
+
+test('findUnit follows every way a report comes and goes: unit-status, unit-gone, a hello without it, a forced delete, two nodes at once', () => {
+  const r = new NodeRegistry(1000);
+  const b = { ...INFO, name: 'node-b' };
+  const report = (name: string, phase: 'Running' | 'Succeeded' = 'Running') => ({ name, deployment: 'web', phase, pid: 7, resources: { cpu: 1, memory: 1 }, term: 1 });
+  r.hello(INFO, 42, [report('web-1'), report('web-2')], 1, 0);
+  r.hello(b, 43, [], 1, 0);
+  assert.equal(r.findUnit('web-1')?.node, 'node-a');
+  assert.equal(r.findUnit('web-1')?.report.phase, 'Running');
+  r.unitStatus('node-a', report('web-1', 'Succeeded'));
+  assert.equal(r.findUnit('web-1')?.report.phase, 'Succeeded', 'the latest report');
+  r.unitGone('node-a', 'web-1');
+  assert.equal(r.findUnit('web-1'), undefined);
+  // The same name reported by two nodes (a move seen mid-way): either answers until both are gone.
+  r.unitStatus('node-b', report('web-2'));
+  assert.equal(r.findUnit('web-2')?.node, 'node-a');
+  r.hello(INFO, 42, [], 1, 10); // node-a restarted without it
+  assert.equal(r.findUnit('web-2')?.node, 'node-b');
+  r.disconnected('node-b', 20);
+  r.checkLiveness(20);
+  r.checkLiveness(20 + 200);
+  assert.equal(r.nodes.get('node-b')!.ready, false);
+  assert.equal(r.forgetUnit('node-b', 'web-2'), true);
+  assert.equal(r.findUnit('web-2'), undefined);
+  assert.equal(r.findUnit('never-reported'), undefined);
+});

@@ -35,6 +35,7 @@ import {
   type UnitRequest,
 } from '../../control-plane/scheduler/index.ts';
 import { SeededRandom } from '../../shared/random.ts';
+import { INCREMENTAL_MIN_NODES } from '../../control-plane/scheduler/incremental.ts';
 
 // ---- fixtures ---------------------------------------------------------------
 
@@ -761,4 +762,101 @@ test('Equal totals go to the least allocated node, not the first by name, and th
   assert.equal(d.nodes.find((n) => n.node === 'node-a')?.total, d.nodes.find((n) => n.node === 'node-b')?.total, 'a tie on score');
   assert.equal(d.chosen, 'node-b');
   assert.match(d.message, /over node-a \(\d+, tied: the less allocated node wins, then the smaller name\)/);
+});
+
+describe('the incremental default pass', () => {
+  test('Decisions kept up to date between placements equal the full pass and the plugin-by-plugin path, through churn, node changes, cordons, new and removed nodes', () => {
+    const taintChoices: Taint[][] = [[gpuOnly], [{ key: 'spot', effect: 'PreferNoSchedule' }], [{ key: 'x', value: '1', effect: 'NoExecute' }]];
+    const tolerationChoices: Toleration[][] = [[], [], [], [{ key: 'gpu-only', operator: 'Exists' }], [{ operator: 'Exists' }], [{ key: 'node.kubernetes.io/unschedulable', operator: 'Exists', effect: 'NoSchedule' }]];
+    let incremental = 0;
+    let full = 0;
+    for (let seed = 1; seed <= 4; seed++) {
+      const random = prng(7000 + seed);
+      const pick = <T>(xs: T[]) => xs[Math.floor(random() * xs.length)];
+      // More nodes than the pass keeps as candidates (64), so its boundary and rebuilds are exercised.
+      const size = seed % 2 === 0 ? 120 : 250;
+      const nodes = Array.from({ length: size }, (_, i) => {
+        const cpu = pick([2000, 4000, 8000]);
+        return node(`n${String(Math.floor(random() * 1000)).padStart(3, '0')}-${i}`, {
+          ready: random() > 0.05,
+          unschedulable: random() < 0.05,
+          capacity: { cpu, memory: cpu * 2 },
+          // Twins (equal shapes and allocations) make exact ties, decided by load and name.
+          allocated: random() < 0.4 ? { cpu: 0, memory: 0 } : { cpu: 100 * Math.floor(random() * (cpu / 200)), memory: 256 * Math.floor(random() * (cpu / 256)) },
+          taints: random() < 0.2 ? pick(taintChoices) : [],
+        });
+      });
+      const snaps = [new ClusterSnapshot(nodes), new ClusterSnapshot(nodes), new ClusterSnapshot(nodes)];
+      const inc = new Scheduler({ incremental: true });
+      const fullPass = new Scheduler({ incremental: false });
+      const slow = pluginByPluginScheduler();
+      const live: Array<[string, UnitRequest]> = [];
+      const requests = Array.from({ length: 5 }, (_, d) =>
+        request({ deployment: `d${d}`, resources: { cpu: pick([100, 250, 500]), memory: pick([128, 256, 1024]) }, tolerations: pick(tolerationChoices) }),
+      );
+      for (let k = 0; k < 250; k++) {
+        // Mostly the same few shapes, one after another, as a pass places a deployment's units.
+        const req = requests[Math.floor(k / 7) % requests.length];
+        const roll = random();
+        if (roll < 0.15 && live.length > 0) {
+          const [gone] = live.splice(Math.floor(random() * live.length), 1);
+          for (const s of snaps) s.forget(gone[0], gone[1]);
+        } else if (roll < 0.2) {
+          const someNode = snaps[0].nodes()[Math.floor(random() * snaps[0].nodes().length)];
+          const changed = { ...someNode, ready: random() > 0.2, unschedulable: random() < 0.2, taints: random() < 0.3 ? pick(taintChoices) : [] };
+          for (const s of snaps) s.setNode(changed);
+        } else if (roll < 0.21) {
+          const someNode = snaps[0].nodes()[Math.floor(random() * snaps[0].nodes().length)];
+          for (const [i, unit] of [...live.entries()].reverse()) {
+            if (unit[0] !== someNode.name) continue;
+            live.splice(i, 1);
+            for (const s of snaps) s.forget(unit[0], unit[1]);
+          }
+          for (const s of snaps) {
+            s.removeNode(someNode.name);
+            s.setNode(node(`new-${seed}-${k}`, { capacity: { cpu: 4000, memory: 8192 } }));
+          }
+        }
+        const a = inc.schedule(req, snaps[0]);
+        const b = fullPass.schedule(req, snaps[1]);
+        const c = slow.schedule(req, snaps[2]);
+        assert.deepEqual(a, b, `seed ${seed}, unit ${k}: the incremental and the full pass disagree`);
+        assert.deepEqual(a, c, `seed ${seed}, unit ${k}: the incremental pass and the plugin-by-plugin path disagree`);
+        assert.equal(a.chosen, naiveChoice(req, snaps[0]), `seed ${seed}, unit ${k}: the naive scheduler disagrees`);
+        if (a.chosen === null) continue;
+        for (const s of snaps) s.assume(a.chosen, req);
+        live.push([a.chosen, req]);
+      }
+      incremental += inc.passCounts!.incremental;
+      full += inc.passCounts!.full;
+    }
+    // Most decisions came from kept shapes, and rebuilds happened too.
+    assert.ok(incremental > 600 && full > 10, `incremental ${incremental}, full passes ${full}`);
+  });
+
+  test('By default only snapshots of INCREMENTAL_MIN_NODES nodes or more keep request shapes; smaller ones get the full pass', () => {
+    const small = new ClusterSnapshot(lessonNodes());
+    const big = new ClusterSnapshot(Array.from({ length: INCREMENTAL_MIN_NODES }, (_, i) => node(`n-${String(i).padStart(4, '0')}`)));
+    const s = new Scheduler();
+    for (let k = 0; k < 3; k++) s.schedule(web, small);
+    assert.equal(s.passCounts!.incremental, 0);
+    for (let k = 0; k < 3; k++) s.schedule(web, big);
+    assert.deepEqual(s.passCounts, { incremental: 2, full: 1 });
+    assert.equal(new Scheduler({ incremental: false }).passCounts, null);
+  });
+
+  test('A decision is the caller’s own: changing one changes no later decision', () => {
+    const snap = new ClusterSnapshot([node('a'), node('b', { ready: false, notReadyReason: 'no heartbeat for 3.0s' }), node('c')]);
+    const s = new Scheduler({ incremental: true });
+    const first = s.schedule(web, snap);
+    const again = s.schedule(web, snap);
+    assert.deepEqual(again, first);
+    for (const n of first.nodes) {
+      n.reasons.push('scribbled');
+      if (n.scores) n.scores.balanced = -1;
+      n.detail?.push('scribbled');
+    }
+    assert.deepEqual(s.schedule(web, snap), again);
+    assert.equal(s.passCounts!.incremental, 2);
+  });
 });

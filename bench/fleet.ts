@@ -1,0 +1,431 @@
+// bench/fleet.ts -- N simulated node agents against a real 3-replica
+// cluster (`npm run bench -- --only fleet`, or standalone:
+// `npx tsx bench/fleet.ts --agents 5000 --units 50000 --duration 300`).
+//
+// The agents run in WORKERS worker processes (bench/fleet-agents.ts), each
+// holding one WebSocket per agent to every replica with the real protocol
+// and code (link, decision core, codec); only their units are simulated.
+// One Node process could hold the 15,000 sockets of 5,000 agents, but its
+// event loop then carries 45,000 frames a second and its timers run late,
+// which would show as heartbeats the cluster never got: two processes keep
+// the simulator's own lateness (reported) well below the NotReady timeout.
+// Each worker runs with its descriptor limit raised to the hard limit
+// (sh -c 'ulimit -n "$(ulimit -Hn)"; exec ...'), since 7,500 sockets need
+// more than a common soft default of 1,024; replicas hold 5,000 each.
+//
+// Replicas run with heartbeats expected at 1 Hz (`--heartbeat-interval-ms
+// 1000`) and NotReady after 3 s of silence (`--not-ready-after-ms 3000`:
+// three missed heartbeats; the default 1 s suits the real agent's 200 ms).
+//
+// Figures, in order:
+//   1. registration: from the first connection until every node is Ready;
+//      each replica's RSS per node (RSS with the fleet minus RSS before it);
+//   2. units: UNITS replicas (in deployments of 1,000) applied at once, until
+//      every deployment reports them all ready (the Running reports reached
+//      the leader); each replica's RSS per unit;
+//   3. steady state, DURATION seconds with every node and unit in place: CPU
+//      of each replica (utime + stime from /proc over the window), and every
+//      NotReady any replica announced (the leader narrates each one), with
+//      the simulator's own worst heartbeat gap;
+//   4. failover: SIGKILL of the leader until the first acknowledged write,
+//      then until the new leader's API shows every node Ready and every
+//      unit still ready (no unit replaced).
+// NotReady lines are counted from the end of registration to the end.
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { build } from 'esbuild';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Cluster, REPO, sleep, waitFor } from '../test/helpers/cluster.ts';
+import { rssMiB } from '../shared/proc.ts';
+import type { FleetWorkerReport } from './fleet-agents.ts';
+
+export interface FleetOptions {
+  agents: number;
+  units: number;
+  durationS: number;
+  workers: number;
+}
+
+export interface FleetResult {
+  agents: number;
+  units: number;
+  durationS: number;
+  workers: number;
+  registerMs: number;
+  unitsMs: number;
+  /** Per replica, in cp order. */
+  replicas: Array<{ id: string; role: string; cpuPct: number; rssIdleMiB: number; rssFleetMiB: number; rssUnitsMiB: number; kibPerNode: number; kibPerUnit: number }>;
+  leaderCpuPct: number;
+  notReady: number;
+  notReadyLines: string[];
+  simMaxHeartbeatGapMs: number;
+  simLoopMaxMs: number;
+  failoverWriteMs: number;
+  failoverSettledMs: number;
+  failoverNotReady: number;
+  elections: number;
+}
+
+const CLK_TCK_MS = 10;
+/** Units per deployment. */
+const UNITS_PER_DEPLOYMENT = 1000;
+
+function cpuMs(pid: number): number {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) * CLK_TCK_MS;
+  } catch {
+    return 0;
+  }
+}
+
+const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+
+/** The parts of API answers this bench reads. */
+interface ApiJson {
+  items?: unknown[];
+  role?: string;
+  term?: number;
+}
+
+/** One API call with a lean client (see bench/raft.ts on fetch's cost). */
+function call(url: string, token: string, method: string, p: string, body?: unknown, timeoutMs = 10000): Promise<{ status: number; json: ApiJson | null }> {
+  const data = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}${p}`, {
+      method,
+      agent: httpAgent,
+      timeout: timeoutMs,
+      headers: { authorization: `Bearer ${token}`, ...(data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}) },
+    }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        let json: ApiJson | null = null;
+        try {
+          json = JSON.parse(Buffer.concat(chunks).toString());
+        } catch {
+          /* not json */
+        }
+        resolve({ status: res.statusCode ?? 0, json });
+      });
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+function deploymentManifest(name: string, replicas: number): unknown {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: { replicas, template: { spec: { containers: [{ name, command: ['sleep', '3600'], resources: { requests: { cpu: '100m', memory: '64Mi' } } }] } } },
+  };
+}
+
+class Workers {
+  readonly procs: ChildProcess[] = [];
+  readonly last = new Map<number, FleetWorkerReport>();
+  /** Worst heartbeat gap and loop delay since reset(). */
+  maxGapMs = 0;
+  loopMaxMs = 0;
+
+  /**
+   * The worker as one esbuild bundle in the cluster's temp dir, run by plain
+   * node: no tsx loader compiling every import in each worker (seconds of CPU
+   * on a busy machine, while the replicas wait for hellos).
+   */
+  static async bundle(dir: string): Promise<string> {
+    const out = path.join(dir, 'fleet-agents.mjs');
+    await build({
+      entryPoints: [path.join(REPO, 'bench/fleet-agents.ts')],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      outfile: out,
+      logLevel: 'silent',
+      external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
+      banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
+    });
+    return out;
+  }
+
+  start(c: Cluster, script: string, agents: number, workers: number): void {
+    const urls = c.urls.map((u) => u.replace('http', 'ws') + '/agent').join(',');
+    const per = Math.ceil(agents / workers);
+    for (let w = 0; w < workers; w++) {
+      const first = w * per;
+      const count = Math.min(per, agents - first);
+      if (count <= 0) break;
+      // sh raises the descriptor limit to the hard limit, then becomes the worker (exec: the pid is the worker's).
+      const child = spawn('sh', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, script,
+        '--urls', urls, '--token', c.token, '--first', String(first), '--count', String(count)], { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      child.on('message', (m: FleetWorkerReport) => {
+        if (m?.type !== 'report') return;
+        this.last.set(w, m);
+        this.maxGapMs = Math.max(this.maxGapMs, m.maxHeartbeatGapMs);
+        this.loopMaxMs = Math.max(this.loopMaxMs, m.loopMaxMs);
+      });
+      child.once('exit', (code, signal) => {
+        if (!this.stopping) this.fail(new Error(`fleet worker ${w} (pid ${child.pid}) exited with ${signal ?? `code ${code}`}`));
+      });
+      this.procs.push(child);
+    }
+  }
+
+  private stopping = false;
+  private fail: (e: Error) => void = () => {};
+  /** Rejects when a worker dies before stop(). */
+  readonly died = new Promise<never>((_, reject) => (this.fail = reject));
+
+  /** `p`, unless a worker dies first. */
+  guard<T>(p: Promise<T>): Promise<T> {
+    return Promise.race([p, this.died]);
+  }
+
+  sum(field: 'linksOpen' | 'welcomed' | 'unitsRunning' | 'spawns' | 'closes'): number {
+    let s = 0;
+    for (const r of this.last.values()) s += r[field];
+    return s;
+  }
+
+  resetMax(): void {
+    this.maxGapMs = 0;
+    this.loopMaxMs = 0;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const p of this.procs) if (p.exitCode === null && p.signalCode === null && p.pid) process.kill(p.pid, 'SIGTERM');
+    for (const p of this.procs) {
+      if (p.exitCode !== null || p.signalCode !== null) continue;
+      const done = await Promise.race([new Promise((r) => p.once('exit', () => r(true))), sleep(5000).then(() => false)]);
+      if (!done && p.pid) {
+        process.kill(p.pid, 'SIGKILL');
+        await new Promise((r) => p.once('exit', r));
+      }
+    }
+  }
+}
+
+/** The replica (1-based) that says it leads the highest term, asking each one directly (/v1/replica). */
+async function leaderIndex(c: Cluster, exclude = -1): Promise<number> {
+  const found = await waitFor('a leader', async () => {
+    let best: { i: number; term: number } | null = null;
+    for (let i = 0; i < c.urls.length; i++) {
+      if (i === exclude) continue;
+      try {
+        const r = await call(c.urls[i], c.token, 'GET', '/v1/replica', undefined, 2000);
+        if (r.json?.role === 'leader' && (best === null || Number(r.json.term) > best.term)) best = { i: i + 1, term: Number(r.json.term) };
+      } catch {
+        /* next */
+      }
+    }
+    return best;
+  }, 30000, 20);
+  return found.i;
+}
+
+async function termOf(c: Cluster, i: number): Promise<number> {
+  const r = await call(c.urls[i - 1], c.token, 'GET', '/v1/replica', undefined, 5000);
+  return Number(r.json?.term);
+}
+
+export async function benchFleet(opts: FleetOptions, say: (line: string) => void = console.log): Promise<FleetResult> {
+  const { agents, units, durationS, workers: workerCount } = opts;
+  const c = await Cluster.start({ replicas: 3, nodes: [], cpArgs: ['--heartbeat-interval-ms', '1000', '--not-ready-after-ms', '3000'] });
+  const workers = new Workers();
+  workers.died.catch(() => {}); // observed through guard()
+  // Ctrl-C or a SIGTERM mid-run still stops every process this run started, by pid.
+  const onSignal = (sig: NodeJS.Signals) => {
+    void Promise.allSettled([workers.stop(), c.stop()]).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  // NotReady lines from every replica's output (only the leader narrates them).
+  const notReadyLines: string[] = [];
+  let countNotReady = false;
+  for (const p of c.cps) {
+    let rest = '';
+    p.child.stdout!.on('data', (b: Buffer) => {
+      const text = rest + b.toString();
+      const lines = text.split('\n');
+      rest = lines.pop() ?? '';
+      if (process.env.FLEET_LOG_DIR) fs.appendFileSync(path.join(process.env.FLEET_LOG_DIR, `${p.name}.log`), lines.map((l) => l + '\n').join(''));
+      for (const line of lines) if (countNotReady && / NotReady: /.test(line) && line.includes('node ')) notReadyLines.push(`${p.name}: ${line.trim()}`);
+    });
+  }
+  try {
+    const ids = c.cps.map((p) => p.name);
+    const rssIdle = c.cps.map((p) => rssMiB(p.pid));
+    let li = await leaderIndex(c);
+    const term0 = await termOf(c, li);
+    say(`fleet: 3 replicas up (pids ${c.cps.map((p) => p.pid).join(', ')}; leader cp-${li}), RSS ${rssIdle.map((r) => r.toFixed(0)).join(' / ')} MiB; starting ${agents} agents in ${workerCount} worker processes`);
+
+    // ---- 1. registration
+    const t0 = performance.now();
+    workers.start(c, await Workers.bundle(c.dir), agents, workerCount);
+    let lastSay = 0;
+    await workers.guard(waitFor(`all ${agents} nodes Ready`, async () => {
+      const open = workers.sum('linksOpen');
+      if (performance.now() - lastSay > 10000) {
+        lastSay = performance.now();
+        say(`fleet: ${((performance.now() - t0) / 1000).toFixed(0)} s: links open ${open}/${agents * 3}, hellos answered ${workers.sum('welcomed')}`);
+      }
+      // Only once every link is open: a list of 5,000 nodes is megabytes for the leader to render.
+      if (open < agents * 3) return false;
+      const r = await call(c.urls[li - 1], c.token, 'GET', '/v1/nodes', undefined, 30000);
+      const items = (r.json?.items ?? []) as Array<{ status: { ready: boolean } }>;
+      return items.filter((n) => n.status.ready).length === agents;
+    }, 600000, 1000));
+    const registerMs = performance.now() - t0;
+    countNotReady = true;
+    await sleep(3000); // let the registration's garbage settle before measuring memory
+    const rssFleet = c.cps.map((p) => rssMiB(p.pid));
+    say(`fleet: ${agents} nodes Ready in ${(registerMs / 1000).toFixed(1)} s; RSS ${rssFleet.map((r) => r.toFixed(0)).join(' / ')} MiB`);
+
+    // ---- 2. units
+    const deployments = Math.ceil(units / UNITS_PER_DEPLOYMENT);
+    const t1 = performance.now();
+    for (let d = 0; d < deployments; d++) {
+      const n = Math.min(UNITS_PER_DEPLOYMENT, units - d * UNITS_PER_DEPLOYMENT);
+      // A PUT of the same manifest is idempotent: one the cluster could not
+      // commit in time (503, outcome unknown) is sent again, as a user would.
+      for (let attempt = 1; ; attempt++) {
+        const r = await call(c.urls[li - 1], c.token, 'PUT', `/v1/deployments/fleet-${d}`, deploymentManifest(`fleet-${d}`, n), 30000);
+        if (r.status < 300) break;
+        say(`fleet: apply fleet-${d}: HTTP ${r.status} ${JSON.stringify(r.json)}${attempt < 5 ? '; again' : ''}`);
+        if (attempt >= 5) throw new Error(`apply fleet-${d}: HTTP ${r.status} ${JSON.stringify(r.json)}`);
+        li = await leaderIndex(c);
+      }
+    }
+    lastSay = 0;
+    const readyUnits = async (url: string): Promise<number> => {
+      const r = await call(url, c.token, 'GET', '/v1/deployments', undefined, 30000);
+      return ((r.json?.items ?? []) as Array<{ status?: { readyReplicas?: number } }>).reduce((s, d) => s + (d.status?.readyReplicas ?? 0), 0);
+    };
+    await workers.guard(waitFor(`all ${units} units ready`, async () => {
+      const ready = await readyUnits(c.urls[li - 1]);
+      if (performance.now() - lastSay > 10000) {
+        lastSay = performance.now();
+        say(`fleet: ${((performance.now() - t1) / 1000).toFixed(0)} s: ${ready}/${units} units ready (simulated agents run ${workers.sum('unitsRunning')})`);
+      }
+      return ready >= units;
+    }, 1800000, 1000));
+    const unitsMs = performance.now() - t1;
+    await sleep(3000);
+    const rssUnits = c.cps.map((p) => rssMiB(p.pid));
+    say(`fleet: ${units} units ready in ${(unitsMs / 1000).toFixed(1)} s; RSS ${rssUnits.map((r) => r.toFixed(0)).join(' / ')} MiB`);
+
+    // ---- 3. steady state
+    li = await leaderIndex(c);
+    workers.resetMax();
+    const cpu0 = c.cps.map((p) => cpuMs(p.pid));
+    const w0 = performance.now();
+    const notReadyBefore = notReadyLines.length;
+    for (let s = 0; s < durationS; s += 30) {
+      await sleep(Math.min(30, durationS - s) * 1000);
+      say(`fleet: steady state ${Math.min(durationS, s + 30)}/${durationS} s: NotReady so far ${notReadyLines.length - notReadyBefore}, simulator's worst heartbeat gap ${workers.maxGapMs} ms`);
+    }
+    const windowMs = performance.now() - w0;
+    const cpuPct = c.cps.map((p, i) => ((cpuMs(p.pid) - cpu0[i]) / windowMs) * 100);
+    const steadyGap = workers.maxGapMs;
+    const steadyLoop = workers.loopMaxMs;
+    const leaderCheck = await leaderIndex(c);
+
+    // ---- 4. failover
+    const victim = c.cps[li - 1];
+    const survivors = c.urls.filter((_, j) => j !== li - 1);
+    const notReadyBeforeFailover = notReadyLines.length;
+    const tf = performance.now();
+    victim.child.kill('SIGKILL');
+    let acked = false;
+    for (let n = 0; !acked; n++) {
+      try {
+        const r = await call(survivors[n % survivors.length], c.token, 'PUT', '/v1/deployments/fleet-probe', deploymentManifest('fleet-probe', 0), 1000);
+        acked = r.status < 300;
+      } catch {
+        /* not yet */
+      }
+      if (!acked) await sleep(5);
+      if (performance.now() - tf > 30000) throw new Error('no write acknowledged within 30 s of the leader kill');
+    }
+    const failoverWriteMs = performance.now() - tf;
+    const newLeader = await leaderIndex(c, li - 1);
+    await waitFor('every node Ready and every unit ready on the new leader', async () => {
+      const nodes = await call(c.urls[newLeader - 1], c.token, 'GET', '/v1/nodes', undefined, 30000);
+      const items = (nodes.json?.items ?? []) as Array<{ status: { ready: boolean } }>;
+      return items.length === agents && items.every((n) => n.status.ready) && (await readyUnits(c.urls[newLeader - 1])) >= units;
+    }, 120000, 1000);
+    const failoverSettledMs = performance.now() - tf;
+    await sleep(5000); // NotReady after a failover would show within the 3 s timeout
+    const failoverNotReady = notReadyLines.length - notReadyBeforeFailover;
+    const term1 = await termOf(c, newLeader);
+    say(`fleet: leader cp-${li} SIGKILLed: first write acknowledged after ${failoverWriteMs.toFixed(0)} ms, cp-${newLeader} shows every node and unit ready after ${failoverSettledMs.toFixed(0)} ms`);
+
+    return {
+      agents,
+      units,
+      durationS,
+      workers: workerCount,
+      registerMs,
+      unitsMs,
+      replicas: ids.map((id, i) => ({
+        id,
+        role: i === leaderCheck - 1 ? 'leader' : 'follower',
+        cpuPct: cpuPct[i],
+        rssIdleMiB: rssIdle[i],
+        rssFleetMiB: rssFleet[i],
+        rssUnitsMiB: rssUnits[i],
+        kibPerNode: ((rssFleet[i] - rssIdle[i]) * 1024) / agents,
+        kibPerUnit: ((rssUnits[i] - rssFleet[i]) * 1024) / units,
+      })),
+      leaderCpuPct: cpuPct[leaderCheck - 1],
+      notReady: notReadyLines.length,
+      notReadyLines: notReadyLines.slice(0, 10),
+      simMaxHeartbeatGapMs: steadyGap,
+      simLoopMaxMs: steadyLoop,
+      failoverWriteMs,
+      failoverSettledMs,
+      failoverNotReady,
+      elections: Number.isFinite(term1 - term0) ? term1 - term0 : NaN,
+    };
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await workers.stop();
+    await c.stop();
+    httpAgent.destroy();
+  }
+}
+
+export function formatFleet(r: FleetResult): string[] {
+  const f = (n: number, d = 1) => n.toFixed(d);
+  const lines = [
+    `fleet of ${r.agents} simulated agents (${r.workers} worker processes, heartbeats 1 Hz to each of 3 replicas, NotReady after 3 s): all Ready ${f(r.registerMs / 1000)} s after the first connection`,
+    `fleet: ${r.units} units applied at once (${Math.ceil(r.units / UNITS_PER_DEPLOYMENT)} deployments) until all ready on the leader: ${f(r.unitsMs / 1000)} s`,
+    `fleet: leader CPU at steady state over ${r.durationS} s with every node and unit: ${f(r.leaderCpuPct)}% of a core (target < 25%: ${r.leaderCpuPct < 25 ? 'meets target' : 'MISSES target'}); followers ${r.replicas.filter((x) => x.role !== 'leader').map((x) => f(x.cpuPct) + '%').join(', ')}`,
+    `fleet: NotReady announced from registration to the end: ${r.notReady} (target 0: ${r.notReady === 0 ? 'meets target' : 'MISSES target'}); the simulator's worst heartbeat gap ${r.simMaxHeartbeatGapMs} ms, its worst event-loop delay ${f(r.simLoopMaxMs, 0)} ms`,
+    `fleet: leader SIGKILL until the first acknowledged write: ${f(r.failoverWriteMs, 0)} ms (target < 1000 ms: ${r.failoverWriteMs < 1000 ? 'meets target' : 'MISSES target'}); until the new leader shows every node and unit ready: ${f(r.failoverSettledMs, 0)} ms; NotReady after it: ${r.failoverNotReady}; terms from the start to after the failover: +${r.elections} (1 is the failover's own election)`,
+    ...r.replicas.map((x) => `fleet: ${x.id} (${x.role} in the steady state) RSS ${f(x.rssIdleMiB, 0)} MiB idle, ${f(x.rssFleetMiB, 0)} with the nodes, ${f(x.rssUnitsMiB, 0)} with the units: ${f(x.kibPerNode)} KiB per node, ${f(x.kibPerUnit, 2)} KiB per unit; CPU ${f(x.cpuPct)}%`),
+  ];
+  for (const l of r.notReadyLines) lines.push(`fleet: NotReady seen: ${l}`);
+  return lines;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({
+    options: { agents: { type: 'string', default: '5000' }, units: { type: 'string', default: '50000' }, duration: { type: 'string', default: '300' }, workers: { type: 'string', default: '2' } },
+    strict: true,
+  });
+  const r = await benchFleet({ agents: Number(values.agents), units: Number(values.units), durationS: Number(values.duration), workers: Number(values.workers) });
+  for (const l of formatFleet(r)) console.log(l);
+}
