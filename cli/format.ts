@@ -106,8 +106,9 @@ export function labelsText(labels: Record<string, string> | undefined): string {
   return entries.length === 0 ? NONE : entries.map(([k, v]) => `${k}=${v}`).join(',');
 }
 
+/** A node's labels: the server sends them in metadata.labels (never in spec). */
 export function nodeLabels(n: NodeObject): Record<string, string> | undefined {
-  return n.metadata?.labels ?? n.spec?.labels;
+  return n.metadata?.labels;
 }
 
 export function nodeStatus(n: NodeObject): string {
@@ -239,12 +240,9 @@ export function involvedText(e: EventObject): string {
   return `${kind}/${e.involvedObject?.name ?? '?'}`;
 }
 
+/** The replica that recorded an event (the server sends its id as a string). */
 export function sourceText(e: EventObject): string {
-  if (typeof e.source === 'string') return e.source || NONE;
-  if (e.source && typeof e.source === 'object') {
-    return [e.source.component, e.source.host].filter(Boolean).join(', ') || NONE;
-  }
-  return NONE;
+  return e.source || NONE;
 }
 
 /** `30s`, or for an event that happened several times `30s (x7 over 2m)`, as kubectl describe says it. */
