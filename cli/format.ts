@@ -97,9 +97,9 @@ export function formatRow(cells: readonly string[], widths: readonly number[]): 
 
 // ---- per resource -------------------------------------------------------
 
-export function taintText(t: { key?: string; value?: string; effect?: string }): string {
-  return `${t.key ?? ''}${t.value ? `=${t.value}` : ''}${t.effect ? `:${t.effect}` : ''}`;
-}
+/** `key[=value]:Effect`, as kubectl shows a taint (shared/notation.ts). */
+import { describeTaint as taintText } from '../shared/notation.ts';
+export { taintText };
 
 export function labelsText(labels: Record<string, string> | undefined): string {
   const entries = Object.entries(labels ?? {});
