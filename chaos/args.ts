@@ -32,9 +32,9 @@ Options:
 Exit status: 0 every invariant held; 1 a violation (the report says which);
 2 bad usage; 3 the run could not be made (cluster did not start).`;
 
-export class ChaosUsageError extends Error {
-  override readonly name = 'ChaosUsageError';
-}
+/** Bad usage of `npm run chaos`: exit 2 (shared/usage.ts's UsageError, the one class for every command line). */
+import { UsageError as ChaosUsageError } from '../shared/usage.ts';
+export { ChaosUsageError };
 
 export interface ChaosOptions {
   scenario: ScenarioName;

@@ -20,6 +20,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { ApiError, RequestError } from './errors.ts';
+import type { ApiView } from '../shared/api-types.ts';
 import type { WatchEvent } from './resources.ts';
 
 export const CONNECT_TIMEOUT_MS = 1000;
@@ -194,7 +195,7 @@ export class Client {
     // A replica that cannot resume from it (another replica's, or too old)
     // answers 410: list again and tell only what changed since we last said.
     const seen = new Map<string, string>(); // key -> the object as last told (JSON)
-    const last = new Map<string, unknown>(); // key -> the object as last told
+    const last = new Map<string, ApiView>(); // key -> the object as last told
     let resourceVersion: string | undefined;
     let backoffMs = WATCH_BACKOFF_MIN_MS;
     let downSince: number | undefined;
@@ -224,7 +225,7 @@ export class Client {
     };
 
     const relist = async (): Promise<void> => {
-      const list = await this.get<{ items?: unknown[]; metadata?: { resourceVersion?: unknown } }>(path);
+      const list = await this.get<{ items?: ApiView[]; metadata?: { resourceVersion?: unknown } }>(path);
       const keys = new Set<string>();
       for (const item of list.items ?? []) {
         keys.add(watchKey(item));

@@ -2,11 +2,8 @@
 // exit status each one maps to (docs/contract.md: 1 the request failed, 2 bad usage).
 // mo.ts catches them at the top and prints exactly one line on stderr.
 
-/** Bad usage: unknown command or flag, missing argument, bad value. Exit 2. */
-export class UsageError extends Error {
-  readonly exitCode = 2;
-  override readonly name = 'UsageError';
-}
+/** Bad usage: unknown command or flag, missing argument, bad value. Exit 2 (shared/usage.ts, the one class for every command line). */
+export { UsageError } from '../shared/usage.ts';
 
 /**
  * The request failed: the server refused it, no replica was reachable, or the

@@ -97,17 +97,18 @@ export function formatRow(cells: readonly string[], widths: readonly number[]): 
 
 // ---- per resource -------------------------------------------------------
 
-export function taintText(t: { key?: string; value?: string; effect?: string }): string {
-  return `${t.key ?? ''}${t.value ? `=${t.value}` : ''}${t.effect ? `:${t.effect}` : ''}`;
-}
+/** `key[=value]:Effect`, as kubectl shows a taint (shared/notation.ts). */
+import { describeTaint as taintText } from '../shared/notation.ts';
+export { taintText };
 
 export function labelsText(labels: Record<string, string> | undefined): string {
   const entries = Object.entries(labels ?? {});
   return entries.length === 0 ? NONE : entries.map(([k, v]) => `${k}=${v}`).join(',');
 }
 
+/** A node's labels: the server sends them in metadata.labels (never in spec). */
 export function nodeLabels(n: NodeObject): Record<string, string> | undefined {
-  return n.metadata?.labels ?? n.spec?.labels;
+  return n.metadata?.labels;
 }
 
 export function nodeStatus(n: NodeObject): string {
@@ -241,12 +242,9 @@ export function involvedText(e: EventObject): string {
   return `${kind}/${e.involvedObject?.name ?? '?'}`;
 }
 
+/** The replica that recorded an event (the server sends its id as a string). */
 export function sourceText(e: EventObject): string {
-  if (typeof e.source === 'string') return e.source || NONE;
-  if (e.source && typeof e.source === 'object') {
-    return [e.source.component, e.source.host].filter(Boolean).join(', ') || NONE;
-  }
-  return NONE;
+  return e.source || NONE;
 }
 
 /** `30s`, or for an event that happened several times `30s (x7 over 2m)`, as kubectl describe says it. */

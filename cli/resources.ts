@@ -89,166 +89,22 @@ export function resourcePath(type: ResourceType, name?: string): string {
   return name === undefined ? `/v1/${type}` : `/v1/${type}/${encodeURIComponent(name)}`;
 }
 
-// ---- loose shapes of what the server returns (docs/contract.md, "JSON shapes") ----
+// ---- what the server returns: the API's own types (shared/api-types.ts) ----
+// One declaration for the server's views, the CLI, chaos and the tests; the
+// names below are the CLI's words for them.
 
-export type Timestamp = string | number | undefined;
+export type {
+  ClusterStatusView as ClusterStatus,
+  DeploymentView as DeploymentObject,
+  EndpointsView as EndpointsObject,
+  EventView as EventObject,
+  ListView as ListObject,
+  NodeView as NodeObject,
+  SchedulingNodeView as SchedulingNode,
+  ServiceView as ServiceObject,
+  UnitView as UnitObject,
+  WatchEventView as WatchEvent,
+} from '../shared/api-types.ts';
 
-export interface ObjectMeta {
-  name?: string;
-  uid?: string;
-  creationTimestamp?: Timestamp;
-  resourceVersion?: string | number;
-  generation?: number;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-}
-
-export interface ResourcePair {
-  cpu?: number;
-  memory?: number;
-}
-
-export interface NodeObject {
-  kind?: string;
-  metadata?: ObjectMeta;
-  spec?: {
-    taints?: Array<{ key?: string; value?: string; effect?: string }>;
-    unschedulable?: boolean;
-    labels?: Record<string, string>;
-  };
-  status?: {
-    ready?: boolean;
-    capacity?: ResourcePair;
-    allocated?: ResourcePair;
-    lastHeartbeatTime?: Timestamp;
-    agent?: { pid?: number };
-  };
-}
-
-export interface SchedulingNode {
-  node?: string;
-  feasible?: boolean;
-  reasons?: string[];
-  scores?: Record<string, number> | Array<{ plugin?: string; name?: string; score?: number }>;
-  total?: number;
-}
-
-export interface UnitObject {
-  kind?: string;
-  metadata?: ObjectMeta;
-  spec?: {
-    deployment?: string;
-    revision?: number | null;
-    nodeName?: string;
-    resources?: ResourcePair;
-    command?: string[];
-  };
-  status?: {
-    phase?: string;
-    ready?: boolean;
-    pid?: number;
-    exitCode?: number;
-    signal?: string | null;
-    reason?: string;
-    message?: string | null;
-    scheduling?: { message?: string; nodes?: SchedulingNode[]; at?: number } | null;
-  };
-}
-
-export interface ContainerSpec {
-  name?: string;
-  command?: string[];
-  args?: string[];
-  env?: Array<{ name?: string; value?: string }>;
-  resources?: { requests?: { cpu?: string | number; memory?: string | number } };
-}
-
-export interface DeploymentObject {
-  kind?: string;
-  metadata?: ObjectMeta;
-  spec?: {
-    replicas?: number;
-    paused?: boolean;
-    strategy?: { type?: string; rollingUpdate?: { maxSurge?: number | string; maxUnavailable?: number | string } };
-    minReadySeconds?: number;
-    progressDeadlineSeconds?: number;
-    template?: {
-      spec?: {
-        containers?: ContainerSpec[];
-        tolerations?: Array<{ key?: string; operator?: string; value?: string; effect?: string }>;
-      };
-    };
-  };
-  status?: {
-    replicas?: number;
-    readyReplicas?: number;
-    updatedReplicas?: number;
-    availableReplicas?: number;
-    unavailableReplicas?: number;
-    observedGeneration?: number;
-    oldReplicas?: number;
-    crashLoopBackOff?: number;
-    conditions?: Array<{ type?: string; status?: string; reason?: string; message?: string; lastUpdateTime?: Timestamp }>;
-  };
-}
-
-export interface EventObject {
-  kind?: string;
-  metadata?: ObjectMeta;
-  type?: string;
-  reason?: string;
-  message?: string;
-  involvedObject?: { kind?: string; name?: string };
-  source?: string | { component?: string; host?: string };
-  timestamp?: Timestamp;
-  count?: number;
-  firstTimestamp?: Timestamp;
-}
-
-export interface ListObject<T> {
-  kind?: string;
-  items?: T[];
-}
-
-export interface ClusterStatus {
-  leader?: string;
-  replicas?: Array<{
-    id?: string;
-    url?: string;
-    role?: string;
-    term?: number;
-    commitIndex?: number;
-    pid?: number;
-    reachable?: boolean;
-  }>;
-}
-
-export interface WatchEvent {
-  type: 'ADDED' | 'MODIFIED' | 'DELETED' | string;
-  object: unknown;
-}
-
-export interface ServiceObject {
-  kind?: string;
-  metadata?: ObjectMeta;
-  spec?: {
-    type?: string;
-    selector?: Record<string, string>;
-    ports?: Array<{ name?: string; port?: number; targetPort?: number | string; nodePort?: number }>;
-  };
-  status?: {
-    endpoints?: Array<{ unit?: string; node?: string; hostIP?: string; hostPort?: number; ready?: boolean }>;
-    nodeAddresses?: Array<{ node?: string; address?: string }>;
-    message?: string;
-  };
-}
-
-export interface EndpointsObject {
-  kind?: string;
-  metadata?: ObjectMeta;
-  subsets?: Array<{
-    port?: { name?: string | null; port?: number; nodePort?: number };
-    addresses?: Array<{ ip?: string; port?: number; unit?: string; nodeName?: string }>;
-    notReadyAddresses?: Array<{ ip?: string; port?: number; unit?: string; nodeName?: string }>;
-  }>;
-}
+/** A time as the API sends it (ISO-8601), or missing. */
+export type Timestamp = string | number | null | undefined;

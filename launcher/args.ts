@@ -17,10 +17,9 @@ export interface LauncherOptions {
   help: boolean;
 }
 
-/** Bad usage: main.ts prints `launcher: <message>` and exits 2. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
+/** Bad usage: main.ts prints `launcher: <message>` and exits 2 (shared/usage.ts). */
+import { UsageError } from '../shared/usage.ts';
+export { UsageError };
 
 export const DEFAULT_DATA_DIR = '.mo';
 export const DEFAULT_BASE_PORT = 7000;

@@ -103,11 +103,9 @@ function subdir(dataDir: string, ...parts: string[]): string {
   return [base, ...parts].join('/');
 }
 
-/** kubectl notation: `key`, `key=value`, `key:NoExecute`, `key=value:PreferNoSchedule`. */
-export function formatTaint(taint: Taint): string {
-  const kv = taint.value !== undefined && taint.value !== '' ? `${taint.key}=${taint.value}` : taint.key;
-  return taint.effect === 'NoSchedule' ? kv : `${kv}:${taint.effect}`;
-}
+/** kubectl notation: `key`, `key=value`, `key:NoExecute`, `key=value:PreferNoSchedule` (shared/notation.ts). */
+import { formatTaint } from '../shared/notation.ts';
+export { formatTaint };
 
 /** Bundled entries (dist/*.mjs, see bundle.ts) run on plain node; sources through tsx. */
 function nodeArgs(layout: ClusterLayout, name: string, script: string): string[] {

@@ -31,9 +31,9 @@ Options:
   -h, --help     this text
 `;
 
-export class NetUsageError extends Error {
-  override readonly name = 'NetUsageError';
-}
+/** Bad usage of `npm run net`: exit 2 (shared/usage.ts's UsageError, the one class for every command line). */
+import { UsageError as NetUsageError } from '../shared/usage.ts';
+export { NetUsageError };
 
 export type NetCommand =
   | { op: 'cut' | 'heal'; a: string; b: string }

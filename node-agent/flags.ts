@@ -20,6 +20,7 @@
 //   --port-range LO-HI            MO_PORT_RANGE      default 20000-29999: host ports for units' declared ports
 
 import type { Resources, Taint, TaintEffect } from '../shared/model.ts';
+import { TAINT_EFFECTS } from '../shared/notation.ts';
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 200;
 export const MIN_HEARTBEAT_INTERVAL_MS = 10;
@@ -69,7 +70,7 @@ const NODE_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 // Kubernetes qualified names: optional DNS prefix and '/', then a name.
 const QUALIFIED_KEY = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
-const EFFECTS: readonly TaintEffect[] = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'];
+const EFFECTS = TAINT_EFFECTS;
 
 export function parseAgentFlags(
   argv: readonly string[],

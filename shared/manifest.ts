@@ -36,6 +36,7 @@
 import { parseDocument } from 'yaml';
 import type { ContainerPort, DeploymentManifest, DeploymentStrategy, EnvVar, IntOrPercent, ManifestProbe, PodTemplate, Probe, ServiceManifest, ServicePort, TaintEffect, Toleration, UnitProbes, UnitSpec } from './model.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
+import { DNS_LABEL, DNS_SUBDOMAIN, TAINT_EFFECTS } from './notation.ts';
 import {
   MAX_ARGV_ENTRIES,
   MAX_ARG_CHARS,
@@ -128,8 +129,6 @@ export function parseManifest(text: string, format?: 'yaml' | 'json'): Deploymen
 
 // ---- checking values ------------------------------------------------------
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 
 /** True for a Kubernetes label key: `[prefix/]name`, prefix a DNS subdomain (<= 253), name <= 63. */
@@ -223,7 +222,7 @@ function annotations(value: unknown, path: string): void {
   }
 }
 
-const EFFECTS: readonly TaintEffect[] = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'];
+const EFFECTS: readonly TaintEffect[] = TAINT_EFFECTS;
 
 /** One toleration, empty strings normalised to absent fields. */
 function toleration(value: unknown, path: string): Toleration {

@@ -2,12 +2,15 @@
 // unit specs, and the observed-state reports agents send. Plain data only:
 // no behaviour, no I/O. Units: cpu in millicores, memory in MiB.
 
+import type { TAINT_EFFECTS } from './notation.ts';
+
 export interface Resources {
   cpu: number; // millicores
   memory: number; // MiB
 }
 
-export type TaintEffect = 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+/** A taint's effect: one of shared/notation.ts's TAINT_EFFECTS, the one list of them. */
+export type TaintEffect = (typeof TAINT_EFFECTS)[number];
 
 export interface Taint {
   key: string;

@@ -21,6 +21,7 @@ import { parseDocument } from 'yaml';
 import type { NodeInfo, Taint, TaintEffect } from './model.ts';
 import { isLabelKey, isLabelValue } from './manifest.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
+import { DEFAULT_TAINT_EFFECT, DNS_SUBDOMAIN, TAINT_EFFECTS } from './notation.ts';
 import {
   MAX_LABELS_PER_OBJECT,
   MAX_NAME_CHARS,
@@ -47,9 +48,7 @@ export class NodeSpecError extends Error {
   }
 }
 
-const EFFECTS: readonly TaintEffect[] = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'];
-const DEFAULT_TAINT_EFFECT: TaintEffect = 'NoSchedule';
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const EFFECTS = TAINT_EFFECTS;
 /** A number without a unit suffix, written as a string. */
 const BARE_NUMBER = /^\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 

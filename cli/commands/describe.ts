@@ -4,7 +4,7 @@
 // scores), for a node and a deployment their units, and for every object
 // its recent events.
 
-import { eventAge, unitStatus } from '../format.ts';
+import { eventAge, sourceText, unitStatus } from '../format.ts';
 import { expectPositionals, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { RequestError } from '../errors.ts';
@@ -94,7 +94,7 @@ async function eventsSection(ctx: Context, kind: string, name: string): Promise<
         eventAge(e, ctx.now()),
         show(e.type),
         show(e.reason),
-        typeof e.source === 'string' ? e.source || NONE : show(e.source?.component),
+        sourceText(e),
         (e.message ?? '').replace(/\s*\n\s*/g, ' '),
       ]),
     );
@@ -108,10 +108,8 @@ async function unitsWhere(ctx: Context, keep: (u: UnitObject) => boolean): Promi
     .sort((a, b) => String(a.metadata?.name).localeCompare(String(b.metadata?.name), 'en', { numeric: true }));
 }
 
+/** The per-plugin scores, a map by plugin name as the server sends them. */
 function scoresText(scores: SchedulingNode['scores']): string {
-  if (Array.isArray(scores)) {
-    return scores.map((s) => `${s.plugin ?? s.name ?? '?'}=${s.score ?? '?'}`).join(' ');
-  }
   return Object.entries(scores ?? {})
     .map(([k, v]) => `${k}=${v}`)
     .join(' ');

@@ -294,7 +294,7 @@ export class ReplicaMetrics {
       function (this: Gauge<'deployment'>) {
         this.reset();
         for (const d of deploymentViews()) {
-          const v = field === 'desired' ? (d.spec as { replicas: number }).replicas : ((d.status as Record<string, number>)[field] ?? 0);
+          const v = field === 'desired' ? d.spec.replicas : d.status[field];
           this.set({ deployment: d.metadata.name }, Number(v));
         }
       };

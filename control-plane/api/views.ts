@@ -4,6 +4,7 @@
 // reading; the HTTP layer and watch streams both render through these.
 
 import { DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, DEFAULT_PROGRESS_DEADLINE_SECONDS, DEFAULT_REVISION_HISTORY_LIMIT } from '../../shared/manifest.ts';
+import type { DeploymentView, EndpointsView, EventView, NodeView, RevisionView, ServiceView, UnitPhase, UnitView } from '../../shared/api-types.ts';
 import type { UnitReport } from '../../shared/model.ts';
 import type { ClusterEvent } from '../events.ts';
 import { isQuickFailure } from '../reconcile/reconcile.ts';
@@ -11,6 +12,7 @@ import { serviceEndpoints } from '../services/endpoints.ts';
 import type { ObservedNodeState } from '../registry/node-registry.ts';
 import type { DeploymentRecord, DesiredState, NodeRecord, UnitRecord } from '../store/desired-state.ts';
 
+/** Any object the API serves; each view below returns its exact shape from shared/api-types.ts. */
 export interface ApiObject {
   kind: string;
   metadata: { name: string; [k: string]: unknown };
@@ -41,8 +43,8 @@ export function unitView(
   observed: Map<string, ObservedNodeState>,
   deployment?: DeploymentRecord,
   now: number = Date.now(),
-): ApiObject {
-  let phase: string = 'Pending';
+): UnitView {
+  let phase: UnitPhase = 'Pending';
   let report: UnitReport | undefined;
   const node = u.nodeName ? observed.get(u.nodeName) : undefined;
   if (u.nodeName && (!node || !node.ready)) phase = 'Lost';
@@ -100,7 +102,7 @@ export function unitView(
 /** A unit an agent still reports although no binding wants it any more
  *  (scaled down, deleted, replaced while its node was away): shown until
  *  the agent has stopped and forgotten it. */
-export function orphanUnitView(report: UnitReport, node: string, nodeReady = true): ApiObject {
+export function orphanUnitView(report: UnitReport, node: string, nodeReady = true): UnitView {
   const live = report.phase === 'Running' || report.phase === 'Pending' || report.phase === 'Terminating';
   return {
     kind: 'Unit',
@@ -124,9 +126,9 @@ export function orphanUnitView(report: UnitReport, node: string, nodeReady = tru
   };
 }
 
-export function allUnitViews(src: ViewSource): ApiObject[] {
+export function allUnitViews(src: ViewSource): UnitView[] {
   const idx = observedUnitIndex(src.observed);
-  const out: ApiObject[] = [];
+  const out: UnitView[] = [];
   const now = src.now ?? Date.now();
   for (const u of src.state.units.values()) out.push(unitView(u, idx.get(u.name), src.observed, src.state.deployments.get(u.deployment), now));
   for (const [name, seen] of idx) {
@@ -136,7 +138,7 @@ export function allUnitViews(src: ViewSource): ApiObject[] {
   return out.sort(byUnitName);
 }
 
-function byUnitName(a: ApiObject, b: ApiObject): number {
+function byUnitName(a: UnitView, b: UnitView): number {
   const [pa, na] = splitName(a.metadata.name);
   const [pb, nb] = splitName(b.metadata.name);
   return pa < pb ? -1 : pa > pb ? 1 : na - nb;
@@ -148,7 +150,7 @@ function splitName(n: string): [string, number] {
   return i > 0 && Number.isInteger(num) ? [n.slice(0, i), num] : [n, 0];
 }
 
-export function nodeView(name: string, rec: NodeRecord | undefined, obs: ObservedNodeState | undefined, allocated: { cpu: number; memory: number }): ApiObject {
+export function nodeView(name: string, rec: NodeRecord | undefined, obs: ObservedNodeState | undefined, allocated: { cpu: number; memory: number }): NodeView {
   const info = rec?.info ?? obs?.info;
   return {
     kind: 'Node',
@@ -173,7 +175,7 @@ export function nodeView(name: string, rec: NodeRecord | undefined, obs: Observe
   };
 }
 
-export function allNodeViews(src: ViewSource): ApiObject[] {
+export function allNodeViews(src: ViewSource): NodeView[] {
   const alloc = new Map<string, { cpu: number; memory: number }>();
   for (const u of src.state.units.values()) {
     if (!u.nodeName) continue;
@@ -229,14 +231,14 @@ export function deploymentCounts(d: DeploymentRecord, src: ViewSource, idx = obs
   return { replicas, updated, ready, available, backoff, oldAlive };
 }
 
-export function deploymentView(d: DeploymentRecord, src: ViewSource, idx = observedUnitIndex(src.observed)): ApiObject {
+export function deploymentView(d: DeploymentRecord, src: ViewSource, idx = observedUnitIndex(src.observed)): DeploymentView {
   const c = deploymentCounts(d, src, idx);
   const spec = d.manifest.spec;
   const strategy =
     spec.strategy?.type === 'Recreate'
-      ? { type: 'Recreate' }
+      ? { type: 'Recreate' as const }
       : {
-          type: 'RollingUpdate',
+          type: 'RollingUpdate' as const,
           rollingUpdate: {
             maxSurge: spec.strategy?.rollingUpdate?.maxSurge ?? DEFAULT_MAX_SURGE,
             maxUnavailable: spec.strategy?.rollingUpdate?.maxUnavailable ?? DEFAULT_MAX_UNAVAILABLE,
@@ -280,7 +282,7 @@ export function deploymentView(d: DeploymentRecord, src: ViewSource, idx = obser
 }
 
 /** The revision history, oldest first, as `mo rollout history` shows it. */
-export function revisionViews(d: DeploymentRecord): Array<Record<string, unknown>> {
+export function revisionViews(d: DeploymentRecord): RevisionView[] {
   return d.revisions.map((r) => ({
     revision: r.revision,
     current: r.revision === d.revision,
@@ -293,12 +295,12 @@ export function revisionViews(d: DeploymentRecord): Array<Record<string, unknown
   }));
 }
 
-export function allDeploymentViews(src: ViewSource): ApiObject[] {
+export function allDeploymentViews(src: ViewSource): DeploymentView[] {
   const idx = observedUnitIndex(src.observed);
   return [...src.state.deployments.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((d) => deploymentView(d, src, idx));
 }
 
-export function eventView(e: ClusterEvent): ApiObject {
+export function eventView(e: ClusterEvent): EventView {
   return {
     kind: 'Event',
     metadata: { name: `${e.involvedObject.name}.${e.seq}`, creationTimestamp: iso(e.timestamp), resourceVersion: String(e.seq) },
@@ -315,10 +317,10 @@ export function eventView(e: ClusterEvent): ApiObject {
 }
 
 /** A Service: as applied (nodePorts filled in), and its endpoints in status. */
-export function allServiceViews(src: ViewSource): ApiObject[] {
+export function allServiceViews(src: ViewSource): ServiceView[] {
   return [...src.state.services.values()]
     .sort((a, b) => (a.name < b.name ? -1 : 1))
-    .map((svc) => {
+    .map((svc): ServiceView => {
       const ports = serviceEndpoints(svc, src.state, src.observed);
       const all = new Map<string, { unit: string; node: string; hostIP: string; hostPort: number; ready: boolean; port: string | number }>();
       for (const { port, endpoints } of ports) for (const e of endpoints) all.set(`${e.unit}/${port.port}`, { ...e, port: port.name ?? port.port });
@@ -345,10 +347,10 @@ export function allServiceViews(src: ViewSource): ApiObject[] {
 }
 
 /** Kubernetes' Endpoints object per Service: ready and not-ready addresses per port. */
-export function allEndpointsViews(src: ViewSource): ApiObject[] {
+export function allEndpointsViews(src: ViewSource): EndpointsView[] {
   return [...src.state.services.values()]
     .sort((a, b) => (a.name < b.name ? -1 : 1))
-    .map((svc) => ({
+    .map((svc): EndpointsView => ({
       apiVersion: 'v1',
       kind: 'Endpoints',
       metadata: { name: svc.name, resourceVersion: String(svc.resourceVersion) },

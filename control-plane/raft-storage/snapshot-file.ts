@@ -1,7 +1,7 @@
 // control-plane/raft-storage/snapshot-file.ts -- the byte layout of one
 // snapshot file, `snap-<index>-<term>.snap`. Pure: bytes in, values out.
 //
-//   offset 0   8 bytes  magic "MOSNAP01"
+//   offset 0   8 bytes  magic "MOSNAP01": "MOSNAP", then the format version "01"
 //   offset 8   u64 BE   meta.index   (two u32, high word first)
 //   offset 16  u64 BE   meta.term
 //   offset 24  u64 BE   data length
@@ -46,7 +46,13 @@ export function encodeSnapshotFile(snap: Snapshot): Uint8Array {
 /** The snapshot in `bytes`, or the reason they are not one. Never throws. */
 export function decodeSnapshotFile(bytes: Uint8Array): Snapshot | string {
   if (bytes.length < HEADER_BYTES + TRAILER_BYTES) return `file of ${bytes.length} bytes is too short to be a snapshot`;
-  for (let i = 0; i < MAGIC.length; i++) if (bytes[i] !== MAGIC[i]) return 'bad magic (not a snapshot file)';
+  // The magic's last two characters are the file format's version ("01").
+  const isMagic = (upTo: number) => MAGIC.subarray(0, upTo).every((b, i) => bytes[i] === b);
+  if (!isMagic(MAGIC.length)) {
+    if (!isMagic(MAGIC.length - 2)) return 'bad magic (not a snapshot file)';
+    const version = String.fromCharCode(bytes[MAGIC.length - 2], bytes[MAGIC.length - 1]).replace(/[^\x20-\x7e]/g, '?');
+    return `snapshot file format version "${version}"; this build reads version "01" only`;
+  }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const index = getU64(view, 8);
   const term = getU64(view, 16);

@@ -9,9 +9,9 @@
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
-import { Packr } from 'msgpackr';
 import pRetry from 'p-retry';
 import WebSocket, { WebSocketServer } from 'ws';
+import { packFrame, unpackFrame } from '../../shared/codec.ts';
 import type { Message } from '../raft/index.ts';
 import { validateMessage } from '../raft/validate.ts';
 
@@ -22,8 +22,6 @@ export const MAX_PEER_BUFFERED_BYTES = 32 * 1024 * 1024;
 export const RECONNECT_MAX_MS = 500;
 /** Raft messages in one frame, at most (one Ready's worth for one peer). */
 export const MAX_MESSAGES_PER_FRAME = 1024;
-
-const packr = new Packr({ useRecords: false, moreTypes: false });
 
 export interface PeerTransportOptions {
   id: string;
@@ -109,7 +107,7 @@ export class PeerTransport {
       let m: unknown;
       try {
         if (!isBinary) throw new Error('text frame (expected binary msgpack)');
-        m = packr.unpack(Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer));
+        m = unpackFrame(Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer));
       } catch (e) {
         this.opts.log(`raft: frame from ${who} refused: undecodable: ${(e as Error).message}; closing`);
         ws.close(1008, 'undecodable frame');
@@ -153,7 +151,7 @@ export class PeerTransport {
     const ws = this.out.get(peer);
     if (!ws || ws.readyState !== WebSocket.OPEN) return; // dropped: Raft retries
     if (ws.bufferedAmount > MAX_PEER_BUFFERED_BYTES) return;
-    ws.send(packr.pack(msgs));
+    ws.send(packFrame(msgs));
   }
 
   connectedPeers(): string[] {

@@ -11,12 +11,12 @@
 //   * proposed, not committed in time    -> NoQuorumError 'unknown' (may still apply)
 //   * overwritten by a new leader's log  -> NoQuorumError 'refused' (it never applied)
 
-import { pack, unpack } from 'msgpackr';
 import { nanoid } from 'nanoid';
 import { RaftNode, type Entry, type Message, type Ready, type Role as RaftRole } from '../raft/index.ts';
 import { DiskStorage } from '../raft-storage/index.ts';
 import { PeerTransport } from '../raft-transport/peer-transport.ts';
-import { DesiredState, type ApplyResult, type StoreCommand } from './desired-state.ts';
+import { decodeStoreData, encodeStoreData } from '../../shared/codec.ts';
+import { DesiredState, type ApplyResult, type DesiredSnapshot, type StoreCommand } from './desired-state.ts';
 import { capture, packInSlices } from './snapshot-slices.ts';
 import { NoQuorumError, NotLeaderError, type ReplicaStatus, type ReplicatedStore, type Role } from './store.ts';
 
@@ -145,7 +145,7 @@ export class RaftStore implements ReplicatedStore {
     const s = new RaftStore(opts, disk, raft);
     // Desired state as of the snapshot; committed entries after it come
     // back through the first Ready (RaftNode re-emits them).
-    if (persisted.snapshot && persisted.snapshot.data.length > 0) s.state.restore(unpack(persisted.snapshot.data));
+    if (persisted.snapshot && persisted.snapshot.data.length > 0) s.state.restore(decodeStoreData(persisted.snapshot.data, `snapshot at index ${persisted.snapshot.meta.index}`) as DesiredSnapshot);
     s.ticker = setInterval(() => {
       s.raft.tick();
       s.kick();
@@ -260,7 +260,7 @@ export class RaftStore implements ReplicatedStore {
       this.sendAll(rd);
       // 3. APPLY.
       if (rd.snapshot) {
-        this.state.restore(unpack(rd.snapshot.data));
+        this.state.restore(decodeStoreData(rd.snapshot.data, `snapshot at index ${rd.snapshot.meta.index}`) as DesiredSnapshot);
         this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
         this.appliedSinceSnapshot = 0;
       }
@@ -288,7 +288,7 @@ export class RaftStore implements ReplicatedStore {
       let result: ApplyResult = { ok: true };
       if (e.kind === 'normal' && e.data.length > 0) {
         try {
-          result = this.state.apply(e.index, unpack(e.data) as StoreCommand);
+          result = this.state.apply(e.index, decodeStoreData(e.data, `raft log entry ${e.index}`) as StoreCommand);
         } catch (err) {
           // A command this version cannot apply is skipped the same way on
           // every replica (apply is deterministic); say so loudly.
@@ -426,7 +426,7 @@ export class RaftStore implements ReplicatedStore {
   }
 
   propose(cmd: StoreCommand): Promise<ApplyResult> {
-    const res = this.raft.propose(pack(cmd));
+    const res = this.raft.propose(encodeStoreData(cmd));
     if (!res.ok) {
       this.opts.observer?.proposal(res.reason === 'not leader' ? 'not_leader' : 'refused');
       if (res.reason === 'not leader') return Promise.reject(new NotLeaderError(res.leader));

@@ -9,10 +9,11 @@
 //      ms for 10,000 records;
 //   2. packInSlices(): msgpack of that view, record by record, yielding to
 //      the event loop whenever a slice has run for SLICE_MS. The bytes are
-//      plain msgpack of the same object (a map of arrays of the records), so
-//      unpack() on any replica reads it as it read pack(state.snapshot()).
+//      the store format of shared/codec.ts (its header, then msgpack of the
+//      same object: a map of arrays of the records), so decodeStoreData() on
+//      any replica reads them as it reads encodeStoreData(state.snapshot()).
 
-import { pack } from 'msgpackr';
+import { packStorePart as pack, storeFormatHeader } from '../../shared/codec.ts';
 import type { DesiredSnapshot, DesiredState } from './desired-state.ts';
 
 /** Longest a slice of packing runs before it yields. */
@@ -49,13 +50,13 @@ function arrayHeader(n: number): Buffer {
 }
 
 /**
- * msgpack of `value`, a plain object: its array fields item by item, the
+ * `value`, a plain object, in the store format: its array fields item by item, the
  * others whole; `yieldNow` is awaited whenever a slice ran for `sliceMs`.
  * (`pack` copies what it writes, so each part is its own buffer.)
  */
 export async function packInSlices(value: object, yieldNow: () => Promise<void> = () => new Promise((r) => setImmediate(r)), sliceMs = SLICE_MS, clock: () => number = () => performance.now()): Promise<Buffer> {
   const entries = Object.entries(value).filter(([, v]) => v !== undefined);
-  const parts: Buffer[] = [mapHeader(entries.length)];
+  const parts: Buffer[] = [storeFormatHeader(), mapHeader(entries.length)];
   let sliceStart = clock();
   const maybeYield = async () => {
     if (clock() - sliceStart >= sliceMs) {

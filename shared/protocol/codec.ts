@@ -1,34 +1,21 @@
 // shared/protocol/codec.ts -- bytes <-> messages for the agent <->
-// control-plane socket. Owns the msgpack settings both sides must share and
-// the order of checks on an incoming frame: size, msgpack, then the strict
+// control-plane socket: the order of checks on an incoming frame: size, msgpack, then the strict
 // schema of validate.ts. Transports call decode*() on every frame and treat
 // `{ok: false}` as a protocol error (log the one-line reason, close the
 // connection); they never look inside an unvalidated frame.
 //
 // Contract: decode*() never throws, whatever bytes arrive.
 
-import { Packr, type Options } from 'msgpackr';
+import { packFrame, unpackFrame } from '../codec.ts';
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from './messages.ts';
 import { validateAgentMessage, validateControlPlaneMessage, type Validated } from './validate.ts';
 
-// useRecords: false -> plain msgpack maps (no msgpackr record extension), so
-// a frame is readable by any msgpack implementation and decodes to plain
-// objects. structuredClone: false refuses msgpackr's back-reference
-// extension, so a decoded frame is a tree (no cycles, no shared nodes).
-// skipValues: [undefined] leaves out absent optional fields instead of
-// writing msgpackr's private "undefined" extension (msgpackr >= 1.10 reads
-// the option; its typings do not list it yet).
-const packrOptions: Options & { skipValues: unknown[] } = {
-  useRecords: false,
-  mapsAsObjects: true,
-  structuredClone: false,
-  skipValues: [undefined],
-};
-const packr = new Packr(packrOptions);
+// The msgpack settings both sides share (plain maps, trees, no `undefined`
+// extension) are shared/codec.ts's, the one owner of every msgpack setting.
 
 /** One message as one msgpack frame. Throws only if the frame would exceed MAX_FRAME_BYTES (a bug in the sender). */
 export function encodeMessage(msg: AgentMessage | ControlPlaneMessage): Buffer {
-  const frame = packr.pack(msg);
+  const frame = packFrame(msg);
   if (frame.length > MAX_FRAME_BYTES) {
     throw new RangeError(`${msg.type} frame of ${frame.length} bytes exceeds limit ${MAX_FRAME_BYTES}`);
   }
@@ -44,7 +31,7 @@ function decodeFrame<M>(buf: Uint8Array, validate: (value: unknown) => Validated
     if (buf.byteLength === 0) return { ok: false, error: 'empty frame' };
     let value: unknown;
     try {
-      value = packr.unpack(buf);
+      value = unpackFrame(buf);
     } catch (err) {
       const detail = err instanceof Error ? err.message.split('\n')[0].slice(0, 120) : 'unknown error';
       return { ok: false, error: `undecodable msgpack frame: ${detail}` };

@@ -22,6 +22,7 @@
 
 import type { ContainerPort, NodeCondition, NodeInfo, Probe, ProxyTable, Resources, Taint, Toleration, UnitPortStatus, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
 import { AGENT_SECONDS_BUCKETS, type HistogramCounts } from '../histogram.ts';
+import { TAINT_EFFECTS } from '../notation.ts';
 import {
   PROTOCOL_VERSION,
   type AgentMessage,
@@ -302,7 +303,7 @@ const timestampMs = integer({ min: 0 });
 const term = integer({ min: 0 });
 const amount = integer({ min: 0, max: MAX_RESOURCE_AMOUNT });
 
-export const taintEffect = oneOf(['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const);
+export const taintEffect = oneOf(TAINT_EFFECTS);
 
 export const resources: Validator<Resources> = object<Resources>({ cpu: amount, memory: amount });
 

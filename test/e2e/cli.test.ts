@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
+import type { ClusterStatusView, DeepPartial, DeploymentView, EventView, ListView, NodeView, UnitPhase, UnitView } from '../../shared/api-types.ts';
 
 const SHIM = fileURLToPath(new URL('../../cli/mo.js', import.meta.url));
 const TOKEN = 'test-token-123';
@@ -22,13 +23,17 @@ const NOW = Date.now();
 const iso = (agoMs: number) => new Date(NOW - agoMs).toISOString();
 
 // ---- fixtures shaped like docs/contract.md's "JSON shapes"---------------------
+// Each `satisfies` the server's own types (shared/api-types.ts): a fixture may
+// leave fields out, but a field it states has the name and shape the server sends.
+
+type Fixture<T> = DeepPartial<T>;
 
 const NODES = {
   kind: 'NodeList',
   items: [
     {
       kind: 'Node',
-      metadata: { name: 'node-b', uid: 'n2', creationTimestamp: iso(3 * 3600_000), resourceVersion: '7', labels: { zone: 'b' } },
+      metadata: { name: 'node-b', creationTimestamp: iso(3 * 3600_000), resourceVersion: '7', labels: { zone: 'b' } },
       spec: { taints: [], unschedulable: true },
       status: {
         ready: true,
@@ -40,7 +45,7 @@ const NODES = {
     },
     {
       kind: 'Node',
-      metadata: { name: 'node-c', uid: 'n3', creationTimestamp: iso(2 * 3600_000), resourceVersion: '8' },
+      metadata: { name: 'node-c', creationTimestamp: iso(2 * 3600_000), resourceVersion: '8' },
       spec: { taints: [{ key: 'gpu-only', effect: 'NoSchedule' }], unschedulable: false },
       status: {
         ready: false,
@@ -51,9 +56,9 @@ const NODES = {
       },
     },
   ],
-};
+} satisfies Fixture<ListView<NodeView>>;
 
-function unit(name: string, node: string, phase: string, pid?: number, rv = '10') {
+function unit(name: string, node: string, phase: UnitPhase, pid?: number, rv = '10'): Fixture<UnitView> {
   return {
     kind: 'Unit',
     metadata: { name, uid: `u-${name}`, creationTimestamp: iso(5000), resourceVersion: rv },
@@ -80,7 +85,7 @@ const DEPLOYMENT = {
     template: { spec: { containers: [{ name: 'web', command: ['sleep', '3600'], resources: { requests: { cpu: '1000m', memory: '2048Mi' } } }] } },
   },
   status: { replicas: 3, readyReplicas: 2, observedGeneration: 2 },
-};
+} satisfies Fixture<DeploymentView>;
 
 const EVENTS = {
   kind: 'EventList',
@@ -99,7 +104,7 @@ const EVENTS = {
       involvedObject: { kind: 'Deployment', name: 'web' }, source: 'controller', timestamp: iso(30_000),
     },
   ],
-};
+} satisfies Fixture<ListView<EventView>>;
 
 const CLUSTER = {
   leader: 'cp-2',
@@ -108,7 +113,7 @@ const CLUSTER = {
     { id: 'cp-2', url: 'http://127.0.0.1:7002', role: 'leader', term: 4, commitIndex: 17, pid: 102, reachable: true },
     { id: 'cp-3', url: 'http://127.0.0.1:7003', role: 'unknown', reachable: false },
   ],
-};
+} satisfies Fixture<ClusterStatusView>;
 
 // ---- a fake replica ----------------------------------------------------------------
 
@@ -808,7 +813,7 @@ describe('describe, cordon and drain', () => {
         const u = units.get(m[1]);
         if (!u) return sendJson(res, 404, { error: `units "${m[1]}" not found` });
         // Terminating first, gone a moment later: the CLI must wait for it.
-        u.status.phase = 'Terminating';
+        u.status = { ...u.status, phase: 'Terminating' };
         setTimeout(() => units.delete(m[1]), 300);
         return sendJson(res, 200, u);
       }

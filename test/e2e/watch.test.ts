@@ -36,8 +36,15 @@ test('mo get units -w survives the death of the replica it watched through, and 
   t.after(() => c.stop());
   assert.equal((await c.api('PUT', '/v1/deployments/w', small('w', 3))).status, 201);
   await waitFor('3 running', async () => (await c.running('w')).length === 3, 20000);
-  const status = (await c.api('GET', '/v1/cluster')).json;
-  const leader = status.replicas.find((r: any) => r.id === status.leader);
+  // /v1/cluster names no leader while a slow replica has not answered yet: wait for one.
+  const leader = await waitFor(
+    'a leader named by /v1/cluster',
+    async () => {
+      const status = (await c.api('GET', '/v1/cluster')).json;
+      return status?.replicas?.find((r: any) => r.id === status.leader && r.reachable);
+    },
+    20000,
+  );
   // Watch through the leader first, with the others as fallbacks.
   const order = [leader.url, ...c.urls.filter((u) => u !== leader.url)];
   const child = spawn(process.execPath, ['cli/mo.js', 'get', 'units', '-w', '-o', 'json'], {

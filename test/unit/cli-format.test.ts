@@ -8,6 +8,7 @@ import { outputFormat, parseArgs, requireFlags } from '../../cli/args.ts';
 import { UsageError, RequestError } from '../../cli/errors.ts';
 import { humanDuration, table } from '../../cli/format.ts';
 import { parseDurationMs, parseManifests } from '../../cli/commands/mutate.ts';
+import type { EventView } from '../../shared/api-types.ts';
 
 describe('ages read like kubectl', () => {
   const cases: Array<[string, number, string]> = [
@@ -92,6 +93,7 @@ describe('reading manifests for apply', () => {
 test('an event that happened several times says how often and since when, as kubectl describe does', async () => {
   const { eventAge } = await import('../../cli/format.ts');
   const now = Date.parse('2026-12-01T10:00:00Z');
-  assert.equal(eventAge({ timestamp: '2026-12-01T09:59:30Z', count: 1, firstTimestamp: '2026-12-01T09:59:30Z' }, now), '30s');
-  assert.equal(eventAge({ timestamp: '2026-12-01T09:59:30Z', count: 7, firstTimestamp: '2026-12-01T09:58:00Z' }, now), '30s (x7 over 2m)');
+  const event = (e: Pick<EventView, 'timestamp' | 'count' | 'firstTimestamp'>) => e as EventView;
+  assert.equal(eventAge(event({ timestamp: '2026-12-01T09:59:30Z', count: 1, firstTimestamp: '2026-12-01T09:59:30Z' }), now), '30s');
+  assert.equal(eventAge(event({ timestamp: '2026-12-01T09:59:30Z', count: 7, firstTimestamp: '2026-12-01T09:58:00Z' }), now), '30s (x7 over 2m)');
 });

@@ -1,11 +1,16 @@
 // test/unit/codec.test.ts -- the agent <-> control-plane frame codec:
 // every message survives a round trip, every kind of bad frame is refused
 // with a one-line reason naming the cause, and no input (random bytes,
-// mutated valid frames) ever makes a decoder throw.
+// mutated valid frames) ever makes a decoder throw. Then the versioned store
+// format of shared/codec.ts, and that it owns every msgpack setting.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Packr } from 'msgpackr';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Packr, pack } from 'msgpackr';
+import { decodeStoreData, encodeStoreData, STORE_FORMAT_MARKER, STORE_FORMAT_VERSION, StoreFormatError, storeFormatVersion } from '../../shared/codec.ts';
 import { decodeAgentMessage, decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../../shared/protocol/messages.ts';
 import { MAX_UNITS_PER_HELLO, MAX_NAME_CHARS, fieldPath } from '../../shared/protocol/validate.ts';
@@ -384,4 +389,60 @@ test('thousands of seeded field replacements in valid messages never throw and a
     }
   }
   assert.ok(refused > 2000, `most replacements should be refused, only ${refused} were`);
+});
+
+// ---- the store format (shared/codec.ts): the bytes of log entries and snapshots on disk ----
+
+test('store data carries its format version: marker 0xc1, version 1, then plain msgpack', () => {
+  const cmd = { type: 'deployment.apply', name: 'web', spec: { replicas: 3, image: undefined }, data: new Uint8Array([1, 2]) };
+  const bytes = encodeStoreData(cmd);
+  assert.equal(bytes[0], STORE_FORMAT_MARKER);
+  assert.equal(bytes[1], STORE_FORMAT_VERSION);
+  assert.equal(STORE_FORMAT_VERSION, 1);
+  assert.equal(storeFormatVersion(bytes), 1);
+  // The body is a plain msgpack map any implementation reads (0x84: a fixmap of 4 entries).
+  assert.equal(bytes[2], 0x84);
+  const back = decodeStoreData(bytes) as typeof cmd;
+  assert.deepEqual({ ...back, data: [...back.data] }, { type: 'deployment.apply', name: 'web', spec: { replicas: 3 }, data: [1, 2] });
+  assert.ok(!('image' in back.spec), 'an absent optional field stays absent');
+});
+
+test('store data written before the version existed (version 0, msgpackr defaults) still reads', () => {
+  const legacy = pack({ type: 'node.register', name: 'node-a', taints: [{ key: 'k', value: undefined, effect: 'NoSchedule' }] });
+  assert.equal(storeFormatVersion(legacy), 0);
+  assert.deepEqual(decodeStoreData(legacy), { type: 'node.register', name: 'node-a', taints: [{ key: 'k', value: undefined, effect: 'NoSchedule' }] });
+});
+
+test('store data of another version, truncated or undecodable is refused with one line naming what and why', () => {
+  const newer = encodeStoreData({ a: 1 });
+  newer[1] = 7;
+  assert.throws(() => decodeStoreData(newer, 'raft log entry 12'), (err: unknown) => {
+    assert.ok(err instanceof StoreFormatError);
+    assert.equal(err.version, 7);
+    assert.equal(err.message, 'raft log entry 12 is in store format version 7; this build reads versions 0 and 1 only (written by a newer mini-orchestrator?)');
+    return true;
+  });
+  assert.throws(() => decodeStoreData(new Uint8Array([0xc1]), 'snapshot at index 9'), /^StoreFormatError: snapshot at index 9 is truncated: a format marker without a version$/);
+  assert.throws(() => decodeStoreData(new Uint8Array([]), 'x'), /x is empty/);
+  assert.throws(() => decodeStoreData(new Uint8Array([0xc1, 1, 0xd9]), 'entry 3'), (err: unknown) => {
+    assert.ok(err instanceof StoreFormatError);
+    assert.match(err.message, /^entry 3 \(store format version 1\) does not decode: /);
+    assert.ok(!err.message.includes('\n'));
+    return true;
+  });
+});
+
+test('shared/codec.ts is the only code that imports msgpackr (one owner of every msgpack setting)', () => {
+  const root = fileURLToPath(new URL('../../', import.meta.url));
+  const importers: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(join(root, dir))) {
+      const rel = dir === '' ? name : `${dir}/${name}`;
+      if (['node_modules', '.git', 'dist', 'test'].includes(rel)) continue;
+      if (statSync(join(root, rel)).isDirectory()) walk(rel);
+      else if (/\.(ts|mjs|js)$/.test(name) && /from\s+['"]msgpackr['"]|require\(['"]msgpackr['"]\)/.test(readFileSync(join(root, rel), 'utf8'))) importers.push(rel);
+    }
+  };
+  walk('');
+  assert.deepEqual(importers, ['shared/codec.ts']);
 });

@@ -126,3 +126,13 @@ test('the snapshot file round-trips and any flipped bit is refused with a reason
     assert.equal(typeof decodeSnapshotFile(damaged), 'string', `flip at ${i}`);
   }
 });
+
+test('a snapshot file of another format version is refused naming the version, a foreign file as not a snapshot', () => {
+  const bytes = encodeSnapshotFile({ meta: { index: 1, term: 1 }, data: new Uint8Array([1]) });
+  const newer = bytes.slice();
+  newer.set(new TextEncoder().encode('02'), 6);
+  assert.equal(decodeSnapshotFile(newer), 'snapshot file format version "02"; this build reads version "01" only');
+  const foreign = bytes.slice();
+  foreign.set(new TextEncoder().encode('PNG'), 0);
+  assert.equal(decodeSnapshotFile(foreign), 'bad magic (not a snapshot file)');
+});

@@ -10,7 +10,7 @@ import { RaftNode } from '../../control-plane/raft/raft-node.ts';
 import type { Entry, Message, NodeId, PersistedState, RaftConfig, Ready, ReadState } from '../../control-plane/raft/types.ts';
 import { SeededRandom } from '../../shared/random.ts';
 import { validateMessage } from '../../control-plane/raft/validate.ts';
-import { pack, unpack } from 'msgpackr';
+import { packFrame, unpackFrame } from '../../shared/codec.ts';
 
 const T = 10; // electionTimeoutTicks
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -599,7 +599,7 @@ test('ready() refuses a second batch before advance(), so no work is handed out 
   c.n('n1').advance(rd);
 });
 
-test('every message the core sends survives msgpack and passes validateMessage; malformed ones get a reason', () => {
+test('every message the core sends survives the peer transport msgpack frames and passes validateMessage; malformed ones get a reason', () => {
   const c = new Cluster(['n1', 'n2', 'n3'], { preVote: true });
   c.elect('n1');
   c.isolate('n3');
@@ -614,7 +614,7 @@ test('every message the core sends survives msgpack and passes validateMessage; 
     assert.ok(types.has(t as Message['type']), `the scenario produced a ${t}`);
   }
   for (const m of c.sent) {
-    const back = validateMessage(unpack(pack(m)));
+    const back = validateMessage(unpackFrame(packFrame(m)));
     assert.notEqual(typeof back, 'string', `${m.type} failed validation: ${String(back)}`);
   }
   assert.equal(validateMessage(null), 'raft message is not an object');

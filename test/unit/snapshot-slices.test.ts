@@ -1,12 +1,12 @@
 // test/unit/snapshot-slices.test.ts -- the leader's snapshot packed in slices
-// (control-plane/store/snapshot-slices.ts): the bytes unpack to the same
-// state as pack(state.snapshot()) did, a restore from them gives the same
+// (control-plane/store/snapshot-slices.ts): the bytes decode to the same
+// state as encodeStoreData(state.snapshot()) does, a restore from them gives the same
 // state, the packing yields whenever a slice ran out of time, and the view
 // captured at the snapshot's instant is not changed by applies after it.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { pack, unpack } from 'msgpackr';
+import { decodeStoreData as unpack, encodeStoreData as pack } from '../../shared/codec.ts';
 import { DesiredState, type DesiredSnapshot, type StoreCommand } from '../../control-plane/store/desired-state.ts';
 import { capture, packInSlices } from '../../control-plane/store/snapshot-slices.ts';
 import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
@@ -38,6 +38,8 @@ test('sliced bytes unpack to the same snapshot as one pack, and restore the same
   const whole = unpack(pack(s.snapshot())) as DesiredSnapshot;
   const sliced = await packInSlices(capture(s), () => Promise.resolve(), 0);
   const back = unpack(sliced) as DesiredSnapshot;
+  // The very bytes of the store format: header, then the same msgpack.
+  assert.deepEqual(Buffer.from(sliced), Buffer.from(pack(s.snapshot())));
   assert.deepEqual(back, whole);
   const r = new DesiredState();
   r.restore(back);
