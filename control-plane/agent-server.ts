@@ -81,13 +81,13 @@ export class AgentServer {
   accept(ws: WebSocket, peer: string): void {
     const clock = this.deps.clock ?? systemClock;
     let node: string | null = null;
-    const helloTimer = clock.setTimeout(() => {
+    const helloTimer = clock.timeout(() => {
       if (!node) this.reject(ws, peer, 'no hello within ' + HELLO_TIMEOUT_MS + ' ms');
     }, HELLO_TIMEOUT_MS);
     ws.on('error', (err) => this.deps.log(`agent ${node ?? peer}: socket error: ${err.message}`));
     ws.on('close', () => {
       this.logs.connectionClosed(ws);
-      clock.clearTimeout(helloTimer);
+      clock.cancel(helloTimer);
       if (node && this.sockets.get(node) === ws) {
         this.sockets.delete(node);
         this.deps.registry.disconnected(node, this.deps.now());
@@ -105,7 +105,7 @@ export class AgentServer {
         case 'hello': {
           if (node !== null && node !== msg.node.name) return this.reject(ws, node, `hello for a different node ${msg.node.name}`);
           node = msg.node.name;
-          clock.clearTimeout(helloTimer);
+          clock.cancel(helloTimer);
           const old = this.sockets.get(node);
           if (old && old !== ws) old.close(4000, 'replaced by a newer connection');
           this.sockets.set(node, ws);

@@ -13,12 +13,14 @@ export interface ClockTimer {
 export interface Clock {
   /** Milliseconds on a monotonic clock; only differences between readings mean anything. */
   now(): number;
-  setTimeout(fn: () => void, ms: number): ClockTimer;
-  setInterval(fn: () => void, ms: number): ClockTimer;
+  /** Run `fn` once, `ms` from now (setTimeout). */
+  timeout(fn: () => void, ms: number): ClockTimer;
+  /** Run `fn` every `ms` (setInterval). */
+  interval(fn: () => void, ms: number): ClockTimer;
   /** Cancel a timeout or an interval; null and undefined are ignored. */
-  clearTimeout(t: ClockTimer | null | undefined): void;
-  /** Run `fn` after the current task and its microtasks, before any timer that is due later. */
-  setImmediate(fn: () => void): void;
+  cancel(t: ClockTimer | null | undefined): void;
+  /** Run `fn` after the current task and its microtasks, before any timer that is due later (setImmediate). */
+  immediate(fn: () => void): void;
 }
 
 interface ManualTimer extends ClockTimer {
@@ -31,7 +33,7 @@ interface ManualTimer extends ClockTimer {
 
 /**
  * A clock that moves only when told to. Timers due at the same instant run
- * in the order they were set (setImmediate counts as due now), so the same
+ * in the order they were set (immediate() counts as due now), so the same
  * calls give the same order on every run.
  */
 export class ManualClock implements Clock {
@@ -48,19 +50,19 @@ export class ManualClock implements Clock {
     return this.t;
   }
 
-  setTimeout(fn: () => void, ms: number): ClockTimer {
+  timeout(fn: () => void, ms: number): ClockTimer {
     return this.add(fn, Math.max(0, ms), null);
   }
 
-  setInterval(fn: () => void, ms: number): ClockTimer {
+  interval(fn: () => void, ms: number): ClockTimer {
     return this.add(fn, Math.max(1, ms), Math.max(1, ms));
   }
 
-  clearTimeout(t: ClockTimer | null | undefined): void {
+  cancel(t: ClockTimer | null | undefined): void {
     if (t && 'cancelled' in t) (t as ManualTimer).cancelled = true;
   }
 
-  setImmediate(fn: () => void): void {
+  immediate(fn: () => void): void {
     this.add(fn, 0, null);
   }
 

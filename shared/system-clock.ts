@@ -6,12 +6,12 @@ import type { Clock, ClockTimer } from './clock.ts';
 
 export const systemClock: Clock = {
   now: () => performance.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  setInterval: (fn, ms) => setInterval(fn, ms),
-  clearTimeout: (t: ClockTimer | null | undefined) => {
+  timeout: (fn, ms) => setTimeout(fn, ms),
+  interval: (fn, ms) => setInterval(fn, ms),
+  cancel: (t: ClockTimer | null | undefined) => {
     if (t) clearTimeout(t as NodeJS.Timeout);
   },
-  setImmediate: (fn) => {
+  immediate: (fn) => {
     setImmediate(fn);
   },
 };

@@ -119,16 +119,16 @@ export class Controller {
   }
 
   start(): void {
-    this.resync = this.clock.setInterval(() => this.trigger(), this.deps.options.resyncIntervalMs);
+    this.resync = this.clock.interval(() => this.trigger(), this.deps.options.resyncIntervalMs);
     this.resync.unref();
     this.trigger();
   }
 
   stop(): void {
     this.stopped = true;
-    this.clock.clearTimeout(this.resync);
-    this.clock.clearTimeout(this.wakeTimer);
-    this.clock.clearTimeout(this.statusTimer);
+    this.clock.cancel(this.resync);
+    this.clock.cancel(this.wakeTimer);
+    this.clock.cancel(this.statusTimer);
   }
 
   /** A new leader starts with no memory of in-flight commands, and times progress from now. */
@@ -152,9 +152,9 @@ export class Controller {
   /** Run a pass at `at` (leader clock): a back-off ends, a unit becomes available. */
   private wakeUpAt(at: number | null): void {
     if (at === null || at >= this.wakeAt) return;
-    this.clock.clearTimeout(this.wakeTimer);
+    this.clock.cancel(this.wakeTimer);
     this.wakeAt = at;
-    this.wakeTimer = this.clock.setTimeout(() => {
+    this.wakeTimer = this.clock.timeout(() => {
       this.wakeTimer = null;
       this.wakeAt = Number.POSITIVE_INFINITY;
       this.trigger();
@@ -180,8 +180,8 @@ export class Controller {
       this.scheduled = false;
       void this.runPass();
     };
-    if (wait <= 0) this.clock.setImmediate(go);
-    else this.clock.setTimeout(go, wait);
+    if (wait <= 0) this.clock.immediate(go);
+    else this.clock.timeout(go, wait);
   }
 
   private async runPass(): Promise<void> {
@@ -583,7 +583,7 @@ export class Controller {
       }
       this.statusWrites.add(name);
       this.pendingStatus.set(name, next);
-      this.statusTimer ??= this.clock.setTimeout(() => this.flushStatuses(), STATUS_FLUSH_MS);
+      this.statusTimer ??= this.clock.timeout(() => this.flushStatuses(), STATUS_FLUSH_MS);
     }
   }
 

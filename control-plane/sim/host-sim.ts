@@ -140,7 +140,7 @@ class SimConnection {
       const latency = 0.2 + this.sim.rng.next() * 1.5;
       const due = Math.max(this.sim.clock.now() + latency, this.lastDue[dir]);
       this.lastDue[dir] = due;
-      this.sim.clock.setTimeout(() => {
+      this.sim.clock.timeout(() => {
         if (this.open) fn();
       }, due - this.sim.clock.now());
     };
@@ -158,7 +158,7 @@ class SimConnection {
     if (!this.open) return;
     this.open = false;
     this.held.length = 0;
-    this.sim.clock.setImmediate(() => {
+    this.sim.clock.immediate(() => {
       this.server.emitClose();
       this.agent.connectionClosed(this);
     });
@@ -233,7 +233,7 @@ class SimAgent {
     this.heardTerm = 0;
     this.units.clear();
     for (const r of this.sim.replicas) this.connect(r);
-    this.heartbeat = this.sim.clock.setInterval(() => {
+    this.heartbeat = this.sim.clock.interval(() => {
       const hb = encodeMessage(this.core.heartbeat(this.sim.wall()));
       for (const c of this.conns.values()) c.deliver('toServer', () => c.server.frame(hb));
     }, HEARTBEAT_MS);
@@ -242,8 +242,8 @@ class SimAgent {
   /** SIGKILL: the agent and (orphan guard, pdeathsig) all its units die; the kernel closes its sockets. */
   crash(): void {
     this.up = false;
-    this.sim.clock.clearTimeout(this.heartbeat);
-    for (const u of this.units.values()) this.sim.clock.clearTimeout(u.timer);
+    this.sim.clock.cancel(this.heartbeat);
+    for (const u of this.units.values()) this.sim.clock.cancel(u.timer);
     this.units.clear();
     for (const c of [...this.conns.values()]) c.close();
     this.conns.clear();
@@ -260,7 +260,7 @@ class SimAgent {
   connectionClosed(c: SimConnection): void {
     if (this.conns.get(c.replica.id) === c) this.conns.delete(c.replica.id);
     if (!this.up) return;
-    this.sim.clock.setTimeout(() => this.connect(c.replica), RECONNECT_MS + this.sim.rng.next() * 50);
+    this.sim.clock.timeout(() => this.connect(c.replica), RECONNECT_MS + this.sim.rng.next() * 50);
   }
 
   private send(c: SimConnection, msg: AgentMessage): void {
@@ -333,7 +333,7 @@ class SimAgent {
         const u: SimUnit = { report, timer: null };
         this.units.set(target, u);
         this.broadcast(this.core.unitStatus({ ...report }));
-        u.timer = this.sim.clock.setTimeout(() => {
+        u.timer = this.sim.clock.timeout(() => {
           u.timer = null;
           if (u.report.phase !== 'Pending') return;
           u.report = { ...u.report, phase: 'Running', pid: this.sim.nextPid(), startedAt: this.sim.wall(), ready: true, readySince: this.sim.wall() };
@@ -351,10 +351,10 @@ class SimAgent {
           this.send(c, this.core.unitStatus(u.report));
           return;
         }
-        this.sim.clock.clearTimeout(u.timer);
+        this.sim.clock.cancel(u.timer);
         u.report = { ...u.report, phase: 'Terminating' };
         this.broadcast(this.core.unitStatus(u.report));
-        u.timer = this.sim.clock.setTimeout(() => {
+        u.timer = this.sim.clock.timeout(() => {
           u.timer = null;
           this.end(u, { phase: 'Succeeded', reason: 'Terminated', message: 'signal SIGTERM', signal: 'SIGTERM' });
         }, Math.min(cmd.gracePeriodMs, 1 + this.sim.rng.next() * 30));
@@ -377,7 +377,7 @@ class SimAgent {
   crashUnit(name: string): void {
     const u = this.units.get(name);
     if (!u || u.report.phase !== 'Running') return;
-    this.sim.clock.clearTimeout(u.timer);
+    this.sim.clock.cancel(u.timer);
     this.end(u, { phase: 'Failed', reason: 'Error', message: 'exit code 1', exitCode: 1 });
   }
 
@@ -494,7 +494,7 @@ class SimReplica {
         controller.resetInFlight();
       }
     });
-    this.liveness = clock.setInterval(() => registry.checkLiveness(now()), LIVENESS_CHECK_MS);
+    this.liveness = clock.interval(() => registry.checkLiveness(now()), LIVENESS_CHECK_MS);
     controller.start();
     this.up = true;
     for (const a of sim.agents) a.connect(this);
@@ -506,7 +506,7 @@ class SimReplica {
     this.up = false;
     this.incarnation++;
     this.controller?.stop();
-    this.sim.clock.clearTimeout(this.liveness);
+    this.sim.clock.cancel(this.liveness);
     this.storage?.crash(this.sim.rng.int(2) === 0 ? 0 : this.sim.rng.int((this.storage?.pendingOps ?? 0) + 1));
     // close() cancels the store's timers and its transport; its disk is already gone (crash above), so
     // nothing it still has in flight reaches the MemoryDisk.

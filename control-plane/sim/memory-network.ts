@@ -137,7 +137,7 @@ export class MemoryNetwork {
     link.lastDue = due;
     const epoch = link.epoch;
     const target = this.endpoints.get(to)!;
-    clock.setTimeout(() => {
+    clock.timeout(() => {
       const now = this.links.get(key);
       // Lost: the connection reset meanwhile, the receiver died or restarted, or the link was cut.
       if (!now || now.epoch !== epoch || target.closed || this.endpoints.get(to) !== target || this.cut.has(key)) {

@@ -148,10 +148,10 @@ export class MemoryStorage {
     this.crashed = true;
     this.closed = true;
     const survivors = this.queue.splice(0, Math.min(keep, this.queue.length));
-    for (const p of this.queue) this.opts.clock?.clearTimeout(p.timer);
+    for (const p of this.queue) this.opts.clock?.cancel(p.timer);
     this.queue.length = 0;
     for (const p of survivors) {
-      this.opts.clock?.clearTimeout(p.timer);
+      this.opts.clock?.cancel(p.timer);
       this.apply(p.op);
     }
     this.disk.locked = false;
@@ -170,7 +170,7 @@ export class MemoryStorage {
       // Durable in call order: never before the operation queued ahead of it.
       const due = Math.max(clock.now() + Math.max(0, this.opts.writeDelayMs?.() ?? 0), this.lastDueAt);
       this.lastDueAt = due;
-      p.timer = clock.setTimeout(() => this.complete(p), due - clock.now());
+      p.timer = clock.timeout(() => this.complete(p), due - clock.now());
     });
   }
 

@@ -170,7 +170,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     // Desired state as of the snapshot; committed entries after it come
     // back through the first Ready (RaftNode re-emits them).
     if (persisted.snapshot && persisted.snapshot.data.length > 0) s.state.restore(unpack(persisted.snapshot.data));
-    s.ticker = s.clock.setInterval(() => {
+    s.ticker = s.clock.interval(() => {
       s.raft.tick();
       s.kick();
     }, timing.tickMs);
@@ -306,7 +306,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       const w = this.waiters.get(e.index);
       if (w) {
         this.waiters.delete(e.index);
-        this.clock.clearTimeout(w.timer);
+        this.clock.cancel(w.timer);
         const obs = this.opts.observer;
         if (obs) {
           if (w.term === e.term) obs.committed((this.clock.now() - w.at) / 1000);
@@ -410,7 +410,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   /** Proposals and reads waiting on a leader that is no longer us. */
   private failPending(): void {
     for (const [ctx, r] of this.reads) {
-      this.clock.clearTimeout(r.timer);
+      this.clock.cancel(r.timer);
       this.reads.delete(ctx);
       r.reject(new NotLeaderError(this.raft.status().leader));
     }
@@ -422,7 +422,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     const applied = this.state.appliedIndex;
     for (const [ctx, r] of this.reads) {
       if (r.index !== null && applied >= r.index) {
-        this.clock.clearTimeout(r.timer);
+        this.clock.cancel(r.timer);
         this.reads.delete(ctx);
         r.resolve();
       }
@@ -438,7 +438,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       return Promise.reject(new NoQuorumError(`no quorum: ${res.reason} (${reachable} of ${this.opts.peers.size} replicas reachable from ${this.id}); the write was refused and will never apply`, 'refused'));
     }
     const done = new Promise<ApplyResult>((resolve, reject) => {
-      const timer = this.clock.setTimeout(() => {
+      const timer = this.clock.timeout(() => {
         this.waiters.delete(res.index);
         this.opts.observer?.proposal('timeout');
         reject(new NoQuorumError(`no quorum: the write was proposed at index ${res.index} (term ${res.term}) but not committed within ${PROPOSAL_TIMEOUT_MS} ms; its outcome is unknown: it may still apply once a quorum returns`, 'unknown'));
@@ -457,7 +457,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       return Promise.reject(new NoQuorumError(`no quorum: read refused: ${res.reason}`, 'refused'));
     }
     const done = new Promise<void>((resolve, reject) => {
-      const timer = this.clock.setTimeout(() => {
+      const timer = this.clock.timeout(() => {
         this.reads.delete(ctx);
         reject(new NoQuorumError(`no quorum: the leader could not confirm its leadership with a majority within ${READ_TIMEOUT_MS} ms`, 'refused'));
       }, READ_TIMEOUT_MS);
@@ -487,10 +487,10 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
 
   async close(): Promise<void> {
     this.closed = true;
-    this.clock.clearTimeout(this.ticker);
+    this.clock.cancel(this.ticker);
     this.transport.close();
-    for (const w of this.waiters.values()) this.clock.clearTimeout(w.timer);
-    for (const r of this.reads.values()) this.clock.clearTimeout(r.timer);
+    for (const w of this.waiters.values()) this.clock.cancel(w.timer);
+    for (const r of this.reads.values()) this.clock.cancel(r.timer);
     await this.disk.close();
   }
 }

@@ -34,6 +34,13 @@ const PURE_MODULES: readonly string[] = [
   'node-agent/agent-core.ts',
   'node-agent/runtime/probe-logic.ts',
   'netns/plan.ts',
+  // The injected clock and the simulated world of the production host's simulation (control-plane/sim/).
+  'shared/clock.ts',
+  'shared/random.ts',
+  'control-plane/raft-transport/transport.ts',
+  'control-plane/mutations.ts',
+  'control-plane/sim/memory-storage.ts',
+  'control-plane/sim/memory-network.ts',
 ];
 
 /** Packages that only compute: parsing and formatting, no I/O, no clock. */
