@@ -4,17 +4,36 @@
 // trusts them: a bad frame is logged with its reason and that connection is
 // closed; the process keeps running. Reports feed the NodeRegistry; commands
 // go out only through `send`, which the leader's controller calls.
+// A connection is anything shaped like an AgentSocket (a ws WebSocket is
+// one); the simulation of the production host (control-plane/sim/) attaches
+// memory sockets carrying the same encoded frames through `accept`, and
+// injects its manual clock (`clock`, default the system clock).
 
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer, type RawData } from 'ws';
+import type { Clock } from '../shared/clock.ts';
+import { systemClock } from '../shared/system-clock.ts';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentStatsMessage, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
 import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 
 export const HELLO_TIMEOUT_MS = 5000;
+
+/** What the server needs of one agent connection: the subset of a ws WebSocket it uses. */
+export interface AgentSocket {
+  readonly readyState: number;
+  readonly OPEN: number;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  terminate(): void;
+  on(event: 'message', fn: (data: RawData, isBinary: boolean) => void): unknown;
+  on(event: 'close', fn: () => void): unknown;
+  on(event: 'error', fn: (err: Error) => void): unknown;
+}
+type WebSocket = AgentSocket;
 
 export interface AgentServerDeps {
   replicaId: string;
@@ -30,6 +49,8 @@ export interface AgentServerDeps {
   onHello?: (node: string) => void;
   /** An agent's figures (spawn latency, round trips, probes), for /metrics. */
   onStats?: (node: string, stats: AgentStatsMessage) => void;
+  /** The hello timer's clock. Default: the system clock. */
+  clock?: Clock;
 }
 
 export class AgentServer {
@@ -56,15 +77,17 @@ export class AgentServer {
     return true;
   }
 
-  private accept(ws: WebSocket, peer: string): void {
+  /** Serve one agent connection (an upgraded WebSocket, or the simulation's memory socket). */
+  accept(ws: WebSocket, peer: string): void {
+    const clock = this.deps.clock ?? systemClock;
     let node: string | null = null;
-    const helloTimer = setTimeout(() => {
+    const helloTimer = clock.timeout(() => {
       if (!node) this.reject(ws, peer, 'no hello within ' + HELLO_TIMEOUT_MS + ' ms');
     }, HELLO_TIMEOUT_MS);
     ws.on('error', (err) => this.deps.log(`agent ${node ?? peer}: socket error: ${err.message}`));
     ws.on('close', () => {
       this.logs.connectionClosed(ws);
-      clearTimeout(helloTimer);
+      clock.cancel(helloTimer);
       if (node && this.sockets.get(node) === ws) {
         this.sockets.delete(node);
         this.deps.registry.disconnected(node, this.deps.now());
@@ -83,7 +106,7 @@ export class AgentServer {
         case 'hello': {
           if (node !== null && node !== msg.node.name) return this.reject(ws, node, `hello for a different node ${msg.node.name}`);
           node = msg.node.name;
-          clearTimeout(helloTimer);
+          clock.cancel(helloTimer);
           const old = this.sockets.get(node);
           if (old && old !== ws) old.close(4000, 'replaced by a newer connection');
           this.sockets.set(node, ws);

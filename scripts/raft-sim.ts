@@ -5,6 +5,7 @@
 //   npx tsx scripts/raft-sim.ts --seed 42 --verbose   replay one seed with a trace
 // Options: --from N (first seed, default 1), --steps N (random steps per seed).
 // Exit code 1 if any seed fails; each failure prints its seed and the replay command.
+// `--host` runs the simulation of the production host instead (scripts/host-sim.ts).
 
 import { runSimulation, type SimResult } from '../control-plane/raft/sim/simulation.ts';
 
@@ -76,4 +77,10 @@ function main(): number {
   return failed > 0 ? 1 : 0;
 }
 
-process.exitCode = main();
+if (process.argv.slice(2).includes('--host')) {
+  // The production host under the simulation: scripts/host-sim.ts.
+  const { hostSimMain } = await import('./host-sim.ts');
+  process.exitCode = await hostSimMain(process.argv.slice(2).filter((a) => a !== '--host'));
+} else {
+  process.exitCode = main();
+}

@@ -40,3 +40,12 @@ export class SeededRandom implements Random {
     return items[this.int(items.length)];
   }
 }
+
+const ID_ALPHABET = 'useandom-26T198340PX75pxJACKVERYMINDBUSHWOLF_GQZbfghjklqvwyzrict';
+
+/** A nanoid-style id (64-symbol alphabet) drawn from `random`: deterministic under a SeededRandom. */
+export function randomId(random: Random, size = 21): string {
+  let id = '';
+  for (let i = 0; i < size; i++) id += ID_ALPHABET[Math.floor(random.next() * 64) & 63];
+  return id;
+}

@@ -9,8 +9,15 @@
 // Triggers: any change (apply, scale, delete, unit exit, node loss, node
 // return) runs a pass at once; a periodic resync runs one anyway. Passes
 // never overlap; a change during a pass runs another right after it.
+// Timers and ids come from the injected `clock` and `random` (defaults: the
+// system clock and nanoid), so the simulation of the production host
+// (control-plane/sim/) runs this very loop on a manual clock.
 
 import { nanoid } from 'nanoid';
+import type { Clock, ClockTimer } from '../../shared/clock.ts';
+import { randomId, type Random } from '../../shared/random.ts';
+import { systemClock } from '../../shared/system-clock.ts';
+import type { Mutation } from '../mutations.ts';
 import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../agent-server.ts';
 import type { EventLog } from '../events.ts';
@@ -73,6 +80,12 @@ export interface ControllerDeps {
   log: (line: string) => void;
   options: ControllerOptions;
   observer?: ControllerObserver;
+  /** Timers and the time for pass latencies. Default: the system clock (`now` above stays the clock of records). */
+  clock?: Clock;
+  /** Command ids and unit uids. Default: nanoid. */
+  random?: Random;
+  /** A deliberate bug, for the simulation's self-test only (mutations.ts). */
+  mutation?: Mutation;
 }
 
 export class Controller {
@@ -88,15 +101,15 @@ export class Controller {
   private readonly settled = new Map<string, DeploymentCounts & { status: DeploymentStatusRecord; generation: number; revision: number; paused: boolean }>();
   /** The reconciler's view of each deployment, rebuilt only when its record changes. */
   private readonly desiredCache = new Map<string, { rv: number; d: DesiredDeployment }>();
-  private statusTimer: NodeJS.Timeout | null = null;
-  private wakeTimer: NodeJS.Timeout | null = null;
+  private statusTimer: ClockTimer | null = null;
+  private wakeTimer: ClockTimer | null = null;
   private wakeAt = Number.POSITIVE_INFINITY;
   private running = false;
   private dirty = false;
   private scheduled = false;
   private passCount = 0;
   private lastPassAt = Number.NEGATIVE_INFINITY;
-  private resync: NodeJS.Timeout | null = null;
+  private resync: ClockTimer | null = null;
   /** Last FailedScheduling message per unit: one event per new reason. */
   private readonly lastFailure = new Map<string, string>();
   private stopped = false;
@@ -115,7 +128,15 @@ export class Controller {
   /** A deployment was deleted since the last pass: prune the per-deployment maps then. */
   private deletedSinceLastPass = false;
 
-  constructor(private readonly deps: ControllerDeps) {}
+  private readonly clock: Clock;
+
+  constructor(private readonly deps: ControllerDeps) {
+    this.clock = deps.clock ?? systemClock;
+  }
+
+  private newId(size = 21): string {
+    return this.deps.random ? randomId(this.deps.random, size) : nanoid(size);
+  }
 
   start(): void {
     const state = this.deps.store.state;
@@ -132,16 +153,16 @@ export class Controller {
       }
     });
     this.activateAll();
-    this.resync = setInterval(() => this.trigger(), this.deps.options.resyncIntervalMs);
+    this.resync = this.clock.interval(() => this.trigger(), this.deps.options.resyncIntervalMs);
     this.resync.unref();
     this.trigger();
   }
 
   stop(): void {
     this.stopped = true;
-    if (this.resync) clearInterval(this.resync);
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
-    if (this.statusTimer) clearTimeout(this.statusTimer);
+    this.clock.cancel(this.resync);
+    this.clock.cancel(this.wakeTimer);
+    this.clock.cancel(this.statusTimer);
   }
 
   /** A new leader starts with no memory of in-flight commands, and times progress from now. */
@@ -204,9 +225,9 @@ export class Controller {
   /** Run a pass at `at` (leader clock): a back-off ends, a unit becomes available. */
   private wakeUpAt(at: number | null): void {
     if (at === null || at >= this.wakeAt) return;
-    if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    this.clock.cancel(this.wakeTimer);
     this.wakeAt = at;
-    this.wakeTimer = setTimeout(() => {
+    this.wakeTimer = this.clock.timeout(() => {
       this.wakeTimer = null;
       this.wakeAt = Number.POSITIVE_INFINITY;
       this.trigger();
@@ -232,8 +253,8 @@ export class Controller {
       this.scheduled = false;
       void this.runPass();
     };
-    if (wait <= 0) setImmediate(go);
-    else setTimeout(go, wait);
+    if (wait <= 0) this.clock.immediate(go);
+    else this.clock.timeout(go, wait);
   }
 
   private async runPass(): Promise<void> {
@@ -243,9 +264,9 @@ export class Controller {
     this.lastPassAt = this.deps.now();
     try {
       if (this.deps.store.isLeader()) {
-        const t0 = performance.now();
+        const t0 = this.clock.now();
         const plan = await this.pass();
-        this.deps.observer?.pass((performance.now() - t0) / 1000, plan?.actions ?? [], { deferred: plan?.deferred ?? 0, spawns: this.spawns.size, terminates: this.terminates.size });
+        this.deps.observer?.pass((this.clock.now() - t0) / 1000, plan?.actions ?? [], { deferred: plan?.deferred ?? 0, spawns: this.spawns.size, terminates: this.terminates.size });
       }
     } catch (err) {
       this.deps.log(`reconcile: pass failed: ${(err as Error).message}`);
@@ -426,7 +447,7 @@ export class Controller {
           writes.push(this.write({ type: 'deployment.backoff', at: now, name: a.deployment, backoff: null }).then(() => undefined));
           break;
         case 'forget':
-          this.send(a.node, { v: 1, type: 'forget', commandId: nanoid(10), term: store.term(), leaderId: store.id, name: a.unit });
+          this.send(a.node, { v: 1, type: 'forget', commandId: this.newId(10), term: store.term(), leaderId: store.id, name: a.unit });
           break;
         case 'spawn': {
           const u = state.units.get(a.unit);
@@ -501,13 +522,23 @@ export class Controller {
     const req: UnitRequest = { deployment, resources: spec.resources, tolerations: spec.tolerations };
     const decision = this.schedule(req, snap);
     if (decision.chosen) snap.assume(decision.chosen, req);
-    const cmd: StoreCommand = { type: 'unit.create', at: now, uid: nanoid(), deployment, nodeName: decision.chosen, scheduling: this.record(decision, now) };
+    const cmd: StoreCommand = { type: 'unit.create', at: now, uid: this.newId(), deployment, nodeName: decision.chosen, scheduling: this.record(decision, now) };
     if (specHash !== undefined) cmd.specHash = specHash;
+    if (this.deps.mutation === 'spawn-before-bind' && decision.chosen) {
+      // The deliberate bug: spawn under the name the binding will get, before it is committed.
+      const n = Math.max(this.guessed.get(deployment) ?? 0, this.deps.store.state.counters.get(deployment) ?? 0) + 1;
+      this.guessed.set(deployment, n);
+      const unit = { name: `${deployment}-${n}`, deployment, spec, revision: d.revision, specHash: d.specHash };
+      this.send(decision.chosen, { v: 1, type: 'spawn', commandId: this.newId(10), term: this.deps.store.term(), leaderId: this.deps.store.id, unit });
+    }
     const r = await this.write(cmd);
     if (!r || !r.name) return;
     await this.slice();
     this.afterDecision(r.name, decision);
   }
+
+  /** mutation 'spawn-before-bind': the last unit number guessed per deployment. */
+  private readonly guessed = new Map<string, number>();
 
   private async scheduleExisting(u: UnitRecord, snap: ClusterSnapshot, now: number): Promise<void> {
     const req = this.request(u);
@@ -529,22 +560,25 @@ export class Controller {
    * loop (setImmediate queued during the check phase runs in the next one),
    * so timers and sockets are served between slices. What a slice acts on is
    * re-read at that moment (records, leadership), as across any await.
+   * Both the time and the yield come from the injected clock, so under the
+   * simulation's manual clock a pass never yields at a moment that depends
+   * on the machine (a replayed seed takes the same steps).
    */
-  private sliceStart = performance.now();
+  private sliceStart = 0;
   private async slice(): Promise<void> {
-    const now = performance.now();
+    const now = this.clock.now();
     if (now - this.sliceStart < PASS_SLICE_MS) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    this.sliceStart = performance.now();
+    await new Promise<void>((resolve) => this.clock.immediate(resolve));
+    this.sliceStart = this.clock.now();
   }
 
   /** The pure scheduler's decision, timed for /metrics. */
   private schedule(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
     const obs = this.deps.observer;
     if (!obs) return this.deps.scheduler.schedule(req, snap);
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     const decision = this.deps.scheduler.schedule(req, snap);
-    obs.scheduled((performance.now() - t0) / 1000, decision.chosen !== null);
+    obs.scheduled((this.clock.now() - t0) / 1000, decision.chosen !== null);
     return decision;
   }
 
@@ -569,7 +603,7 @@ export class Controller {
   private sendSpawn(u: UnitRecord, node: string): void {
     const { store } = this.deps;
     if (!store.isLeader()) return;
-    const ok = this.send(node, { v: 1, type: 'spawn', commandId: nanoid(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec, revision: u.revision, specHash: u.specHash } });
+    const ok = this.send(node, { v: 1, type: 'spawn', commandId: this.newId(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec, revision: u.revision, specHash: u.specHash } });
     if (ok) this.spawns.set(u.name, this.deps.now());
   }
 
@@ -579,7 +613,7 @@ export class Controller {
     const ok = this.send(node, {
       v: 1,
       type: 'terminate',
-      commandId: nanoid(10),
+      commandId: this.newId(10),
       term: store.term(),
       leaderId: store.id,
       name: unit,
@@ -662,7 +696,7 @@ export class Controller {
       }
       this.statusWrites.add(name);
       this.pendingStatus.set(name, next);
-      this.statusTimer ??= setTimeout(() => this.flushStatuses(), STATUS_FLUSH_MS);
+      this.statusTimer ??= this.clock.timeout(() => this.flushStatuses(), STATUS_FLUSH_MS);
     }
   }
 

@@ -14,6 +14,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { packFrame, unpackFrame } from '../../shared/codec.ts';
 import type { Message } from '../raft/index.ts';
 import { validateMessage } from '../raft/validate.ts';
+import type { Transport } from './transport.ts';
 
 /** Largest peer frame: a snapshot of the desired state travels whole. */
 export const MAX_PEER_FRAME_BYTES = 64 * 1024 * 1024;
@@ -34,7 +35,7 @@ export interface PeerTransportOptions {
   onPeerClosed?: (peer: string) => void;
 }
 
-export class PeerTransport {
+export class PeerTransport implements Transport {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PEER_FRAME_BYTES });
   private readonly out = new Map<string, WebSocket>();
   private readonly inbound = new Set<WebSocket>();

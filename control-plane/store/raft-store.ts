@@ -4,6 +4,10 @@
 // drives the core by the Ready contract: PERSIST, THEN SEND, THEN APPLY,
 // THEN advance(). A proposal resolves only once its entry is committed and
 // applied here, so the API acknowledges nothing a majority does not hold.
+// Clock, randomness, storage and transport are injected (options `clock`,
+// `random`, `storage`, `transport`); the defaults are the real ones (Node's
+// timers, Math.random, DiskStorage, PeerTransport), and the simulation of
+// the production host (control-plane/sim/) passes memory ones.
 //
 // Failure answers, as docs/contract.md describes them:
 //   * not leader / no leader known       -> NotLeaderError (the API forwards)
@@ -12,12 +16,18 @@
 //   * overwritten by a new leader's log  -> NoQuorumError 'refused' (it never applied)
 
 import { nanoid } from 'nanoid';
+import type { Clock, ClockTimer } from '../../shared/clock.ts';
+import { randomId, type Random } from '../../shared/random.ts';
+import { systemClock } from '../../shared/system-clock.ts';
+import type { Mutation } from '../mutations.ts';
 import { RaftNode, type Entry, type Message, type Ready, type Role as RaftRole } from '../raft/index.ts';
+import type { RaftStorage } from '../raft/types.ts';
 import { DiskStorage } from '../raft-storage/index.ts';
 import { PeerTransport } from '../raft-transport/peer-transport.ts';
 import { decodeStoreData, encodeStoreData } from '../../shared/codec.ts';
+import type { Transport, TransportFactory } from '../raft-transport/transport.ts';
 import { DesiredState, type ApplyResult, type DesiredSnapshot, type StoreCommand } from './desired-state.ts';
-import { capture, packInSlices } from './snapshot-slices.ts';
+import { capture, packInSlices, SLICE_MS } from './snapshot-slices.ts';
 import { NoQuorumError, NotLeaderError, type ReplicaStatus, type ReplicatedStore, type Role } from './store.ts';
 
 export interface RaftTiming {
@@ -61,14 +71,19 @@ export interface RaftStoreObserver {
 
 interface Waiter {
   term: number;
-  /** performance.now() at propose. */
+  /** clock.now() at propose. */
   at: number;
   resolve: (r: ApplyResult) => void;
   reject: (e: Error) => void;
-  timer: NodeJS.Timeout;
+  timer: ClockTimer;
 }
 
-export interface RaftStoreOptions {
+/** The storage a RaftStore drives: RaftStorage that can also be closed (DiskStorage, or the simulation's MemoryStorage). */
+export interface StoreStorage extends RaftStorage {
+  close(): Promise<void>;
+}
+
+export interface RaftStoreOptions<T extends Transport = PeerTransport> {
   id: string;
   peers: Map<string, string>; // id -> ws://host:port, this replica included
   dataDir: string;
@@ -77,17 +92,30 @@ export interface RaftStoreOptions {
   timing?: RaftTiming;
   snapshotEvery?: number;
   observer?: RaftStoreObserver;
+  /** Timers and the time for latencies. Default: the system clock. */
+  clock?: Clock;
+  /** Election jitter and read-index ids. Default: Math.random and nanoid. */
+  random?: Random;
+  /** Opens this replica's storage. Default: DiskStorage in dataDir. */
+  storage?: () => Promise<StoreStorage>;
+  /** Builds the peer transport. Default: PeerTransport (WebSocket) to `peers` with `token`. */
+  transport?: TransportFactory<T>;
+  /** A deliberate bug, for the simulation's self-test only (mutations.ts). */
+  mutation?: Mutation;
 }
 
-export class RaftStore implements ReplicatedStore {
+export class RaftStore<T extends Transport = PeerTransport> implements ReplicatedStore {
   readonly state = new DesiredState();
   readonly id: string;
-  readonly transport: PeerTransport;
+  readonly transport: T;
+  private readonly clock: Clock;
   private readonly waiters = new Map<number, Waiter>();
-  private readonly reads = new Map<string, { resolve: () => void; reject: (e: Error) => void; timer: NodeJS.Timeout; index: number | null }>();
+  private readonly reads = new Map<string, { resolve: () => void; reject: (e: Error) => void; timer: ClockTimer; index: number | null }>();
   private readonly listeners: Array<() => void> = [];
   private processing = false;
-  private ticker: NodeJS.Timeout | null = null;
+  private ticker: ClockTimer | null = null;
+  /** mutation 'apply-before-commit': entries up to here were applied when they were appended. */
+  private appliedEarly = 0;
   private appliedSinceSnapshot = 0;
   private lastRole: RaftRole = 'follower';
   private lastTerm = 0;
@@ -105,33 +133,33 @@ export class RaftStore implements ReplicatedStore {
   private snapshotting = false;
   private packedSnapshot: { index: number; data: Uint8Array } | null = null;
 
-  private constructor(private readonly opts: RaftStoreOptions, private readonly disk: DiskStorage, private readonly raft: RaftNode) {
+  private constructor(private readonly opts: RaftStoreOptions<T>, private readonly disk: StoreStorage, private readonly raft: RaftNode) {
     this.id = opts.id;
-    this.transport = new PeerTransport({
-      id: opts.id,
-      peers: opts.peers,
-      token: opts.token,
-      log: opts.log,
-      onMessage: (m) => this.onMessage(m),
+    this.clock = opts.clock ?? systemClock;
+    const handlers = {
+      onMessage: (m: Message) => this.onMessage(m),
       // Death by socket: a follower campaigns soon after its leader's connection closes.
-      onPeerClosed: (peer) => this.raft.peerLinkClosed(peer),
-    });
+      onPeerClosed: (peer: string) => this.raft.peerLinkClosed(peer),
+    };
+    this.transport = opts.transport
+      ? opts.transport(handlers)
+      : (new PeerTransport({ id: opts.id, peers: opts.peers, token: opts.token, log: opts.log, ...handlers }) as unknown as T);
     this.lastTerm = raft.status().term;
     const hs = raft.hardState();
     this.savedTerm = hs.term;
     this.savedVote = hs.vote;
   }
 
-  static async open(opts: RaftStoreOptions): Promise<RaftStore> {
+  static async open<T extends Transport = PeerTransport>(opts: RaftStoreOptions<T>): Promise<RaftStore<T>> {
     const timing = opts.timing ?? DEFAULT_RAFT_TIMING;
-    const disk = await DiskStorage.open(opts.dataDir, { log: opts.log });
+    const disk = opts.storage ? await opts.storage() : await DiskStorage.open(opts.dataDir, { log: opts.log });
     const persisted = await disk.load();
     const raft = new RaftNode({
       id: opts.id,
       peers: [...opts.peers.keys()],
       electionTimeoutTicks: timing.electionTimeoutTicks,
       heartbeatTicks: timing.heartbeatTicks,
-      random: Math.random,
+      random: opts.random ? () => opts.random!.next() : Math.random,
       preVote: true,
       checkQuorum: true,
       maxEntriesPerMsg: 512,
@@ -142,11 +170,11 @@ export class RaftStore implements ReplicatedStore {
       piggybackCommit: true,
       persisted,
     });
-    const s = new RaftStore(opts, disk, raft);
+    const s = new RaftStore<T>(opts, disk, raft);
     // Desired state as of the snapshot; committed entries after it come
     // back through the first Ready (RaftNode re-emits them).
     if (persisted.snapshot && persisted.snapshot.data.length > 0) s.state.restore(decodeStoreData(persisted.snapshot.data, `snapshot at index ${persisted.snapshot.meta.index}`) as DesiredSnapshot);
-    s.ticker = setInterval(() => {
+    s.ticker = s.clock.interval(() => {
       s.raft.tick();
       s.kick();
     }, timing.tickMs);
@@ -156,7 +184,7 @@ export class RaftStore implements ReplicatedStore {
 
   private onMessage(m: Message): void {
     if (this.closed) return;
-    if (m.from === this.lastLeader) this.lastHeardFromLeader = performance.now();
+    if (m.from === this.lastLeader) this.lastHeardFromLeader = this.clock.now();
     this.raft.step(m);
     this.kick();
   }
@@ -205,7 +233,8 @@ export class RaftStore implements ReplicatedStore {
     this.snapshotting = true;
     const index = this.state.appliedIndex;
     const view = capture(this.state);
-    packInSlices(view).then(
+    // Yields and slice times from the injected clock (deterministic under the simulation).
+    packInSlices(view, () => new Promise<void>((r) => this.clock.immediate(r)), SLICE_MS, () => this.clock.now()).then(
       (data) => {
         this.packedSnapshot = { index, data };
         this.kick();
@@ -233,13 +262,25 @@ export class RaftStore implements ReplicatedStore {
     // and entries must be on disk before any message that depends on them
     // (etcd's MustSync rule). This saves one fsync per write.
     const hs = rd.hardState;
-    const termOrVote = hs !== null && (hs.term !== this.savedTerm || hs.vote !== this.savedVote);
+    let termOrVote = hs !== null && (hs.term !== this.savedTerm || hs.vote !== this.savedVote);
+    if (hs !== null && termOrVote && this.opts.mutation === 'skip-vote-fsync' && rd.entries.length === 0 && rd.snapshot === null) {
+      // The deliberate bug: the vote is sent without being written.
+      termOrVote = false;
+      this.savedTerm = hs.term;
+      this.savedVote = hs.vote;
+    }
     // A leader may send its appends BEFORE its own fsync (thesis §10.2.1):
     // it counts itself toward a commit only once its entries are stable
     // (RaftNode.advance), and its term and vote were persisted when it was a
     // candidate. Followers and candidates keep the strict order.
     const sendFirst = !termOrVote && rd.snapshot === null && this.raft.status().role === 'leader';
     const mustPersist = termOrVote || rd.entries.length > 0 || rd.snapshot !== null;
+    if (this.opts.mutation === 'apply-before-commit' && this.raft.status().role === 'leader' && rd.entries.length > 0) {
+      // The deliberate bug: the leader applies (and acknowledges) what it has only appended.
+      const early = rd.entries.filter((e) => e.index > Math.max(this.appliedEarly, this.state.appliedIndex));
+      this.applyCommitted(early);
+      if (early.length > 0) this.appliedEarly = early[early.length - 1].index;
+    }
     if (sendFirst) {
       // Our own write goes to the disk first (it only starts here; nothing
       // waits for it yet), then the appends go out, so both run at once.
@@ -274,9 +315,9 @@ export class RaftStore implements ReplicatedStore {
 
   private async persist(rd: Ready): Promise<void> {
     const hs = rd.hardState;
-    const t0 = performance.now();
+    const t0 = this.clock.now();
     await this.disk.save({ hardState: hs, entries: rd.entries, snapshot: rd.snapshot });
-    this.opts.observer?.persisted((performance.now() - t0) / 1000);
+    this.opts.observer?.persisted((this.clock.now() - t0) / 1000);
     if (hs) {
       this.savedTerm = hs.term;
       this.savedVote = hs.vote;
@@ -285,6 +326,7 @@ export class RaftStore implements ReplicatedStore {
 
   private applyCommitted(entries: Entry[]): void {
     for (const e of entries) {
+      if (e.index <= this.appliedEarly && e.index <= this.state.appliedIndex) continue; // mutation 'apply-before-commit' applied it already
       let result: ApplyResult = { ok: true };
       if (e.kind === 'normal' && e.data.length > 0) {
         try {
@@ -302,10 +344,10 @@ export class RaftStore implements ReplicatedStore {
       const w = this.waiters.get(e.index);
       if (w) {
         this.waiters.delete(e.index);
-        clearTimeout(w.timer);
+        this.clock.cancel(w.timer);
         const obs = this.opts.observer;
         if (obs) {
-          if (w.term === e.term) obs.committed((performance.now() - w.at) / 1000);
+          if (w.term === e.term) obs.committed((this.clock.now() - w.at) / 1000);
           obs.proposal(w.term === e.term ? 'applied' : 'overwritten');
         }
         if (w.term === e.term) w.resolve(result);
@@ -378,7 +420,7 @@ export class RaftStore implements ReplicatedStore {
 
   private observeLeadership(role: RaftRole, was: RaftRole, term: number, leader: string | null): void {
     const obs = this.opts.observer;
-    const now = performance.now();
+    const now = this.clock.now();
     // Stepping down is the moment this replica stopped hearing a leader.
     if (was === 'leader' && role !== 'leader') this.lastHeardFromLeader = now;
     if (!obs) return;
@@ -406,7 +448,7 @@ export class RaftStore implements ReplicatedStore {
   /** Proposals and reads waiting on a leader that is no longer us. */
   private failPending(): void {
     for (const [ctx, r] of this.reads) {
-      clearTimeout(r.timer);
+      this.clock.cancel(r.timer);
       this.reads.delete(ctx);
       r.reject(new NotLeaderError(this.raft.status().leader));
     }
@@ -418,7 +460,7 @@ export class RaftStore implements ReplicatedStore {
     const applied = this.state.appliedIndex;
     for (const [ctx, r] of this.reads) {
       if (r.index !== null && applied >= r.index) {
-        clearTimeout(r.timer);
+        this.clock.cancel(r.timer);
         this.reads.delete(ctx);
         r.resolve();
       }
@@ -434,26 +476,26 @@ export class RaftStore implements ReplicatedStore {
       return Promise.reject(new NoQuorumError(`no quorum: ${res.reason} (${reachable} of ${this.opts.peers.size} replicas reachable from ${this.id}); the write was refused and will never apply`, 'refused'));
     }
     const done = new Promise<ApplyResult>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = this.clock.timeout(() => {
         this.waiters.delete(res.index);
         this.opts.observer?.proposal('timeout');
         reject(new NoQuorumError(`no quorum: the write was proposed at index ${res.index} (term ${res.term}) but not committed within ${PROPOSAL_TIMEOUT_MS} ms; its outcome is unknown: it may still apply once a quorum returns`, 'unknown'));
       }, PROPOSAL_TIMEOUT_MS);
-      this.waiters.set(res.index, { term: res.term, at: performance.now(), resolve, reject, timer });
+      this.waiters.set(res.index, { term: res.term, at: this.clock.now(), resolve, reject, timer });
     });
     this.kick();
     return done;
   }
 
   readBarrier(): Promise<void> {
-    const ctx = nanoid(12);
+    const ctx = this.opts.random ? randomId(this.opts.random, 12) : nanoid(12);
     const res = this.raft.readIndex(ctx);
     if (!res.ok) {
       if (res.reason === 'not leader') return Promise.reject(new NotLeaderError(res.leader));
       return Promise.reject(new NoQuorumError(`no quorum: read refused: ${res.reason}`, 'refused'));
     }
     const done = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = this.clock.timeout(() => {
         this.reads.delete(ctx);
         reject(new NoQuorumError(`no quorum: the leader could not confirm its leadership with a majority within ${READ_TIMEOUT_MS} ms`, 'refused'));
       }, READ_TIMEOUT_MS);
@@ -483,10 +525,10 @@ export class RaftStore implements ReplicatedStore {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.ticker) clearInterval(this.ticker);
+    this.clock.cancel(this.ticker);
     this.transport.close();
-    for (const w of this.waiters.values()) clearTimeout(w.timer);
-    for (const r of this.reads.values()) clearTimeout(r.timer);
+    for (const w of this.waiters.values()) this.clock.cancel(w.timer);
+    for (const r of this.reads.values()) this.clock.cancel(r.timer);
     await this.disk.close();
   }
 }

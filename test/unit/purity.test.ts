@@ -42,6 +42,13 @@ const PURE_MODULES: readonly string[] = [
   'control-plane/kube/tables.ts',
   'control-plane/kube/discovery.ts',
   'control-plane/kube/kubeconfig.ts',
+  // The injected clock and the simulated world of the production host's simulation (control-plane/sim/).
+  'shared/clock.ts',
+  'shared/random.ts',
+  'control-plane/raft-transport/transport.ts',
+  'control-plane/mutations.ts',
+  'control-plane/sim/memory-storage.ts',
+  'control-plane/sim/memory-network.ts',
 ];
 
 /** Packages that only compute: parsing and formatting, no I/O, no clock. */

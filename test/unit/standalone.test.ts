@@ -105,7 +105,7 @@ export function findings(files: readonly RepoFile[], root = REPO): string[] {
       }
       for (const m of line.matchAll(/(?<![\w.-])\/work\/[\w./-]*/g)) out.push(`${at}: ${m[0]} is an absolute path outside the repository`);
       // 2. Markdown files named anywhere (links are checked below, with their anchors).
-      for (const m of line.matchAll(/(?<![\w./-])((?:\.{1,2}\/)*(?:[\w-]+\/)*[\w-]+\.md)\b(?!\w)/g)) {
+      for (const m of line.matchAll(/(?<![\w./-])((?:\.{1,2}\/)*(?:[\w-]+\/)*[\w-]+\.md)\b(?!\w|\.\w)/g)) {
         const name = m[1];
         if (inside(dir, name) === null && name.startsWith('../')) continue; // reported above
         const candidates = [inside(dir, name), inside('.', name)].filter((p): p is string => p !== null);
@@ -169,6 +169,8 @@ test('the checker bites: each kind of pointer a newcomer cannot follow is a find
   assert.deepEqual(check('control-plane/a.ts', '// as contract.md says'), [
     'control-plane/a.ts:1: contract.md is not a file of the repository (a document here is docs/<name>.md)',
   ]);
+  // A property in code (node-forge's forge.md.sha256) names no document.
+  assert.deepEqual(check('a.ts', 'cert.sign(key, forge.md.sha256.create());'), []);
   assert.deepEqual(check('a.ts', '// house-style.md'), ['a.ts:1: house-style.md is not a file of the repository (a document here is docs/<name>.md)']);
   assert.deepEqual(check('a.ts', '// docs/contract.md, "Manifests"'), ['a.ts:1: docs/contract.md has no section "Manifests"']);
   assert.deepEqual(check('docs/b.md', 'a [link](nope.md) and [one](contract.md#manifests) and [ok](contract.md)'), [

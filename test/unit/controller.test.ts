@@ -1,0 +1,220 @@
+// test/unit/controller.test.ts -- the reconcile loop's driver
+// (control-plane/controller/controller.ts) on a manual clock: its resync,
+// spawn time-out and back-off run on the injected Clock, so every wait here
+// is simulated time, exact, and needs no sleep. The store is a one-replica
+// ReplicatedStore over the real DesiredState; the agent server is replaced by
+// a recorder that checks, at the moment of every spawn, that the unit's
+// binding to that node is already applied (committed) in the store.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../../shared/clock.ts';
+import { SeededRandom } from '../../shared/random.ts';
+import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
+import type { Command } from '../../shared/protocol/messages.ts';
+import type { AgentServer } from '../../control-plane/agent-server.ts';
+import { Controller } from '../../control-plane/controller/controller.ts';
+import { EventLog } from '../../control-plane/events.ts';
+import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
+import { Scheduler } from '../../control-plane/scheduler/index.ts';
+import { DesiredState, type ApplyResult, type StoreCommand } from '../../control-plane/store/desired-state.ts';
+import { NotLeaderError, type ReplicaStatus, type ReplicatedStore } from '../../control-plane/store/store.ts';
+
+/** One replica that commits a proposal in the next microtask. */
+class LocalStore implements ReplicatedStore {
+  readonly id = 'cp-1';
+  readonly state = new DesiredState();
+  leader = true;
+  currentTerm = 3;
+  private index = 0;
+  private readonly listeners: Array<() => void> = [];
+  propose(cmd: StoreCommand): Promise<ApplyResult> {
+    if (!this.leader) return Promise.reject(new NotLeaderError(null));
+    return Promise.resolve().then(() => this.state.apply(++this.index, cmd));
+  }
+  readBarrier(): Promise<void> {
+    return this.leader ? Promise.resolve() : Promise.reject(new NotLeaderError(null));
+  }
+  isLeader(): boolean {
+    return this.leader;
+  }
+  term(): number {
+    return this.currentTerm;
+  }
+  leaderId(): string | null {
+    return this.leader ? this.id : null;
+  }
+  status(): ReplicaStatus {
+    return { id: this.id, role: this.leader ? 'leader' : 'follower', term: this.currentTerm, commitIndex: this.index, appliedIndex: this.index, leaderId: this.leaderId() };
+  }
+  onRoleChange(fn: () => void): void {
+    this.listeners.push(fn);
+  }
+  async close(): Promise<void> {}
+}
+
+const NODES = ['node-a', 'node-b'];
+
+function setup() {
+  const clock = new ManualClock(1_700_000_000_000);
+  const now = () => Math.floor(clock.now());
+  const store = new LocalStore();
+  const registry = new NodeRegistry(1000);
+  const sent: Array<{ node: string; cmd: Command; at: number; boundThen: string | null | undefined }> = [];
+  const agents = {
+    send: (node: string, cmd: Command) => {
+      const name = cmd.type === 'spawn' ? cmd.unit.name : cmd.name;
+      sent.push({ node, cmd, at: clock.now(), boundThen: store.state.units.get(name)?.nodeName });
+      return true;
+    },
+  } as unknown as AgentServer;
+  const controller = new Controller({
+    store,
+    registry,
+    agents,
+    events: new EventLog('cp-1', now),
+    scheduler: new Scheduler(),
+    now,
+    log: () => {},
+    clock,
+    random: new SeededRandom(1),
+    options: { maxActionsPerPass: 100, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000 },
+  });
+  // As control-plane/main.ts wires them.
+  registry.onChange(() => controller.trigger());
+  store.state.onChange(() => controller.trigger());
+  let index = 0;
+  for (const name of NODES) {
+    const info = { name, capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} };
+    store.state.apply(++index, { type: 'node.register', at: now(), node: info });
+    registry.hello(info, 100, [], 0, now());
+  }
+  // Heartbeats and the liveness check, on the same clock.
+  const silent = new Set<string>();
+  clock.interval(() => {
+    for (const n of NODES) if (!silent.has(n)) registry.heartbeat(n, now());
+  }, 200);
+  clock.interval(() => registry.checkLiveness(now()), 50);
+
+  /** Run every timer due in the next `ms`, letting each one's promises settle. */
+  const advance = async (ms: number) => {
+    const until = clock.now() + ms;
+    for (;;) {
+      await new Promise((r) => setImmediate(r));
+      const next = clock.nextAt();
+      if (next === null || next > until) break;
+      clock.runNext();
+    }
+    clock.skip(until - clock.now());
+  };
+  const deploy = async (replicas: number) => {
+    const { manifest, unitSpec } = validateManifest({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web' },
+      spec: { replicas, template: { spec: { containers: [{ name: 'web', command: ['sleep', '3600'], resources: { requests: { cpu: '300m', memory: '64Mi' } } }] } } },
+    });
+    await store.propose({ type: 'deployment.apply', at: now(), uid: 'u-web', manifest, unitSpec, specHash: unitSpecHash(unitSpec) });
+  };
+  const running = (node: string, cmd: Command) => {
+    assert.equal(cmd.type, 'spawn');
+    if (cmd.type !== 'spawn') return;
+    registry.unitStatus(node, { name: cmd.unit.name, deployment: cmd.unit.deployment, phase: 'Running', pid: 4242, resources: cmd.unit.spec.resources, term: cmd.term, ready: true, specHash: cmd.unit.specHash, revision: cmd.unit.revision });
+  };
+  return { clock, store, registry, controller, sent, advance, deploy, running, silent };
+}
+
+const spawns = (sent: ReturnType<typeof setup>['sent']) => sent.filter((s) => s.cmd.type === 'spawn');
+
+test('a new deployment: bindings are committed first, then each spawn goes to its bound node with the leader term', async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(3);
+  await h.advance(20);
+  const sp = spawns(h.sent);
+  assert.equal(sp.length, 3, JSON.stringify(h.sent.map((s) => s.cmd.type)));
+  for (const s of sp) {
+    assert.equal(s.boundThen, s.node, `spawn of ${s.cmd.type === 'spawn' ? s.cmd.unit.name : ''} sent before its binding to ${s.node} was committed`);
+    assert.equal(s.cmd.term, 3);
+    assert.equal(s.cmd.leaderId, 'cp-1');
+  }
+  assert.deepEqual(new Set(sp.map((s) => s.node)), new Set(NODES), 'spread over both nodes');
+  h.controller.stop();
+});
+
+test('a follower sends nothing; once it leads, its next pass acts', async () => {
+  const h = setup();
+  h.store.leader = false;
+  h.controller.start();
+  const { manifest, unitSpec } = validateManifest({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' }, spec: { replicas: 1, template: { spec: { containers: [{ name: 'web', command: ['sleep', '1'] }] } } } });
+  h.store.state.apply(10, { type: 'deployment.apply', at: 1, uid: 'u', manifest, unitSpec, specHash: unitSpecHash(unitSpec) });
+  await h.advance(2500);
+  assert.deepEqual(h.sent, []);
+  h.store.leader = true;
+  await h.advance(1000); // the resync's next pass
+  assert.equal(spawns(h.sent).length, 1);
+  h.controller.stop();
+});
+
+test('a spawn no agent answers is sent again after spawnTimeoutMs of clock time, not before', async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(1);
+  await h.advance(20);
+  assert.equal(spawns(h.sent).length, 1);
+  const first = spawns(h.sent)[0];
+  await h.advance(2900);
+  assert.equal(spawns(h.sent).length, 1, 'resent before the spawn timeout');
+  await h.advance(1200);
+  const again = spawns(h.sent);
+  assert.equal(again.length, 2, 'resent once the timeout passed (at the next resync)');
+  assert.equal(again[1].node, first.node);
+  assert.notEqual(again[1].cmd.commandId, first.cmd.commandId);
+  assert.ok(again[1].at - first.at >= 3000, `resent after ${again[1].at - first.at} ms`);
+  h.controller.stop();
+});
+
+test('a node that falls silent: its unit is unbound and replaced on the other node, the new binding committed before the spawn', async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(100);
+  const onA = [...h.store.state.units.values()].find((u) => u.nodeName === 'node-a')!;
+  assert.ok(onA, 'one unit on node-a');
+  h.sent.length = 0;
+  h.silent.add('node-a');
+  await h.advance(900);
+  assert.ok(h.store.state.units.has(onA.name), 'still bound within the heartbeat timeout');
+  await h.advance(800);
+  assert.ok(!h.store.state.units.has(onA.name), `${onA.name} unbound once node-a is NotReady`);
+  const sp = spawns(h.sent);
+  assert.equal(sp.length, 1, JSON.stringify(h.sent.map((s) => `${s.cmd.type}->${s.node}`)));
+  assert.equal(sp[0].node, 'node-b');
+  assert.equal(sp[0].boundThen, 'node-b', 'the replacement binding was committed before its spawn');
+  h.controller.stop();
+});
+
+test('a unit that crashes puts its deployment in back-off: no replacement until the back-off ends on the clock', async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(1);
+  await h.advance(20);
+  const [s] = spawns(h.sent);
+  h.running(s.node, s.cmd);
+  await h.advance(50);
+  h.sent.length = 0;
+  const name = s.cmd.type === 'spawn' ? s.cmd.unit.name : '';
+  h.registry.unitStatus(s.node, { name, deployment: 'web', phase: 'Failed', exitCode: 1, reason: 'Error', resources: { cpu: 300, memory: 64 }, term: 3 });
+  await h.advance(100);
+  const d = h.store.state.deployments.get('web')!;
+  assert.ok(d.backoff, 'back-off recorded in the desired state');
+  const until = d.backoff.until;
+  assert.equal(spawns(h.sent).length, 0, 'nothing respawned during the back-off');
+  await h.advance(until - h.clock.now() - 50);
+  assert.equal(spawns(h.sent).length, 0, 'nothing respawned just before the back-off ends');
+  await h.advance(1200);
+  assert.ok(spawns(h.sent).length >= 1, 'respawned once the back-off ended');
+  h.controller.stop();
+});

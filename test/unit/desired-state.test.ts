@@ -1,0 +1,110 @@
+// test/unit/desired-state.test.ts -- the replicated desired-state machine
+// (control-plane/store/desired-state.ts) and the API views over it
+// (control-plane/api/views.ts), as plain data with time passed in (the
+// views' `now`): the same log gives the same state on every replica, names
+// are never reused, a bound unit is never rebound, a snapshot restores
+// exactly, and the views tell desired and observed apart.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
+import type { UnitReport } from '../../shared/model.ts';
+import { DesiredState, type StoreCommand } from '../../control-plane/store/desired-state.ts';
+import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
+import { allNodeViews, allUnitViews, deploymentView } from '../../control-plane/api/views.ts';
+
+const NOW = 1_700_000_000_000;
+const NODE = { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: { zone: 'z1' } };
+
+function deployment(replicas: number, arg = '3600'): StoreCommand {
+  const { manifest, unitSpec } = validateManifest({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'web' },
+    spec: { replicas, template: { spec: { containers: [{ name: 'web', command: ['sleep', arg], resources: { requests: { cpu: '200m', memory: '64Mi' } } }] } } },
+  });
+  return { type: 'deployment.apply', at: NOW, uid: 'u-web', manifest, unitSpec, specHash: unitSpecHash(unitSpec) };
+}
+
+const LOG: StoreCommand[] = [
+  { type: 'node.register', at: NOW, node: NODE },
+  deployment(2),
+  { type: 'unit.create', at: NOW, uid: 'a', deployment: 'web', nodeName: 'node-a', scheduling: null },
+  { type: 'unit.create', at: NOW, uid: 'b', deployment: 'web', nodeName: null, scheduling: null },
+  { type: 'deployment.scale', at: NOW + 1, name: 'web', replicas: 3 },
+  { type: 'unit.bind', at: NOW + 2, name: 'web-2', nodeName: 'node-a', scheduling: null },
+  deployment(3, '7200'),
+];
+
+function replay(log: StoreCommand[]): DesiredState {
+  const s = new DesiredState();
+  log.forEach((cmd, i) => s.apply(i + 1, cmd));
+  return s;
+}
+
+test('the same log applied on two replicas gives the same state, snapshot for snapshot', () => {
+  const a = replay(LOG);
+  const b = replay(LOG);
+  assert.deepEqual(a.snapshot(), b.snapshot());
+  assert.equal(a.appliedIndex, LOG.length);
+  const web = a.deployments.get('web')!;
+  assert.equal(web.replicas, 3);
+  assert.equal(web.revision, 2, 'a changed template is a new revision');
+  assert.equal(web.generation, 3);
+});
+
+test('a snapshot restores to exactly the state it was taken from', () => {
+  const a = replay(LOG);
+  const b = new DesiredState();
+  b.restore(structuredClone(a.snapshot()));
+  assert.deepEqual(b.snapshot(), a.snapshot());
+  // And both go on the same way.
+  const next: StoreCommand = { type: 'unit.create', at: NOW, uid: 'c', deployment: 'web', nodeName: 'node-a', scheduling: null };
+  assert.deepEqual(a.apply(100, next), b.apply(100, next));
+});
+
+test('unit names come from a counter that is never reused, even across a delete and re-create', () => {
+  const s = replay(LOG);
+  assert.deepEqual([...s.units.keys()].sort(), ['web-1', 'web-2']);
+  let i = LOG.length;
+  assert.equal(s.apply(++i, { type: 'unit.delete', at: NOW, name: 'web-2', reason: 'test' }).ok, true);
+  assert.equal(s.apply(++i, { type: 'deployment.delete', at: NOW, name: 'web' }).ok, true);
+  assert.equal(s.apply(++i, deployment(1)).ok, true);
+  const r = s.apply(++i, { type: 'unit.create', at: NOW, uid: 'd', deployment: 'web', nodeName: null, scheduling: null });
+  assert.deepEqual(r, { ok: true, created: true, name: 'web-3' });
+});
+
+test('a bound unit is never rebound; unknown objects are 404s that change nothing', () => {
+  const s = replay(LOG);
+  const before = JSON.stringify(s.snapshot().units);
+  assert.deepEqual(s.apply(50, { type: 'unit.bind', at: NOW, name: 'web-1', nodeName: 'node-b', scheduling: null }), { ok: false, code: 409, error: 'unit web-1 is already bound to node-a' });
+  const r = s.apply(51, { type: 'deployment.scale', at: NOW, name: 'nope', replicas: 1 });
+  assert.equal(r.ok, false);
+  assert.equal(!r.ok && r.code, 404);
+  assert.equal(JSON.stringify(s.snapshot().units), before);
+  assert.equal(s.appliedIndex, 51, 'a refused command still takes its index');
+});
+
+test('views: a unit bound but not reported is Pending; reported Running it is Running; a report of an unbound unit is listed as an orphan', () => {
+  const s = replay(LOG);
+  const registry = new NodeRegistry(1000);
+  registry.hello(NODE, 77, [], 3, NOW);
+  const run = (name: string): UnitReport => ({ name, deployment: 'web', phase: 'Running', pid: 1234, resources: { cpu: 200, memory: 64 }, term: 3, ready: true });
+  let views = allUnitViews({ state: s, observed: registry.nodes, now: NOW });
+  assert.deepEqual(views.map((v) => v.metadata.name), ['web-1', 'web-2']);
+  const phase = (v: (typeof views)[number]) => (v.status as { phase?: string }).phase;
+  assert.deepEqual(views.map(phase), ['Pending', 'Pending']);
+  registry.unitStatus('node-a', run('web-1'));
+  registry.unitStatus('node-a', run('web-9'));
+  views = allUnitViews({ state: s, observed: registry.nodes, now: NOW });
+  assert.deepEqual(views.map((v) => v.metadata.name), ['web-1', 'web-2', 'web-9']);
+  assert.equal(phase(views[0]), 'Running');
+  const nodes = allNodeViews({ state: s, observed: registry.nodes, now: NOW });
+  assert.equal(nodes.length, 1);
+  const st = nodes[0].status as { ready: boolean; allocated: { cpu: number; memory: number }; agent: { pid: number } };
+  assert.equal(st.ready, true);
+  assert.deepEqual(st.allocated, { cpu: 400, memory: 128 }, 'both bound units count against the node');
+  assert.equal(st.agent.pid, 77);
+  const d = deploymentView(s.deployments.get('web')!, { state: s, observed: registry.nodes, now: NOW });
+  assert.equal((d.spec as { replicas: number }).replicas, 3);
+});

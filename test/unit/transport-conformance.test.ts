@@ -1,0 +1,181 @@
+// test/unit/transport-conformance.test.ts -- one suite, two implementations
+// of the Transport RaftStore sends through (raft-transport/transport.ts):
+// the real PeerTransport over WebSockets on loopback (three http servers on
+// 127.0.0.1, ephemeral ports) and the simulation's MemoryNetwork
+// (control-plane/sim/memory-network.ts) on a manual clock. Both must deliver
+// a batch to each addressed peer in order with every field intact, hand
+// over nothing from an unknown replica, drop (not queue, not throw) what is
+// sent to a peer that is down, tell the peers of a closed replica, and
+// carry messages again once the replica is back. Every wait has a deadline
+// (real time for the sockets, simulated time for the memory network).
+
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ManualClock } from '../../shared/clock.ts';
+import { SeededRandom } from '../../shared/random.ts';
+import type { Message } from '../../control-plane/raft/types.ts';
+import { PeerTransport } from '../../control-plane/raft-transport/peer-transport.ts';
+import type { Transport, TransportHandlers } from '../../control-plane/raft-transport/transport.ts';
+import { MemoryNetwork } from '../../control-plane/sim/memory-network.ts';
+
+const IDS = ['a', 'b', 'c'];
+const DEADLINE_MS = 15000;
+
+/** Three replicas' transports and what each heard. */
+interface Group {
+  transports: Map<string, Transport>;
+  received: Map<string, Message[]>;
+  closedPeers: Map<string, string[]>;
+  /** Close replica id's transport (as its process would on exit). */
+  down(id: string): void;
+  /** Give replica id a fresh transport, as a restarted process would. */
+  up(id: string): void;
+  waitFor(cond: () => boolean, what: string): Promise<void>;
+}
+
+function handlersFor(g: Pick<Group, 'received' | 'closedPeers'>, id: string): TransportHandlers {
+  return {
+    onMessage: (m) => g.received.get(id)!.push(m),
+    onPeerClosed: (peer) => g.closedPeers.get(id)!.push(peer),
+  };
+}
+
+function blank() {
+  return { received: new Map(IDS.map((id) => [id, [] as Message[]])), closedPeers: new Map(IDS.map((id) => [id, [] as string[]])) };
+}
+
+async function realGroup(t: TestContext): Promise<Group> {
+  const g = blank();
+  const servers = new Map<string, http.Server>();
+  const transports = new Map<string, PeerTransport>();
+  const downIds = new Set<string>();
+  for (const id of IDS) {
+    const server = http.createServer((_req, res) => res.writeHead(404).end());
+    server.on('upgrade', (req, socket, head) => {
+      const tr = transports.get(id);
+      if (!tr || downIds.has(id) || !tr.handleUpgrade(req, socket, head)) socket.destroy();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    servers.set(id, server);
+  }
+  const peers = new Map(IDS.map((id) => [id, `ws://127.0.0.1:${(servers.get(id)!.address() as AddressInfo).port}`]));
+  const make = (id: string) => {
+    transports.set(id, new PeerTransport({ id, peers, token: 'conformance', log: () => {}, ...handlersFor(g, id) }));
+  };
+  for (const id of IDS) make(id);
+  t.after(async () => {
+    for (const tr of transports.values()) tr.close();
+    for (const s of servers.values()) {
+      s.closeAllConnections();
+      await new Promise<void>((resolve) => s.close(() => resolve()));
+    }
+  });
+  return {
+    ...g,
+    transports: transports as Map<string, Transport>,
+    down: (id) => {
+      downIds.add(id);
+      transports.get(id)!.close();
+    },
+    up: (id) => {
+      downIds.delete(id);
+      make(id);
+    },
+    waitFor: async (cond, what) => {
+      const until = Date.now() + DEADLINE_MS;
+      while (!cond()) {
+        if (Date.now() > until) assert.fail(`PeerTransport: not within ${DEADLINE_MS} ms: ${what}`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
+  };
+}
+
+async function memoryGroup(): Promise<Group> {
+  const g = blank();
+  const clock = new ManualClock();
+  const net = new MemoryNetwork({ clock, random: new SeededRandom(1) });
+  const transports = new Map<string, Transport>();
+  const make = (id: string) => transports.set(id, net.transport(id, IDS)(handlersFor(g, id)));
+  for (const id of IDS) make(id);
+  return {
+    ...g,
+    transports,
+    down: (id) => transports.get(id)!.close(),
+    up: (id) => make(id),
+    waitFor: async (cond, what) => {
+      const until = clock.now() + DEADLINE_MS;
+      while (!cond()) {
+        if (clock.now() > until || !clock.runNext()) assert.fail(`MemoryNetwork: not within ${DEADLINE_MS} simulated ms: ${what}`);
+      }
+    },
+  };
+}
+
+const IMPLEMENTATIONS: Array<{ name: string; group: (t: TestContext) => Promise<Group> }> = [
+  { name: 'PeerTransport (WebSocket on loopback)', group: realGroup },
+  { name: 'MemoryNetwork', group: () => memoryGroup() },
+];
+
+function batch(from: string, to: string, term: number): Message[] {
+  const data = new Uint8Array([term, 1, 2, 3, 250]);
+  return [
+    { type: 'append', from, to, term, prevLogIndex: 4, prevLogTerm: 1, entries: [{ term, index: 5, kind: 'normal', data }, { term, index: 6, kind: 'noop', data: new Uint8Array(0) }], commit: 4 },
+    { type: 'heartbeat', from, to, term, commit: 6, context: 'read-1' },
+    { type: 'vote', from, to, term, lastLogIndex: 6, lastLogTerm: term },
+    { type: 'appendResponse', from, to, term, reject: true, index: 3, hintIndex: 2 },
+  ];
+}
+
+/** Plain data for comparison: byte arrays as number lists, whatever Uint8Array subclass carried them. */
+function plain(v: unknown): unknown {
+  if (v instanceof Uint8Array) return { bytes: Array.from(v) };
+  if (Array.isArray(v)) return v.map(plain);
+  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
+  return v;
+}
+
+for (const impl of IMPLEMENTATIONS) {
+  test(`${impl.name}: every peer becomes reachable, and a batch reaches each addressed peer in order, intact`, async (t) => {
+    const g = await impl.group(t);
+    await g.waitFor(() => IDS.every((id) => g.transports.get(id)!.connectedPeers().length === 2), 'every replica connected to both peers');
+    assert.deepEqual([...g.transports.get('a')!.connectedPeers()].sort(), ['b', 'c']);
+    const toB = batch('a', 'b', 3);
+    const toC = batch('a', 'c', 3).slice(0, 2);
+    g.transports.get('a')!.sendBatch([toB[0], toC[0], toB[1], toB[2], toC[1], toB[3]]);
+    await g.waitFor(() => g.received.get('b')!.length === 4 && g.received.get('c')!.length === 2, 'b has 4 messages and c 2');
+    assert.deepEqual(plain(g.received.get('b')!), plain(toB));
+    assert.deepEqual(plain(g.received.get('c')!), plain(toC));
+    assert.equal(g.received.get('a')!.length, 0);
+  });
+
+  test(`${impl.name}: a message claiming to come from an unknown replica is not handed over`, async (t) => {
+    const g = await impl.group(t);
+    await g.waitFor(() => g.transports.get('a')!.connectedPeers().includes('b'), 'a connected to b');
+    const [forged] = batch('zz', 'b', 1);
+    const [real] = batch('a', 'b', 1);
+    g.transports.get('a')!.sendBatch([forged, real]);
+    await g.waitFor(() => g.received.get('b')!.length >= 1, 'the real message reached b');
+    assert.deepEqual(g.received.get('b')!.map((m) => m.from), ['a']);
+  });
+
+  test(`${impl.name}: a closed replica's peers are told; what is sent to it is dropped; once back, messages flow again`, async (t) => {
+    const g = await impl.group(t);
+    await g.waitFor(() => IDS.every((id) => g.transports.get(id)!.connectedPeers().length === 2), 'every replica connected');
+    g.down('c');
+    await g.waitFor(() => g.closedPeers.get('a')!.includes('c') && g.closedPeers.get('b')!.includes('c'), 'a and b heard that c closed');
+    await g.waitFor(() => !g.transports.get('a')!.connectedPeers().includes('c'), 'a no longer lists c');
+    assert.doesNotThrow(() => g.transports.get('a')!.sendBatch(batch('a', 'c', 2)));
+    assert.doesNotThrow(() => g.transports.get('c')!.sendBatch(batch('c', 'a', 2)), 'a closed transport may be sent on');
+    g.transports.get('a')!.sendBatch(batch('a', 'b', 2).slice(0, 1));
+    await g.waitFor(() => g.received.get('b')!.length === 1, 'b still hears a');
+    assert.equal(g.received.get('c')!.length, 0, 'nothing reached the closed replica');
+    g.up('c');
+    await g.waitFor(() => g.transports.get('a')!.connectedPeers().includes('c'), 'a reconnected to the restarted c');
+    g.transports.get('a')!.sendBatch(batch('a', 'c', 4).slice(0, 2));
+    await g.waitFor(() => g.received.get('c')!.length === 2, 'the restarted c hears a');
+    assert.deepEqual(g.received.get('c')!.map((m) => m.term), [4, 4]);
+  });
+}
