@@ -41,18 +41,22 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 function request(method: string, url: string, token: string, body?: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, {
-      method,
-      agent,
-      timeout: 10000,
-      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      url,
+      {
+        method,
+        agent,
+        timeout: 10000,
+        headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(body);
@@ -77,10 +81,15 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
   const c = await Cluster.start({ replicas: 3, nodes: BIG_NODES });
   const w = new UnitWatch(c);
   try {
-    const leader = await waitFor('a leader', async () => {
-      const r = await c.api('GET', '/v1/cluster');
-      return r.json?.leader ? Number(String(r.json.leader).split('-')[1]) : null;
-    }, 15000, 10);
+    const leader = await waitFor(
+      'a leader',
+      async () => {
+        const r = await c.api('GET', '/v1/cluster');
+        return r.json?.leader ? Number(String(r.json.leader).split('-')[1]) : null;
+      },
+      15000,
+      10,
+    );
     const url = c.urls[leader - 1];
     const firstTerm = (await phase(c, Date.now()))[0].term;
     const fillFrom = Date.now();
@@ -107,10 +116,15 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
       }),
     );
     const fillMs = performance.now() - t0;
-    await waitFor(`${deployments} deployments on every replica`, async () => {
-      const all = await Promise.all(c.urls.map((u) => request('GET', `${u}/v1/replica`, c.token).then((r) => JSON.parse(r.text))));
-      return all.every((s) => s.appliedIndex >= all[0].commitIndex);
-    }, 60000, 100);
+    await waitFor(
+      `${deployments} deployments on every replica`,
+      async () => {
+        const all = await Promise.all(c.urls.map((u) => request('GET', `${u}/v1/replica`, c.token).then((r) => JSON.parse(r.text))));
+        return all.every((s) => s.appliedIndex >= all[0].commitIndex);
+      },
+      60000,
+      100,
+    );
     const count = JSON.parse((await request('GET', `${url}/v1/deployments`, c.token)).text).items.length as number;
     await sleep(2000); // statuses flushed, garbage collected as it would be at rest
     const fill = await phase(c, fillFrom);

@@ -77,13 +77,34 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
   try {
     const errs: string[] = [];
     for (let i = 0; i < members; i++) {
-      const k = spawn(bin, [
-        '--name', `m${i}`, '--data-dir', path.join(dir, `m${i}`),
-        '--listen-client-urls', client(i), '--advertise-client-urls', client(i),
-        '--listen-peer-urls', peer(i), '--initial-advertise-peer-urls', peer(i),
-        '--initial-cluster', initial, '--initial-cluster-state', 'new', '--initial-cluster-token', `mo-bench-${base}`,
-        '--logger', 'zap', '--log-level', 'error',
-      ], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const k = spawn(
+        bin,
+        [
+          '--name',
+          `m${i}`,
+          '--data-dir',
+          path.join(dir, `m${i}`),
+          '--listen-client-urls',
+          client(i),
+          '--advertise-client-urls',
+          client(i),
+          '--listen-peer-urls',
+          peer(i),
+          '--initial-advertise-peer-urls',
+          peer(i),
+          '--initial-cluster',
+          initial,
+          '--initial-cluster-state',
+          'new',
+          '--initial-cluster-token',
+          `mo-bench-${base}`,
+          '--logger',
+          'zap',
+          '--log-level',
+          'error',
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       k.stderr!.on('data', (b) => {
         errs.push(String(b));
         if (errs.length > 50) errs.shift();
@@ -93,17 +114,22 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
     }
     const clients = Array.from({ length: members }, (_, i) => client(i));
     // The leader: the member whose own id is the leader it reports.
-    const leader = await waitFor('an etcd leader', async () => {
-      for (const url of clients) {
-        const s = await post(`${url}/v3/maintenance/status`, '{}').catch(() => null);
-        if (s && s.status === 200) {
-          const j = JSON.parse(s.text) as { header?: { member_id?: string }; leader?: string };
-          if (j.leader && j.leader !== '0' && j.header?.member_id === j.leader) return url;
+    const leader = await waitFor(
+      'an etcd leader',
+      async () => {
+        for (const url of clients) {
+          const s = await post(`${url}/v3/maintenance/status`, '{}').catch(() => null);
+          if (s && s.status === 200) {
+            const j = JSON.parse(s.text) as { header?: { member_id?: string }; leader?: string };
+            if (j.leader && j.leader !== '0' && j.header?.member_id === j.leader) return url;
+          }
         }
-      }
-      if (kids.some((k) => k.exitCode !== null)) throw new Error(`etcd exited: ${errs.join('').trim().split('\n').slice(-3).join(' | ')}`);
-      return null;
-    }, 20000, 50);
+        if (kids.some((k) => k.exitCode !== null)) throw new Error(`etcd exited: ${errs.join('').trim().split('\n').slice(-3).join(' | ')}`);
+        return null;
+      },
+      20000,
+      50,
+    );
     return { clients, leader, pids: kids.map((k) => k.pid!), stop };
   } catch (e) {
     await stop();

@@ -216,7 +216,7 @@ class SimAgent {
           known.phase = 'Succeeded';
           known.reason = 'Terminated';
           known.signal = 'SIGTERM';
-          known.message = `stopped within grace period ${cmd.gracePeriodMs}ms: ran ${(((now - (known.startedAt ?? now)) / 1000)).toFixed(1)}s`;
+          known.message = `stopped within grace period ${cmd.gracePeriodMs}ms: ran ${((now - (known.startedAt ?? now)) / 1000).toFixed(1)}s`;
           known.finishedAt = now;
           delete known.pid;
           this.report(known);

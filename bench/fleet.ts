@@ -96,25 +96,29 @@ interface ApiJson {
 function call(url: string, token: string, method: string, p: string, body?: unknown, timeoutMs = 10000): Promise<{ status: number; json: ApiJson | null }> {
   const data = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = http.request(`${url}${p}`, {
-      method,
-      agent: httpAgent,
-      timeout: timeoutMs,
-      headers: { authorization: `Bearer ${token}`, ...(data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}) },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        let json: ApiJson | null = null;
-        try {
-          json = JSON.parse(Buffer.concat(chunks).toString());
-        } catch {
-          /* not json */
-        }
-        resolve({ status: res.statusCode ?? 0, json });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      `${url}${p}`,
+      {
+        method,
+        agent: httpAgent,
+        timeout: timeoutMs,
+        headers: { authorization: `Bearer ${token}`, ...(data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          let json: ApiJson | null = null;
+          try {
+            json = JSON.parse(Buffer.concat(chunks).toString());
+          } catch {
+            /* not json */
+          }
+          resolve({ status: res.statusCode ?? 0, json });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(data);
@@ -166,8 +170,11 @@ class Workers {
       const count = Math.min(per, agents - first);
       if (count <= 0) break;
       // sh raises the descriptor limit to the hard limit, then becomes the worker (exec: the pid is the worker's).
-      const child = spawn('sh', ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, script,
-        '--urls', urls, '--token', c.token, '--first', String(first), '--count', String(count)], { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const child = spawn(
+        'sh',
+        ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, script, '--urls', urls, '--token', c.token, '--first', String(first), '--count', String(count)],
+        { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
+      );
       child.on('message', (m: FleetWorkerReport) => {
         if (m?.type !== 'report') return;
         this.last.set(w, m);
@@ -218,19 +225,24 @@ class Workers {
 
 /** The replica (1-based) that says it leads the highest term, asking each one directly (/v1/replica). */
 async function leaderIndex(c: Cluster, exclude = -1): Promise<number> {
-  const found = await waitFor('a leader', async () => {
-    let best: { i: number; term: number } | null = null;
-    for (let i = 0; i < c.urls.length; i++) {
-      if (i === exclude) continue;
-      try {
-        const r = await call(c.urls[i], c.token, 'GET', '/v1/replica', undefined, 2000);
-        if (r.json?.role === 'leader' && (best === null || Number(r.json.term) > best.term)) best = { i: i + 1, term: Number(r.json.term) };
-      } catch {
-        /* next */
+  const found = await waitFor(
+    'a leader',
+    async () => {
+      let best: { i: number; term: number } | null = null;
+      for (let i = 0; i < c.urls.length; i++) {
+        if (i === exclude) continue;
+        try {
+          const r = await call(c.urls[i], c.token, 'GET', '/v1/replica', undefined, 2000);
+          if (r.json?.role === 'leader' && (best === null || Number(r.json.term) > best.term)) best = { i: i + 1, term: Number(r.json.term) };
+        } catch {
+          /* next */
+        }
       }
-    }
-    return best;
-  }, 30000, 20);
+      return best;
+    },
+    30000,
+    20,
+  );
   return found.i;
 }
 
@@ -268,24 +280,33 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     const rssIdle = c.cps.map((p) => rssMiB(p.pid));
     let li = await leaderIndex(c);
     const term0 = await termOf(c, li);
-    say(`fleet: 3 replicas up (pids ${c.cps.map((p) => p.pid).join(', ')}; leader cp-${li}), RSS ${rssIdle.map((r) => r.toFixed(0)).join(' / ')} MiB; starting ${agents} agents in ${workerCount} worker processes`);
+    say(
+      `fleet: 3 replicas up (pids ${c.cps.map((p) => p.pid).join(', ')}; leader cp-${li}), RSS ${rssIdle.map((r) => r.toFixed(0)).join(' / ')} MiB; starting ${agents} agents in ${workerCount} worker processes`,
+    );
 
     // ---- 1. registration
     const t0 = performance.now();
     workers.start(c, await Workers.bundle(c.dir), agents, workerCount);
     let lastSay = 0;
-    await workers.guard(waitFor(`all ${agents} nodes Ready`, async () => {
-      const open = workers.sum('linksOpen');
-      if (performance.now() - lastSay > 10000) {
-        lastSay = performance.now();
-        say(`fleet: ${((performance.now() - t0) / 1000).toFixed(0)} s: links open ${open}/${agents * 3}, hellos answered ${workers.sum('welcomed')}`);
-      }
-      // Only once every link is open: a list of 5,000 nodes is megabytes for the leader to render.
-      if (open < agents * 3) return false;
-      const r = await call(c.urls[li - 1], c.token, 'GET', '/v1/nodes', undefined, 30000);
-      const items = (r.json?.items ?? []) as Array<{ status: { ready: boolean } }>;
-      return items.filter((n) => n.status.ready).length === agents;
-    }, 600000, 1000));
+    await workers.guard(
+      waitFor(
+        `all ${agents} nodes Ready`,
+        async () => {
+          const open = workers.sum('linksOpen');
+          if (performance.now() - lastSay > 10000) {
+            lastSay = performance.now();
+            say(`fleet: ${((performance.now() - t0) / 1000).toFixed(0)} s: links open ${open}/${agents * 3}, hellos answered ${workers.sum('welcomed')}`);
+          }
+          // Only once every link is open: a list of 5,000 nodes is megabytes for the leader to render.
+          if (open < agents * 3) return false;
+          const r = await call(c.urls[li - 1], c.token, 'GET', '/v1/nodes', undefined, 30000);
+          const items = (r.json?.items ?? []) as Array<{ status: { ready: boolean } }>;
+          return items.filter((n) => n.status.ready).length === agents;
+        },
+        600000,
+        1000,
+      ),
+    );
     const registerMs = performance.now() - t0;
     countNotReady = true;
     await sleep(3000); // let the registration's garbage settle before measuring memory
@@ -312,14 +333,21 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
       const r = await call(url, c.token, 'GET', '/v1/deployments', undefined, 30000);
       return ((r.json?.items ?? []) as Array<{ status?: { readyReplicas?: number } }>).reduce((s, d) => s + (d.status?.readyReplicas ?? 0), 0);
     };
-    await workers.guard(waitFor(`all ${units} units ready`, async () => {
-      const ready = await readyUnits(c.urls[li - 1]);
-      if (performance.now() - lastSay > 10000) {
-        lastSay = performance.now();
-        say(`fleet: ${((performance.now() - t1) / 1000).toFixed(0)} s: ${ready}/${units} units ready (simulated agents run ${workers.sum('unitsRunning')})`);
-      }
-      return ready >= units;
-    }, 1800000, 1000));
+    await workers.guard(
+      waitFor(
+        `all ${units} units ready`,
+        async () => {
+          const ready = await readyUnits(c.urls[li - 1]);
+          if (performance.now() - lastSay > 10000) {
+            lastSay = performance.now();
+            say(`fleet: ${((performance.now() - t1) / 1000).toFixed(0)} s: ${ready}/${units} units ready (simulated agents run ${workers.sum('unitsRunning')})`);
+          }
+          return ready >= units;
+        },
+        1800000,
+        1000,
+      ),
+    );
     const unitsMs = performance.now() - t1;
     await sleep(3000);
     const rssUnits = c.cps.map((p) => rssMiB(p.pid));
@@ -333,7 +361,9 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     const notReadyBefore = notReadyLines.length;
     for (let s = 0; s < durationS; s += 30) {
       await sleep(Math.min(30, durationS - s) * 1000);
-      say(`fleet: steady state ${Math.min(durationS, s + 30)}/${durationS} s: NotReady so far ${notReadyLines.length - notReadyBefore}, simulator's worst heartbeat gap ${workers.maxGapMs} ms`);
+      say(
+        `fleet: steady state ${Math.min(durationS, s + 30)}/${durationS} s: NotReady so far ${notReadyLines.length - notReadyBefore}, simulator's worst heartbeat gap ${workers.maxGapMs} ms`,
+      );
     }
     const windowMs = performance.now() - w0;
     const cpuPct = c.cps.map((p, i) => ((cpuMs(p.pid) - cpu0[i]) / windowMs) * 100);
@@ -360,16 +390,23 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     }
     const failoverWriteMs = performance.now() - tf;
     const newLeader = await leaderIndex(c, li - 1);
-    await waitFor('every node Ready and every unit ready on the new leader', async () => {
-      const nodes = await call(c.urls[newLeader - 1], c.token, 'GET', '/v1/nodes', undefined, 30000);
-      const items = (nodes.json?.items ?? []) as Array<{ status: { ready: boolean } }>;
-      return items.length === agents && items.every((n) => n.status.ready) && (await readyUnits(c.urls[newLeader - 1])) >= units;
-    }, 120000, 1000);
+    await waitFor(
+      'every node Ready and every unit ready on the new leader',
+      async () => {
+        const nodes = await call(c.urls[newLeader - 1], c.token, 'GET', '/v1/nodes', undefined, 30000);
+        const items = (nodes.json?.items ?? []) as Array<{ status: { ready: boolean } }>;
+        return items.length === agents && items.every((n) => n.status.ready) && (await readyUnits(c.urls[newLeader - 1])) >= units;
+      },
+      120000,
+      1000,
+    );
     const failoverSettledMs = performance.now() - tf;
     await sleep(5000); // NotReady after a failover would show within the 3 s timeout
     const failoverNotReady = notReadyLines.length - notReadyBeforeFailover;
     const term1 = await termOf(c, newLeader);
-    say(`fleet: leader cp-${li} SIGKILLed: first write acknowledged after ${failoverWriteMs.toFixed(0)} ms, cp-${newLeader} shows every node and unit ready after ${failoverSettledMs.toFixed(0)} ms`);
+    say(
+      `fleet: leader cp-${li} SIGKILLed: first write acknowledged after ${failoverWriteMs.toFixed(0)} ms, cp-${newLeader} shows every node and unit ready after ${failoverSettledMs.toFixed(0)} ms`,
+    );
 
     return {
       agents,
@@ -412,10 +449,16 @@ export function formatFleet(r: FleetResult): string[] {
   const lines = [
     `fleet of ${r.agents} simulated agents (${r.workers} worker processes, heartbeats 1 Hz to each of 3 replicas, NotReady after 3 s): all Ready ${f(r.registerMs / 1000)} s after the first connection`,
     `fleet: ${r.units} units applied at once (${Math.ceil(r.units / UNITS_PER_DEPLOYMENT)} deployments) until all ready on the leader: ${f(r.unitsMs / 1000)} s`,
-    `fleet: leader CPU at steady state over ${r.durationS} s with every node and unit: ${f(r.leaderCpuPct)}% of a core (target < 25%: ${r.leaderCpuPct < 25 ? 'meets target' : 'MISSES target'}); followers ${r.replicas.filter((x) => x.role !== 'leader').map((x) => f(x.cpuPct) + '%').join(', ')}`,
+    `fleet: leader CPU at steady state over ${r.durationS} s with every node and unit: ${f(r.leaderCpuPct)}% of a core (target < 25%: ${r.leaderCpuPct < 25 ? 'meets target' : 'MISSES target'}); followers ${r.replicas
+      .filter((x) => x.role !== 'leader')
+      .map((x) => f(x.cpuPct) + '%')
+      .join(', ')}`,
     `fleet: NotReady announced from registration to the end: ${r.notReady} (target 0: ${r.notReady === 0 ? 'meets target' : 'MISSES target'}); the simulator's worst heartbeat gap ${r.simMaxHeartbeatGapMs} ms, its worst event-loop delay ${f(r.simLoopMaxMs, 0)} ms`,
     `fleet: leader SIGKILL until the first acknowledged write: ${f(r.failoverWriteMs, 0)} ms (target < 1000 ms: ${r.failoverWriteMs < 1000 ? 'meets target' : 'MISSES target'}); until the new leader shows every node and unit ready: ${f(r.failoverSettledMs, 0)} ms; NotReady after it: ${r.failoverNotReady}; terms from the start to after the failover: +${r.elections} (1 is the failover's own election)`,
-    ...r.replicas.map((x) => `fleet: ${x.id} (${x.role} in the steady state) RSS ${f(x.rssIdleMiB, 0)} MiB idle, ${f(x.rssFleetMiB, 0)} with the nodes, ${f(x.rssUnitsMiB, 0)} with the units: ${f(x.kibPerNode)} KiB per node, ${f(x.kibPerUnit, 2)} KiB per unit; CPU ${f(x.cpuPct)}%`),
+    ...r.replicas.map(
+      (x) =>
+        `fleet: ${x.id} (${x.role} in the steady state) RSS ${f(x.rssIdleMiB, 0)} MiB idle, ${f(x.rssFleetMiB, 0)} with the nodes, ${f(x.rssUnitsMiB, 0)} with the units: ${f(x.kibPerNode)} KiB per node, ${f(x.kibPerUnit, 2)} KiB per unit; CPU ${f(x.cpuPct)}%`,
+    ),
   ];
   for (const l of r.notReadyLines) lines.push(`fleet: NotReady seen: ${l}`);
   return lines;
@@ -423,7 +466,12 @@ export function formatFleet(r: FleetResult): string[] {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({
-    options: { agents: { type: 'string', default: '5000' }, units: { type: 'string', default: '50000' }, duration: { type: 'string', default: '300' }, workers: { type: 'string', default: '2' } },
+    options: {
+      agents: { type: 'string', default: '5000' },
+      units: { type: 'string', default: '50000' },
+      duration: { type: 'string', default: '300' },
+      workers: { type: 'string', default: '2' },
+    },
     strict: true,
   });
   const r = await benchFleet({ agents: Number(values.agents), units: Number(values.units), durationS: Number(values.duration), workers: Number(values.workers) });

@@ -119,12 +119,12 @@ export async function benchIsolation(n = 40): Promise<IsolationRow[]> {
   try {
     rows.push(await plainSpawn(n));
     rows.push(await supervised(n, 'agent, no isolation', undefined, undefined, stateDir));
-    rows.push(cgroups.enabled ? await supervised(n, `agent + cgroup ${cgroups.setup.version}`, cgroups, undefined, stateDir) : skip('agent + cgroups', cgroups.disabledReason ?? 'no cgroups'));
+    rows.push(
+      cgroups.enabled ? await supervised(n, `agent + cgroup ${cgroups.setup.version}`, cgroups, undefined, stateDir) : skip('agent + cgroups', cgroups.disabledReason ?? 'no cgroups'),
+    );
     rows.push(namespaces.enabled ? await supervised(n, 'agent + namespaces', undefined, namespaces, stateDir) : skip('agent + namespaces', namespaces.condition.message));
     rows.push(
-      cgroups.enabled && namespaces.enabled
-        ? await supervised(n, 'agent + cgroups + namespaces', cgroups, namespaces, stateDir)
-        : skip('agent + cgroups + namespaces', 'needs both'),
+      cgroups.enabled && namespaces.enabled ? await supervised(n, 'agent + cgroups + namespaces', cgroups, namespaces, stateDir) : skip('agent + cgroups + namespaces', 'needs both'),
     );
     rows.push(
       cgroups.enabled && namespaces.enabled

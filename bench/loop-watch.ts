@@ -123,7 +123,13 @@ export class LoopWatch {
       });
       const elections = Number.isFinite(first) ? last - first : NaN;
       const caused = CAUSED[f.group];
-      const verdict = Number.isNaN(elections) ? 'terms not read' : elections === 0 ? 'no election' : caused ? `${elections} new terms: ${caused}` : `${elections} new terms: ELECTIONS the benchmark did not cause`;
+      const verdict = Number.isNaN(elections)
+        ? 'terms not read'
+        : elections === 0
+          ? 'no election'
+          : caused
+            ? `${elections} new terms: ${caused}`
+            : `${elections} new terms: ELECTIONS the benchmark did not cause`;
       out.push(`event loop during ${f.group}: ${parts.join('; ')}; term ${Number.isFinite(first) ? first : '?'} -> ${last}: ${verdict}`);
     }
     return out;

@@ -48,7 +48,10 @@ const summary: string[] = [];
 if (want('scheduler')) {
   console.log('\n== scheduler: placements per second (one unit at a time, assume() between) ==');
   const rows = await benchScheduler();
-  for (const r of rows) summary.push(`scheduler @ ${r.nodes} nodes: ${r.placementsPerSec} placements/s (${r.placementsPerCpuSec} per cpu-second); a full pass for every unit, same run: ${r.fullPassPerSec}/s (${r.fullPassPerCpuSec} per cpu-second)${r.nodes === 5000 ? ` (target >= 20000: ${verdict(r.placementsPerSec >= 20000)})` : ''}`);
+  for (const r of rows)
+    summary.push(
+      `scheduler @ ${r.nodes} nodes: ${r.placementsPerSec} placements/s (${r.placementsPerCpuSec} per cpu-second); a full pass for every unit, same run: ${r.fullPassPerSec}/s (${r.fullPassPerCpuSec} per cpu-second)${r.nodes === 5000 ? ` (target >= 20000: ${verdict(r.placementsPerSec >= 20000)})` : ''}`,
+    );
 }
 
 if (want('storage')) {
@@ -66,7 +69,7 @@ if (want('apply')) {
 }
 
 if (want('unit-kill')) {
-  console.log('\n== unit kill -9 until its replacement is Running, vs PM2 restarting a kill -9\'d process (same run, PM2 first) ==');
+  console.log("\n== unit kill -9 until its replacement is Running, vs PM2 restarting a kill -9'd process (same run, PM2 first) ==");
   const pm2 = await benchPm2Restart(30);
   const pm2Median = median(pm2.samples);
   const r = await benchUnitKill(30);
@@ -101,19 +104,23 @@ if (want('failover')) {
 }
 
 if (want('writes')) {
-  console.log('\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) vs etcd 3.4 (3 members, fsync on) in the same run, same load generator ==');
+  console.log(
+    '\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) vs etcd 3.4 (3 members, fsync on) in the same run, same load generator ==',
+  );
   const ours: Record<string, Record<number, WriteFigure>> = { new: {}, overwrite: {} };
   for (const mode of ['new', 'overwrite'] as const) {
     for (const r of await benchWrites(5000, mode)) ours[mode][r.concurrency] = r;
   }
   const etcd = await benchEtcdWrites(5000);
-  if (!etcd) console.log('etcd: not measured: no etcd binary (install Debian\'s etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)');
+  if (!etcd) console.log("etcd: not measured: no etcd binary (install Debian's etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)");
   const cpu = (r: WriteFigure) => `${f(r.cpuMsPerWrite, 2)} ms CPU/write`;
   for (const concurrency of [1, 16]) {
     const o = ours.new[concurrency];
     const e = etcd?.rows.find((r) => r.concurrency === concurrency);
     const best = e ? (e.grpc && e.grpc.writesPerSec > e.gateway.writesPerSec ? e.grpc : e.gateway) : null;
-    const how = e ? `etcd ${etcd!.version} put of new keys, same run: JSON gateway ${Math.round(e.gateway.writesPerSec)}/s (${cpu(e.gateway)}), etcd3 gRPC client ${e.grpc === null ? `failed (${e.grpcError})` : `${Math.round(e.grpc.writesPerSec)}/s (${cpu(e.grpc)})`}; baseline the faster, ${Math.round(best!.writesPerSec)}/s` : 'etcd not measured';
+    const how = e
+      ? `etcd ${etcd!.version} put of new keys, same run: JSON gateway ${Math.round(e.gateway.writesPerSec)}/s (${cpu(e.gateway)}), etcd3 gRPC client ${e.grpc === null ? `failed (${e.grpcError})` : `${Math.round(e.grpc.writesPerSec)}/s (${cpu(e.grpc)})`}; baseline the faster, ${Math.round(best!.writesPerSec)}/s`
+      : 'etcd not measured';
     const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas (${how}${best ? `: ratio ${f(o.writesPerSec / best.writesPerSec, 2)}, ${verdict(o.writesPerSec >= best.writesPerSec)}` : ''})`;
     console.log(line);
     summary.push(line);
@@ -130,7 +137,8 @@ if (want('big-state')) {
   const n = Number(process.env.MO_BENCH_DEPLOYMENTS ?? 10000);
   const units = Number(process.env.MO_BENCH_UNITS ?? 1000);
   console.log(`\n== a big state: ${n} deployments of 0 replicas written (16 writers, new names), then one deployment of ${units} units applied (3 replicas, 4 agents) ==`);
-  const loop = (p: BigStateReplica[]) => p.map((x) => `${x.id} max ${f(x.loop.maxMs, 0)} ms, p99 ${f(x.loop.medianP99Ms, 1)} ms (worst second ${f(x.loop.worstP99Ms, 0)} ms), term ${x.term}`).join('; ');
+  const loop = (p: BigStateReplica[]) =>
+    p.map((x) => `${x.id} max ${f(x.loop.maxMs, 0)} ms, p99 ${f(x.loop.medianP99Ms, 1)} ms (worst second ${f(x.loop.worstP99Ms, 0)} ms), term ${x.term}`).join('; ');
   const rss = (p: BigStateReplica[]) => p.map((x) => `${x.id} ${f(x.rssMiB)} MiB`).join(', ');
   const maxRss = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.rssMiB));
   const maxStop = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.loop.maxMs));
@@ -141,12 +149,18 @@ if (want('big-state')) {
   };
   const r = await benchBigState(n, units, (fill) => {
     const terms = maxTerm(fill.fill) - fill.firstTerm;
-    say(`big state: ${fill.deployments} deployments written at ${Math.round(fill.fillWritesPerSec)}/s, ${fill.failedWrites === 0 ? 'no write failed' : `${fill.failedWrites} WRITES FAILED and were sent again (first: ${fill.firstFailure})`}; RSS ${rss(fill.fill)} (target < 150 MiB: ${verdict(maxRss(fill.fill) < 150)})`);
-    say(`big state: event loop while filling: ${loop(fill.fill)} (longest stop ${f(maxStop(fill.fill), 0)} ms; target < 125 ms, half the election timeout: ${verdict(maxStop(fill.fill) < 125)}; ${terms === 0 ? 'no election' : `${terms} ELECTIONS`})`);
+    say(
+      `big state: ${fill.deployments} deployments written at ${Math.round(fill.fillWritesPerSec)}/s, ${fill.failedWrites === 0 ? 'no write failed' : `${fill.failedWrites} WRITES FAILED and were sent again (first: ${fill.firstFailure})`}; RSS ${rss(fill.fill)} (target < 150 MiB: ${verdict(maxRss(fill.fill) < 150)})`,
+    );
+    say(
+      `big state: event loop while filling: ${loop(fill.fill)} (longest stop ${f(maxStop(fill.fill), 0)} ms; target < 125 ms, half the election timeout: ${verdict(maxStop(fill.fill) < 125)}; ${terms === 0 ? 'no election' : `${terms} ELECTIONS`})`,
+    );
   });
   const applyTerms = maxTerm(r.apply) - maxTerm(r.fill);
   say(`big state: apply of ${r.units} units on top: ${r.applyMs !== null ? `all Running after ${f(r.applyMs, 0)} ms` : `NOT all Running: ${r.applyError}`}; RSS ${rss(r.apply)}`);
-  say(`big state: event loop during the apply: ${loop(r.apply)} (longest stop ${f(maxStop(r.apply), 0)} ms; target < 125 ms: ${verdict(maxStop(r.apply) < 125)}; ${applyTerms === 0 ? 'no election' : `${applyTerms} ELECTIONS`})`);
+  say(
+    `big state: event loop during the apply: ${loop(r.apply)} (longest stop ${f(maxStop(r.apply), 0)} ms; target < 125 ms: ${verdict(maxStop(r.apply) < 125)}; ${applyTerms === 0 ? 'no election' : `${applyTerms} ELECTIONS`})`,
+  );
 }
 
 if (want('catch-up')) {
@@ -191,12 +205,16 @@ if (want('services')) {
 }
 
 if (want('isolation')) {
-  console.log('\n== unit isolation: start() until Running and stop() until gone (cgroup removed), the agent\'s supervisor bare / with cgroups / namespaces / both, beside a plain spawn of the same `sleep` (same run, 40 units each, one at a time) ==');
+  console.log(
+    "\n== unit isolation: start() until Running and stop() until gone (cgroup removed), the agent's supervisor bare / with cgroups / namespaces / both, beside a plain spawn of the same `sleep` (same run, 40 units each, one at a time) ==",
+  );
   const rows = await benchIsolation(40);
   const bare = rows.find((r) => r.mode === 'agent, no isolation');
   for (const r of rows) {
     const added = bare && r !== bare && r.mode.startsWith('agent') ? ` (adds ${f(r.startP50 - bare.startP50)} ms to start, ${f(r.stopP50 - bare.stopP50)} ms to stop, p50)` : '';
-    const line = r.skipped ? `isolation ${r.mode}: not measured: ${r.skipped}` : `isolation ${r.mode}: start p50 ${f(r.startP50)} ms, p99 ${f(r.startP99)} ms; stop p50 ${f(r.stopP50)} ms, p99 ${f(r.stopP99)} ms${added}`;
+    const line = r.skipped
+      ? `isolation ${r.mode}: not measured: ${r.skipped}`
+      : `isolation ${r.mode}: start p50 ${f(r.startP50)} ms, p99 ${f(r.startP99)} ms; stop p50 ${f(r.stopP50)} ms, p99 ${f(r.stopP99)} ms${added}`;
     console.log(line);
     summary.push(line);
   }

@@ -37,13 +37,17 @@ function perCall(fn: (i: number) => void, n: number): number {
 function stateWith(units: number): DesiredState {
   const state = new DesiredState();
   const { manifest, unitSpec } = validateManifest({
-    apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' },
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'web' },
     spec: { replicas: units, template: { spec: { containers: [{ name: 'web', command: ['sleep', '3600'], resources: { requests: { cpu: '1m', memory: '1Mi' } } }] } } },
   });
   let i = 0;
-  for (const n of ['node-a', 'node-b', 'node-c', 'node-d']) state.apply(++i, { type: 'node.register', at: 1, node: { name: n, capacity: { cpu: 64000, memory: 65536 }, taints: [], labels: {} } });
+  for (const n of ['node-a', 'node-b', 'node-c', 'node-d'])
+    state.apply(++i, { type: 'node.register', at: 1, node: { name: n, capacity: { cpu: 64000, memory: 65536 }, taints: [], labels: {} } });
   state.apply(++i, { type: 'deployment.apply', at: 1, uid: 'd', manifest, unitSpec, specHash: unitSpecHash(unitSpec) });
-  for (let u = 0; u < units; u++) state.apply(++i, { type: 'unit.create', at: 1, uid: `u${u}`, deployment: 'web', nodeName: ['node-a', 'node-b', 'node-c', 'node-d'][u % 4], scheduling: null });
+  for (let u = 0; u < units; u++)
+    state.apply(++i, { type: 'unit.create', at: 1, uid: `u${u}`, deployment: 'web', nodeName: ['node-a', 'node-b', 'node-c', 'node-d'][u % 4], scheduling: null });
   return state;
 }
 

@@ -31,16 +31,20 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 function put(url: string, token: string, name: string, timeoutMs = 5000): Promise<number> {
   const body = JSON.stringify(manifest(name));
   return new Promise((resolve, reject) => {
-    const req = http.request(`${url}/v1/deployments/${name}`, {
-      method: 'PUT',
-      agent,
-      timeout: timeoutMs,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      `${url}/v1/deployments/${name}`,
+      {
+        method: 'PUT',
+        agent,
+        timeout: timeoutMs,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(body);
@@ -48,10 +52,15 @@ function put(url: string, token: string, name: string, timeoutMs = 5000): Promis
 }
 
 async function leaderIndex(c: Cluster): Promise<number> {
-  return waitFor('leader', async () => {
-    const r = await c.api('GET', '/v1/cluster');
-    return r.json?.leader ? Number(String(r.json.leader).split('-')[1]) : null;
-  }, 15000, 10);
+  return waitFor(
+    'leader',
+    async () => {
+      const r = await c.api('GET', '/v1/cluster');
+      return r.json?.leader ? Number(String(r.json.leader).split('-')[1]) : null;
+    },
+    15000,
+    10,
+  );
 }
 
 export async function benchFailover(rounds = 10): Promise<{ medianMs: number; p99Ms: number; samples: number[]; electionTimeoutMs: string }> {
@@ -138,7 +147,13 @@ export interface WriteFigure {
   cpuMsPerWrite: number;
 }
 
-async function measured(pids: number[], concurrency: number, durationMs: number, nameOf: (w: number, k: number) => string, write: (name: string) => Promise<boolean>): Promise<WriteFigure> {
+async function measured(
+  pids: number[],
+  concurrency: number,
+  durationMs: number,
+  nameOf: (w: number, k: number) => string,
+  write: (name: string) => Promise<boolean>,
+): Promise<WriteFigure> {
   let acked = 0;
   const cpu0 = cpuMsOf(pids);
   const writesPerSec = await writeLoad(concurrency, durationMs, nameOf, async (name) => {
@@ -165,7 +180,13 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
     const li = await leaderIndex(c);
     const url = c.urls[li - 1];
     for (const concurrency of [1, 16]) {
-      const r = await measured(c.cps.map((p) => p.pid), concurrency, durationMs, nameFor(mode, concurrency), async (name) => (await put(url, c.token, name)) < 300);
+      const r = await measured(
+        c.cps.map((p) => p.pid),
+        concurrency,
+        durationMs,
+        nameFor(mode, concurrency),
+        async (name) => (await put(url, c.token, name)) < 300,
+      );
       out.push({ ...r, mode });
     }
   } finally {
@@ -180,7 +201,9 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
  * manifests the cluster is sent, from the same load generator. null when no
  * etcd binary is installed.
  */
-export async function benchEtcdWrites(durationMs = 5000): Promise<null | { version: string; rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }> }> {
+export async function benchEtcdWrites(
+  durationMs = 5000,
+): Promise<null | { version: string; rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }> }> {
   const bin = etcdBinary();
   if (!bin) return null;
   const version = await etcdVersion(bin);
@@ -192,7 +215,8 @@ export async function benchEtcdWrites(durationMs = 5000): Promise<null | { versi
   {
     const e = await startEtcd(bin);
     try {
-      for (const concurrency of [1, 16]) gateway.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
+      for (const concurrency of [1, 16])
+        gateway.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
     } finally {
       await e.stop();
     }
@@ -201,7 +225,8 @@ export async function benchEtcdWrites(durationMs = 5000): Promise<null | { versi
     const e = await startEtcd(bin);
     const g = grpcClient(e.leader);
     try {
-      for (const concurrency of [1, 16]) grpc.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
+      for (const concurrency of [1, 16])
+        grpc.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
     } catch (err) {
       grpcError = (err as Error).message;
     } finally {
@@ -234,11 +259,16 @@ export async function benchCatchUp(entries = 10000): Promise<{ entries: number; 
     const lead = (await c.api('GET', '/v1/cluster')).json.replicas.find((r: { role: string }) => r.role === 'leader');
     const t0 = performance.now();
     c.startReplica(lagging);
-    await waitFor('the restarted replica to catch up', async () => {
-      const r = await fetch(`${c.urls[lagging - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } });
-      const s = await r.json();
-      return s.commitIndex >= lead.commitIndex && s.appliedIndex >= lead.commitIndex;
-    }, 60000, 5);
+    await waitFor(
+      'the restarted replica to catch up',
+      async () => {
+        const r = await fetch(`${c.urls[lagging - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } });
+        const s = await r.json();
+        return s.commitIndex >= lead.commitIndex && s.appliedIndex >= lead.commitIndex;
+      },
+      60000,
+      5,
+    );
     return { entries, catchUpMs: performance.now() - t0 };
   } finally {
     await c.stop();

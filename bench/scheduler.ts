@@ -62,12 +62,7 @@ function buildCluster(nodeCount: number, random: () => number): NodeState[] {
       capacity: { ...shape },
       allocated: { cpu: Math.floor(random() * shape.cpu * 0.3), memory: Math.floor(random() * shape.memory * 0.3) },
       // ~10% reserved for gpu work, ~5% softly avoided.
-      taints:
-        roll > 0.9
-          ? [{ key: 'gpu-only', effect: 'NoSchedule' }]
-          : roll > 0.85
-            ? [{ key: 'spot', effect: 'PreferNoSchedule' }]
-            : [],
+      taints: roll > 0.9 ? [{ key: 'gpu-only', effect: 'NoSchedule' }] : roll > 0.85 ? [{ key: 'spot', effect: 'PreferNoSchedule' }] : [],
       labels: { zone: `zone-${i % 3}` },
     });
   }

@@ -32,7 +32,9 @@ async function load(host: string, port: number, n: number, concurrency: number):
   return { rps: n / ((performance.now() - t0) / 1000), p50: pct(lat, 50), p99: pct(lat, 99) };
 }
 
-export async function benchServiceProxy(n = 3000): Promise<Array<{ concurrency: number; direct: { rps: number; p50: number; p99: number }; proxied: { rps: number; p50: number; p99: number } }>> {
+export async function benchServiceProxy(
+  n = 3000,
+): Promise<Array<{ concurrency: number; direct: { rps: number; p50: number; p99: number }; proxied: { rps: number; p50: number; p99: number } }>> {
   const nodes = [{ name: 'node-a', capacity: { cpu: 8000, memory: 16384 }, taints: [], labels: {} }];
   const c = await Cluster.start({ nodes });
   try {
@@ -49,7 +51,12 @@ export async function benchServiceProxy(n = 3000): Promise<Array<{ concurrency: 
         },
       },
     });
-    await c.api('PUT', '/v1/services/echo', { apiVersion: 'v1', kind: 'Service', metadata: { name: 'echo' }, spec: { selector: { app: 'echo' }, ports: [{ port: 80, targetPort: 8080, nodePort: 30090 }] } });
+    await c.api('PUT', '/v1/services/echo', {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'echo' },
+      spec: { selector: { app: 'echo' }, ports: [{ port: 80, targetPort: 8080, nodePort: 30090 }] },
+    });
     const ep = await waitFor('a ready endpoint', async () => (await c.api('GET', '/v1/endpoints')).json.items[0]?.subsets[0].addresses[0], 30000, 100);
     const nodeIp = c.nodeAddress('node-a');
     await waitFor('the proxy answering', async () => (await once(nodeIp, 30090).catch(() => -1)) >= 0, 10000, 50);

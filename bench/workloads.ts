@@ -46,7 +46,9 @@ function duBytes(dir: string): number {
 }
 
 function manifest(name: string, replicas: number, env: string, probe?: unknown): unknown {
-  const m = webManifest(name, replicas, { cpu: '10m', memory: '8Mi', env: [{ name: 'V', value: env }] }) as { spec: { template: { spec: { containers: Array<Record<string, unknown>> } } } };
+  const m = webManifest(name, replicas, { cpu: '10m', memory: '8Mi', env: [{ name: 'V', value: env }] }) as {
+    spec: { template: { spec: { containers: Array<Record<string, unknown>> } } };
+  };
   if (probe) m.spec.template.spec.containers[0].readinessProbe = probe;
   return m;
 }
@@ -123,10 +125,15 @@ export async function benchCrashLoop(seconds = 60): Promise<{
     const victim = (await c.running('good'))[0];
     const k0 = performance.now();
     process.kill(victim.status.pid, 'SIGKILL');
-    const healMs = await waitFor('the healthy unit replaced', async () => {
-      const now = await c.running('good');
-      return now.length === 2 && !now.some((u: { metadata: { name: string } }) => u.metadata.name === victim.metadata.name) ? performance.now() - k0 : 0;
-    }, 10000, 2);
+    const healMs = await waitFor(
+      'the healthy unit replaced',
+      async () => {
+        const now = await c.running('good');
+        return now.length === 2 && !now.some((u: { metadata: { name: string } }) => u.metadata.name === victim.metadata.name) ? performance.now() - k0 : 0;
+      },
+      10000,
+      2,
+    );
     await sleep(Math.max(0, seconds * 1000 - (performance.now() - t0)));
     const elapsed = performance.now() - t0;
     const units: Array<{ metadata: { name: string }; spec: { deployment: string } }> = (await c.api('GET', '/v1/units')).json.items;

@@ -56,7 +56,10 @@ export interface ApiAnswer {
 export class ApiClient {
   private preferred = 0;
 
-  constructor(readonly urls: string[], private readonly token: string) {}
+  constructor(
+    readonly urls: string[],
+    private readonly token: string,
+  ) {}
 
   /** One call to one replica. Throws on network errors and timeouts. */
   async callOne(url: string, method: string, p: string, body?: unknown, timeoutMs = 2000): Promise<ApiAnswer> {
@@ -107,7 +110,7 @@ export class ApiClient {
         const err = e as Error & { cause?: { code?: string } };
         // Nothing was sent: try the next replica.
         if (err.cause?.code === 'ECONNREFUSED') continue;
-        return { outcome: 'unknown', detail: `${this.urls[i]}: ${err.name === 'TimeoutError' ? `no answer in ${timeoutMs} ms` : err.cause?.code ?? err.message}` };
+        return { outcome: 'unknown', detail: `${this.urls[i]}: ${err.name === 'TimeoutError' ? `no answer in ${timeoutMs} ms` : (err.cause?.code ?? err.message)}` };
       }
       if (a.status >= 200 && a.status < 300) {
         this.preferred = i;

@@ -63,7 +63,21 @@ function num(flag: string, text: string, o: { min: number; max: number; integer:
 }
 
 export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
-  const o: ChaosOptions = { scenario: 'soak', durationS: 30, seed: null, replicas: 3, iterations: 100, cluster: null, compose: false, composeFile: null, netns: false, convergeBoundS: 10, json: null, quiet: false, help: false };
+  const o: ChaosOptions = {
+    scenario: 'soak',
+    durationS: 30,
+    seed: null,
+    replicas: 3,
+    iterations: 100,
+    cluster: null,
+    compose: false,
+    composeFile: null,
+    netns: false,
+    convergeBoundS: 10,
+    json: null,
+    quiet: false,
+    help: false,
+  };
   const positional: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];

@@ -464,7 +464,16 @@ export class InvariantChecker {
   }
 
   /** A condition that may hold for at most boundMs of calm time. */
-  private episode(key: string, holds: boolean, t: number, boundMs: number, invariant: InvariantId, message: () => string, longestKind?: 'deficit' | 'surplus', deployment?: string): void {
+  private episode(
+    key: string,
+    holds: boolean,
+    t: number,
+    boundMs: number,
+    invariant: InvariantId,
+    message: () => string,
+    longestKind?: 'deficit' | 'surplus',
+    deployment?: string,
+  ): void {
     const e = this.episodes.get(key);
     if (!holds) {
       if (e && longestKind && deployment) this.noteLongest(longestKind, deployment, t - e.since);
@@ -554,7 +563,15 @@ export class InvariantChecker {
       const node = u.node ? nodes.get(u.node) : undefined;
       const agentKey = node?.agentPid ? procKey(node.agentId, node.agentPid) : undefined;
       if (u.pid && u.pidAlive) {
-        this.track(procKey(u.pidId, u.pid), { kind: 'unit', pid: u.pid, what: `unit ${u.name}`, deadAt: null, agentPid: node?.agentPid ?? undefined, agentKey, node: u.node ?? undefined });
+        this.track(procKey(u.pidId, u.pid), {
+          kind: 'unit',
+          pid: u.pid,
+          what: `unit ${u.name}`,
+          deadAt: null,
+          agentPid: node?.agentPid ?? undefined,
+          agentKey,
+          node: u.node ?? undefined,
+        });
       } else if (u.pid && !u.pidAlive) this.markDead(procKey(u.pidId, u.pid), t);
       if (!this.unitsSeen.has(u.name) && u.term !== null && u.startedAtMs !== null && u.node && agentKey && (u.phase === 'Running' || u.phase === 'Terminating') && u.pidAlive) {
         this.unitsSeen.set(u.name, { term: u.term, startedAtMs: u.startedAtMs });
@@ -562,7 +579,8 @@ export class InvariantChecker {
       }
       if (u.bound && node && !node.ready && (u.phase === 'Running' || u.phase === 'Pending')) {
         const since = this.notReadySince.get(node.name) ?? t;
-        if (t - since > this.bounds.lostGraceMs) this.violateOnce(`lost-phase/${u.name}/${since}`, 6, t, `unit ${u.name} is shown ${u.phase} on ${node.name}, NotReady since ${fmtT(since)}`);
+        if (t - since > this.bounds.lostGraceMs)
+          this.violateOnce(`lost-phase/${u.name}/${since}`, 6, t, `unit ${u.name} is shown ${u.phase} on ${node.name}, NotReady since ${fmtT(since)}`);
       }
     }
 
@@ -576,14 +594,43 @@ export class InvariantChecker {
       const want = desired.get(name) ?? 0;
       const live = this.liveOf(s, name).length;
       const running = s.units.filter((u) => u.deployment === name && u.bound && u.phase === 'Running' && u.pidAlive).length;
-      this.episode(`deficit/${name}`, desired.has(name) && running < want, t, this.bounds.deficitBoundMs, 4, () => `deployment ${name} had ${running} of ${want} units running`, 'deficit', name);
-      this.episode(`surplus/${name}`, live > want, t, this.bounds.surplusBoundMs, 5, () => `deployment ${name} had ${live} live units for ${want} replicas${desired.has(name) ? '' : ' (deleted)'}`, 'surplus', name);
+      this.episode(
+        `deficit/${name}`,
+        desired.has(name) && running < want,
+        t,
+        this.bounds.deficitBoundMs,
+        4,
+        () => `deployment ${name} had ${running} of ${want} units running`,
+        'deficit',
+        name,
+      );
+      this.episode(
+        `surplus/${name}`,
+        live > want,
+        t,
+        this.bounds.surplusBoundMs,
+        5,
+        () => `deployment ${name} had ${live} live units for ${want} replicas${desired.has(name) ? '' : ' (deleted)'}`,
+        'surplus',
+        name,
+      );
     }
 
     // Live units on NotReady nodes (6).
     for (const n of s.nodes) {
       const live = s.units.filter((u) => u.node === n.name && u.pidAlive && u.phase !== 'Succeeded' && u.phase !== 'Failed');
-      this.episode(`notready/${n.name}`, !n.ready && live.length > 0, t, this.bounds.notReadyBoundMs, 6, () => `node ${n.name} is NotReady with ${live.length} live unit pids (${live.slice(0, 3).map((u) => `${u.name} pid ${u.pid}`).join(', ')})`);
+      this.episode(
+        `notready/${n.name}`,
+        !n.ready && live.length > 0,
+        t,
+        this.bounds.notReadyBoundMs,
+        6,
+        () =>
+          `node ${n.name} is NotReady with ${live.length} live unit pids (${live
+            .slice(0, 3)
+            .map((u) => `${u.name} pid ${u.pid}`)
+            .join(', ')})`,
+      );
     }
 
     // Capacity and taints (7).
@@ -592,15 +639,26 @@ export class InvariantChecker {
       const cpu = bound.reduce((a, u) => a + u.cpu, 0);
       const mem = bound.reduce((a, u) => a + u.memory, 0);
       if (cpu > n.capacity.cpu || mem > n.capacity.memory) {
-        this.violateOnce(`cap/${n.name}/${cpu}/${mem}`, 7, t, `node ${n.name}: units bound request cpu=${cpu}m memory=${mem}Mi > capacity cpu=${n.capacity.cpu}m memory=${n.capacity.memory}Mi`);
+        this.violateOnce(
+          `cap/${n.name}/${cpu}/${mem}`,
+          7,
+          t,
+          `node ${n.name}: units bound request cpu=${cpu}m memory=${mem}Mi > capacity cpu=${n.capacity.cpu}m memory=${n.capacity.memory}Mi`,
+        );
       }
       if (n.allocated && (n.allocated.cpu > n.capacity.cpu || n.allocated.memory > n.capacity.memory)) {
-        this.violateOnce(`alloc/${n.name}/${n.allocated.cpu}/${n.allocated.memory}`, 7, t, `node ${n.name}: status.allocated cpu=${n.allocated.cpu}m memory=${n.allocated.memory}Mi > capacity`);
+        this.violateOnce(
+          `alloc/${n.name}/${n.allocated.cpu}/${n.allocated.memory}`,
+          7,
+          t,
+          `node ${n.name}: status.allocated cpu=${n.allocated.cpu}m memory=${n.allocated.memory}Mi > capacity`,
+        );
       }
       for (const taint of n.taints) {
         if (taint.effect === 'PreferNoSchedule') continue;
         for (const u of bound) {
-          if (!tolerates(u.tolerations, taint)) this.violateOnce(`taint/${u.name}/${n.name}`, 7, t, `unit ${u.name} is bound to ${n.name} but does not tolerate its taint ${taint.key}:${taint.effect}`);
+          if (!tolerates(u.tolerations, taint))
+            this.violateOnce(`taint/${u.name}/${n.name}`, 7, t, `unit ${u.name} is bound to ${n.name} but does not tolerate its taint ${taint.key}:${taint.effect}`);
         }
       }
     }
@@ -626,8 +684,10 @@ export class InvariantChecker {
     let list = this.incarnations.get(incarnation);
     if (!list) this.incarnations.set(incarnation, (list = []));
     for (const o of list) {
-      if (o.startedAtMs < started && o.term > term) this.violate(3, t, `unit ${u.name} (term ${term}) started on ${u.node} after ${o.name} of term ${o.term}: the agent accepted a stale term`);
-      if (o.startedAtMs > started && o.term < term) this.violate(3, t, `unit ${o.name} (term ${o.term}) started on ${u.node} after ${u.name} of term ${term}: the agent accepted a stale term`);
+      if (o.startedAtMs < started && o.term > term)
+        this.violate(3, t, `unit ${u.name} (term ${term}) started on ${u.node} after ${o.name} of term ${o.term}: the agent accepted a stale term`);
+      if (o.startedAtMs > started && o.term < term)
+        this.violate(3, t, `unit ${o.name} (term ${o.term}) started on ${u.node} after ${u.name} of term ${term}: the agent accepted a stale term`);
     }
     list.push({ name: u.name, startedAtMs: started, term });
     // (c) a leader of a higher term had been known for fenceBoundMs already.
@@ -654,7 +714,12 @@ export class InvariantChecker {
       if (p.kind !== 'unit' || p.deadAt !== null || !p.agentKey) continue;
       const agent = this.pids.get(p.agentKey);
       if (agent?.deadAt != null && o.t - agent.deadAt > this.bounds.orphanBoundMs) {
-        this.violateOnce(`orphan-unit/${key}`, 6, o.t, `${p.what} pid ${p.pid} on ${p.node} still alive ${((o.t - agent.deadAt) / 1000).toFixed(1)}s after its agent pid ${p.agentPid} died`);
+        this.violateOnce(
+          `orphan-unit/${key}`,
+          6,
+          o.t,
+          `${p.what} pid ${p.pid} on ${p.node} still alive ${((o.t - agent.deadAt) / 1000).toFixed(1)}s after its agent pid ${p.agentPid} died`,
+        );
       }
     }
     if (o.final) {
@@ -687,14 +752,19 @@ export class InvariantChecker {
         const got = d ? dkey({ exists: true, replicas: d.replicas, marker: d.marker ?? null }) : 'absent';
         if (!possible.has(got)) {
           const lastAck = [...ws].reverse().find((w) => w.outcome === 'ack');
-          this.violate(2, input.t, `deployment ${name}: final state ${got} (replicas/marker) is none of ${[...possible].join(' | ')}; last acknowledged write #${lastAck?.seq ?? '-'} ${lastAck ? `${lastAck.op}${lastAck.replicas !== undefined ? ' ' + lastAck.replicas : ''} at ${fmtT(lastAck.t)}` : ''}`);
+          this.violate(
+            2,
+            input.t,
+            `deployment ${name}: final state ${got} (replicas/marker) is none of ${[...possible].join(' | ')}; last acknowledged write #${lastAck?.seq ?? '-'} ${lastAck ? `${lastAck.op}${lastAck.replicas !== undefined ? ' ' + lastAck.replicas : ''} at ${fmtT(lastAck.t)}` : ''}`,
+          );
         }
       }
     }
 
     // (3b) no term above every term ever seen.
     for (const [name, u] of this.unitsSeen) {
-      if (u.term !== null && u.term > this.maxTerm && this.replicaPolls > 0) this.violate(3, input.t, `unit ${name} carries term ${u.term}, above every term a replica reported (max ${this.maxTerm})`);
+      if (u.term !== null && u.term > this.maxTerm && this.replicaPolls > 0)
+        this.violate(3, input.t, `unit ${name} carries term ${u.term}, above every term a replica reported (max ${this.maxTerm})`);
     }
 
     // (4) convergence after the quiet point.
@@ -702,7 +772,13 @@ export class InvariantChecker {
     const convergedAfterQuietMs = after === undefined ? null : after - input.quietAt;
     const stillConverged = this.lastSnapshot !== null && this.convergedNow(this.lastSnapshot) && this.lastSnapshot.t >= input.quietAt;
     if (convergedAfterQuietMs === null || convergedAfterQuietMs > this.bounds.convergeBoundMs) {
-      this.violate(4, input.t, convergedAfterQuietMs === null ? `observed never equalled desired after the last fault at ${fmtT(input.quietAt)}${this.lastSnapshot ? ': ' + this.describeGap(this.lastSnapshot) : ''}` : `observed equalled desired only ${(convergedAfterQuietMs / 1000).toFixed(1)}s after the last fault (bound ${this.bounds.convergeBoundMs / 1000}s)`);
+      this.violate(
+        4,
+        input.t,
+        convergedAfterQuietMs === null
+          ? `observed never equalled desired after the last fault at ${fmtT(input.quietAt)}${this.lastSnapshot ? ': ' + this.describeGap(this.lastSnapshot) : ''}`
+          : `observed equalled desired only ${(convergedAfterQuietMs / 1000).toFixed(1)}s after the last fault (bound ${this.bounds.convergeBoundMs / 1000}s)`,
+      );
     } else if (!stillConverged && this.lastSnapshot) {
       this.violate(4, input.t, `converged at ${fmtT(after!)} but the last snapshot differs again: ${this.describeGap(this.lastSnapshot)}`);
     }
@@ -765,7 +841,13 @@ export class InvariantChecker {
     }
     const desired = new Set(s.deployments.map((d) => d.name));
     const stray = s.units.filter((u) => u.pidAlive && (!desired.has(u.deployment) || !u.bound));
-    if (stray.length) parts.push(`${stray.length} live units not wanted (${stray.slice(0, 3).map((u) => u.name).join(', ')})`);
+    if (stray.length)
+      parts.push(
+        `${stray.length} live units not wanted (${stray
+          .slice(0, 3)
+          .map((u) => u.name)
+          .join(', ')})`,
+      );
     const notReady = s.nodes.filter((n) => !n.ready && s.units.some((u) => u.node === n.name && u.pidAlive));
     if (notReady.length) parts.push(`live units on NotReady ${notReady.map((n) => n.name).join(', ')}`);
     return parts.join('; ') || 'no gap in the last snapshot';

@@ -71,7 +71,11 @@ async function main(): Promise<number> {
         target = lt;
         try {
           const api = new (await import('./api-client.ts')).ApiClient(lt.urls, lt.token);
-          partitioner = await NetnsPartitioner.load(lt.dataDir, () => lt.replicaIds(), async () => (await api.read('/v1/cluster'))?.json?.leader || null);
+          partitioner = await NetnsPartitioner.load(
+            lt.dataDir,
+            () => lt.replicaIds(),
+            async () => (await api.read('/v1/cluster'))?.json?.leader || null,
+          );
         } catch (e) {
           print(`${at(now())} note: netns links unavailable (${(e as Error).message}); partitioning by SIGSTOP/SIGCONT`);
         }
@@ -109,7 +113,19 @@ async function main(): Promise<number> {
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 
-  const inj = new FaultInjector({ target, rng, core, api: poller.api, poller, partitioner, now, deadline: Infinity, iterations: opts.iterations, replicas: target.replicaIds().length, print });
+  const inj = new FaultInjector({
+    target,
+    rng,
+    core,
+    api: poller.api,
+    poller,
+    partitioner,
+    now,
+    deadline: Infinity,
+    iterations: opts.iterations,
+    replicas: target.replicaIds().length,
+    print,
+  });
   let quietAt = 0;
   let finalDeployments: DeploymentObservation[] | null = null;
   let orphansChecked = false;

@@ -80,7 +80,12 @@ export class NetnsPartitioner implements Partitioner {
   readonly describe: string;
   private readonly open = new Set<PartitionHandle>();
 
-  private constructor(private readonly layout: NetnsLayout, private readonly links: Links, private readonly replicaIds: () => string[], private readonly leaderId: () => Promise<string | null>) {
+  private constructor(
+    private readonly layout: NetnsLayout,
+    private readonly links: Links,
+    private readonly replicaIds: () => string[],
+    private readonly leaderId: () => Promise<string | null>,
+  ) {
     this.describe = `network partitions with netns (iptables DROP in each process's namespace, subnet ${layout.subnet})`;
   }
 

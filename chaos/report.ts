@@ -33,13 +33,21 @@ export function formatReport(v: Verdict, info: RunInfo): string {
   lines.push(`faults injected: ${nFaults}${nFaults ? ` (${counts(v.faultCounts)})` : ''}`);
   lines.push(`heals: ${counts(v.healCounts)}`);
   lines.push(`workload writes: ${v.writes.ack} acknowledged, ${v.writes.refused} refused, ${v.writes.unknown} outcome unknown`);
-  lines.push(`observations: ${v.snapshots} snapshots, ${v.replicaPolls} replica polls; terms seen up to ${v.maxTermSeen}; leaders: ${v.leadersByTerm.map((l) => `${l.term}=${l.leaders.join('+')}`).join(' ') || 'none seen'}`);
+  lines.push(
+    `observations: ${v.snapshots} snapshots, ${v.replicaPolls} replica polls; terms seen up to ${v.maxTermSeen}; leaders: ${v.leadersByTerm.map((l) => `${l.term}=${l.leaders.join('+')}`).join(' ') || 'none seen'}`,
+  );
   lines.push(`convergence after the last fault: ${s(v.convergedAfterQuietMs)}${v.quietAt !== null ? ` (quiet from ${at(v.quietAt)})` : ''}`);
   const r = v.slowestRecovery;
   lines.push(`slowest recovery after a fault: ${r ? `${s(r.recoveryMs)} (${r.kind} ${r.target} at ${at(r.t)}${r.overlapped ? ', overlapped by a later fault' : ''})` : 'n/a'}`);
-  const recovered = v.faults.filter((f) => f.recoveryMs !== null).map((f) => f.recoveryMs!).sort((a, b) => a - b);
-  if (recovered.length) lines.push(`recovery times: median ${s(recovered[Math.floor(recovered.length / 2)])}, ${recovered.length} of ${nFaults} faults followed by a converged snapshot`);
-  lines.push(`longest deficit: ${v.longestDeficit ? `${s(v.longestDeficit.ms)} (${v.longestDeficit.deployment})` : 'none'}; longest surplus: ${v.longestSurplus ? `${s(v.longestSurplus.ms)} (${v.longestSurplus.deployment})` : 'none'}`);
+  const recovered = v.faults
+    .filter((f) => f.recoveryMs !== null)
+    .map((f) => f.recoveryMs!)
+    .sort((a, b) => a - b);
+  if (recovered.length)
+    lines.push(`recovery times: median ${s(recovered[Math.floor(recovered.length / 2)])}, ${recovered.length} of ${nFaults} faults followed by a converged snapshot`);
+  lines.push(
+    `longest deficit: ${v.longestDeficit ? `${s(v.longestDeficit.ms)} (${v.longestDeficit.deployment})` : 'none'}; longest surplus: ${v.longestSurplus ? `${s(v.longestSurplus.ms)} (${v.longestSurplus.deployment})` : 'none'}`,
+  );
   const pt = v.pidsTracked;
   lines.push(`pids watched in /proc: ${pt.unit} units, ${pt.agent} agents, ${pt.replica} replicas, ${pt.helper} agents' children`);
   lines.push('invariants:');

@@ -89,7 +89,17 @@ export class FaultInjector {
   fault(kind: string, target: string, detail: string, o: { disruptive: boolean; settleMs?: number; calmAfterMs?: number }): number {
     const id = this.nextId++;
     const t = this.ctx.now();
-    const f: FaultObservation = { type: 'fault', t, id, kind, target, detail, disruptive: o.disruptive, settleMs: o.settleMs ?? 0, ...(o.calmAfterMs !== undefined ? { calmAfterMs: o.calmAfterMs } : {}) };
+    const f: FaultObservation = {
+      type: 'fault',
+      t,
+      id,
+      kind,
+      target,
+      detail,
+      disruptive: o.disruptive,
+      settleMs: o.settleMs ?? 0,
+      ...(o.calmAfterMs !== undefined ? { calmAfterMs: o.calmAfterMs } : {}),
+    };
     this.ctx.core.observe(f);
     this.ctx.print(`${at(t)} fault: ${detail}`);
     return id;
@@ -209,7 +219,11 @@ export class FaultInjector {
     if (pid === null) return false;
     const failover = this.ctx.replicas >= 3;
     if (kill) {
-      const id = this.fault('SIGKILL leader', l.id, `SIGKILL leader ${l.id}${pid ? ` pid ${pid}` : ''}`, { disruptive: true, settleMs: SETTLE_MS, ...(failover ? { calmAfterMs: SETTLE_MS } : {}) });
+      const id = this.fault('SIGKILL leader', l.id, `SIGKILL leader ${l.id}${pid ? ` pid ${pid}` : ''}`, {
+        disruptive: true,
+        settleMs: SETTLE_MS,
+        ...(failover ? { calmAfterMs: SETTLE_MS } : {}),
+      });
       this.scheduleRestart(id, 'replica', l.id, 1000 + rng.int(2000));
     } else {
       const id = this.fault('SIGSTOP leader', l.id, `SIGSTOP leader ${l.id}${pid ? ` pid ${pid}` : ''}`, { disruptive: true, settleMs: SETTLE_MS });
@@ -265,7 +279,10 @@ export class FaultInjector {
     }
     if (!handle) return false;
     const h = handle;
-    const id = this.fault(`partition ${h.members[0].kind === 'replica' ? 'leader' : 'agents'}`, h.members.map((m) => m.name).join('+'), `partition: ${h.detail}`, { disruptive: true, settleMs: SETTLE_MS });
+    const id = this.fault(`partition ${h.members[0].kind === 'replica' ? 'leader' : 'agents'}`, h.members.map((m) => m.name).join('+'), `partition: ${h.detail}`, {
+      disruptive: true,
+      settleMs: SETTLE_MS,
+    });
     for (const m of h.members.slice(1)) this.schedule(Infinity, `${m.kind}:${m.name}`, async () => undefined);
     this.schedule(this.ctx.now() + 2000 + rng.int(2000), `${h.members[0].kind}:${h.members[0].name}`, async () => {
       for (const m of h.members.slice(1)) {

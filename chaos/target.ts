@@ -64,7 +64,11 @@ export class LocalTarget implements ChaosTarget {
   readonly ownsCluster = true;
   private readonly stoppedPids = new Set<number>();
 
-  private constructor(readonly cluster: Cluster, private readonly replicas: number, private readonly nodes: NodeInfo[]) {}
+  private constructor(
+    readonly cluster: Cluster,
+    private readonly replicas: number,
+    private readonly nodes: NodeInfo[],
+  ) {}
 
   static async start(replicas: number, nodes: NodeInfo[] = LESSON): Promise<LocalTarget> {
     return new LocalTarget(await Cluster.start({ replicas, nodes }), replicas, nodes);
@@ -136,7 +140,12 @@ export class AttachedTarget implements ChaosTarget {
   procChecks = false;
   private composeCmd: string[] = [];
 
-  private constructor(readonly urls: string[], readonly token: string, readonly mode: 'attached' | 'compose', private readonly composeFile?: string) {
+  private constructor(
+    readonly urls: string[],
+    readonly token: string,
+    readonly mode: 'attached' | 'compose',
+    private readonly composeFile?: string,
+  ) {
     this.api = new ApiClient(urls, token);
   }
 
@@ -157,11 +166,15 @@ export class AttachedTarget implements ChaosTarget {
       } catch (e) {
         throw new Error(`--cluster ${o.cluster}: not a JSON config (${(e as Error).message})`);
       }
-      if (!Array.isArray(cfg.servers) || !cfg.servers.every((s) => typeof s === 'string')) throw new Error(`--cluster ${o.cluster}: expected {"servers": ["http://..."], "token": "..."}`);
+      if (!Array.isArray(cfg.servers) || !cfg.servers.every((s) => typeof s === 'string'))
+        throw new Error(`--cluster ${o.cluster}: expected {"servers": ["http://..."], "token": "..."}`);
       urls = cfg.servers as string[];
       if (!token && typeof cfg.token === 'string') token = cfg.token;
     } else {
-      urls = o.cluster.split(',').map((s) => s.trim()).filter(Boolean);
+      urls = o.cluster
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       if (!urls.every((u) => /^https?:\/\//.test(u))) throw new Error(`--cluster: expected a config.json path or comma-separated http:// URLs, got "${o.cluster}"`);
     }
     if (!token) throw new Error('--cluster: no token (set MO_TOKEN, or give a config.json with a token)');
@@ -180,7 +193,8 @@ export class AttachedTarget implements ChaosTarget {
     this.replicaList = reps.map((r) => r.id);
     const n = await this.api.read('/v1/nodes', 3000);
     this.nodeList = (n?.json?.items ?? []).map((x) => x.metadata.name);
-    this.procChecks = this.mode !== 'compose' && reps.length > 0 && reps.every((r) => typeof r.pid === 'number' && readStat(r.pid) !== null && cmdlineOf(r.pid).includes('control-plane'));
+    this.procChecks =
+      this.mode !== 'compose' && reps.length > 0 && reps.every((r) => typeof r.pid === 'number' && readStat(r.pid) !== null && cmdlineOf(r.pid).includes('control-plane'));
   }
 
   describe(): string {
@@ -278,11 +292,15 @@ export class LauncherTarget implements ChaosTarget {
     const { freeBasePort, REPO, waitFor } = await import('../test/helpers/cluster.ts');
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-chaos-'));
     const base = await freeBasePort(replicas);
-    const child = spawn(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--netns', '--data-dir', dataDir, '--base-port', String(base), '--replicas', String(replicas), '--restart-after', String(restartAfterS)], {
-      cwd: REPO,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, NO_COLOR: '1' },
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'launcher/main.ts', '--netns', '--data-dir', dataDir, '--base-port', String(base), '--replicas', String(replicas), '--restart-after', String(restartAfterS)],
+      {
+        cwd: REPO,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, NO_COLOR: '1' },
+      },
+    );
     const output: string[] = [];
     const keep = (b: Buffer) => {
       output.push(...b.toString().split('\n').filter(Boolean));
@@ -295,15 +313,20 @@ export class LauncherTarget implements ChaosTarget {
     void exited.then(() => (dead = true));
     try {
       const cfg = path.join(dataDir, 'config.json');
-      await waitFor('the --netns cluster to start', async () => {
-        if (dead) throw new Error(`the launcher exited: ${output.slice(-3).join(' | ')}`);
-        if (!fs.existsSync(cfg)) return false;
-        const a = await AttachedTarget.attach({ cluster: cfg, compose: false }).catch(() => null);
-        if (!a) return false;
-        const nodes = await new ApiClient(a.urls, a.token).read('/v1/nodes');
-        const items = nodes?.json?.items ?? [];
-        return items.length >= 4 && items.every((n) => n.status?.ready === true) ? a : false;
-      }, 60000, 250);
+      await waitFor(
+        'the --netns cluster to start',
+        async () => {
+          if (dead) throw new Error(`the launcher exited: ${output.slice(-3).join(' | ')}`);
+          if (!fs.existsSync(cfg)) return false;
+          const a = await AttachedTarget.attach({ cluster: cfg, compose: false }).catch(() => null);
+          if (!a) return false;
+          const nodes = await new ApiClient(a.urls, a.token).read('/v1/nodes');
+          const items = nodes?.json?.items ?? [];
+          return items.length >= 4 && items.every((n) => n.status?.ready === true) ? a : false;
+        },
+        60000,
+        250,
+      );
       const inner = await AttachedTarget.attach({ cluster: cfg, compose: false });
       return new LauncherTarget(child, exited, inner, dataDir, output);
     } catch (e) {

@@ -71,7 +71,18 @@ export class Workload {
           : await this.api.write('DELETE', `/v1/deployments/${name}`, undefined);
     const doneT = this.now();
     this.lastDoneT = doneT;
-    const w: WriteObservation = { type: 'write', t, doneT, seq, op, deployment: name, ...(replicas !== undefined ? { replicas } : {}), ...(marker ? { marker } : {}), outcome: r.outcome, detail: r.detail };
+    const w: WriteObservation = {
+      type: 'write',
+      t,
+      doneT,
+      seq,
+      op,
+      deployment: name,
+      ...(replicas !== undefined ? { replicas } : {}),
+      ...(marker ? { marker } : {}),
+      outcome: r.outcome,
+      detail: r.detail,
+    };
     this.core.observe(w);
     if (r.outcome === 'ack') this.exists.set(name, op !== 'delete');
     this.log(`write #${seq}: ${op} ${name}${replicas !== undefined ? ` replicas=${replicas}` : ''}${marker ? ` marker=${marker}` : ''} -> ${r.outcome} (${r.detail})`);

@@ -139,11 +139,7 @@ export function outputFormat(args: ParsedArgs, allowed: readonly OutputFormat[])
 }
 
 /** Exactly `count` positionals after the command words, or a UsageError saying what is missing. */
-export function expectPositionals(
-  given: readonly string[],
-  names: readonly string[],
-  command: string,
-): string[] {
+export function expectPositionals(given: readonly string[], names: readonly string[], command: string): string[] {
   if (given.length < names.length) {
     throw new UsageError(`"${command}" needs ${names.slice(given.length).join(' and ')}`);
   }

@@ -154,9 +154,7 @@ export class Client {
               unreachable.push(`${url.origin} (${err.code})`);
               break;
             }
-            throw new RequestError(
-              `${method} ${url.pathname}: no answer from ${url.origin} after the request was sent (${err.code}); the change may or may not have applied`,
-            );
+            throw new RequestError(`${method} ${url.pathname}: no answer from ${url.origin} after the request was sent (${err.code}); the change may or may not have applied`);
           }
           throw err;
         }
@@ -383,11 +381,7 @@ export class Client {
   }
 
   /** One request and its whole answer, within requestTimeoutMs. */
-  private async exchange(
-    url: URL,
-    method: string,
-    payload: string | undefined,
-  ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  private async exchange(url: URL, method: string, payload: string | undefined): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
     const opened = await this.open(url, method, payload);
     try {
       const text = await readAll(opened.res);

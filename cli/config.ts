@@ -84,12 +84,13 @@ export function loadConfig(src: ConfigSources): CliConfig {
   }
 
   const servers = envServers
-    ? envServers.split(',').filter((s) => s.trim() !== '').map((s) => normalizeServer(s, 'MO_SERVER'))
+    ? envServers
+        .split(',')
+        .filter((s) => s.trim() !== '')
+        .map((s) => normalizeServer(s, 'MO_SERVER'))
     : (file.servers ?? []);
   if (servers.length === 0) {
-    throw new RequestError(
-      `no servers configured: set MO_SERVER or write ${path} (npm start writes it)`,
-    );
+    throw new RequestError(`no servers configured: set MO_SERVER or write ${path} (npm start writes it)`);
   }
   return { servers, token: envToken ?? file.token };
 }

@@ -2,17 +2,7 @@
 // quantities, aligned columns, and the columns of each resource type
 // (plain and `-o wide`). Pure: the current time is passed in as `nowMs`.
 
-import type {
-  ClusterStatus,
-  DeploymentObject,
-  EventObject,
-  NodeObject,
-  ResourceType,
-  ServiceObject,
-  EndpointsObject,
-  Timestamp,
-  UnitObject,
-} from './resources.ts';
+import type { ClusterStatus, DeploymentObject, EventObject, NodeObject, ResourceType, ServiceObject, EndpointsObject, Timestamp, UnitObject } from './resources.ts';
 
 /** Spaces between columns, as kubectl's tabwriter pads them. */
 export const COLUMN_GAP = 3;
@@ -128,11 +118,7 @@ function nodeRow(n: NodeObject, nowMs: number, wide: boolean): string[] {
   ];
   if (wide) {
     const taints = n.spec?.taints ?? [];
-    row.push(
-      taints.length === 0 ? NONE : taints.map(taintText).join(','),
-      labelsText(nodeLabels(n)),
-      text(n.status?.agent?.pid),
-    );
+    row.push(taints.length === 0 ? NONE : taints.map(taintText).join(','), labelsText(nodeLabels(n)), text(n.status?.agent?.pid));
   }
   return row;
 }
@@ -202,13 +188,7 @@ function deploymentRow(d: DeploymentObject, nowMs: number, wide: boolean): strin
   if (wide) {
     const c = d.spec?.template?.spec?.containers?.[0];
     const req = c?.resources?.requests;
-    row.push(
-      text(c?.name),
-      containerCommand(d).join(' ') || NONE,
-      req?.cpu !== undefined || req?.memory !== undefined
-        ? `cpu=${req?.cpu ?? '-'},memory=${req?.memory ?? '-'}`
-        : NONE,
-    );
+    row.push(text(c?.name), containerCommand(d).join(' ') || NONE, req?.cpu !== undefined || req?.memory !== undefined ? `cpu=${req?.cpu ?? '-'},memory=${req?.memory ?? '-'}` : NONE);
   }
   return row;
 }
@@ -232,8 +212,7 @@ function serviceRow(svc: ServiceObject, nowMs: number, wide: boolean): string[] 
 }
 
 function endpointsRow(e: EndpointsObject): string[] {
-  const list = (key: 'addresses' | 'notReadyAddresses') =>
-    (e.subsets ?? []).flatMap((s) => (s[key] ?? []).map((a) => `${a.ip}:${a.port}`)).join(',') || NONE;
+  const list = (key: 'addresses' | 'notReadyAddresses') => (e.subsets ?? []).flatMap((s) => (s[key] ?? []).map((a) => `${a.ip}:${a.port}`)).join(',') || NONE;
   return [text(e.metadata?.name), list('addresses'), list('notReadyAddresses')];
 }
 
@@ -255,12 +234,7 @@ export function eventAge(e: EventObject, nowMs: number): string {
 }
 
 function eventRow(e: EventObject, nowMs: number, wide: boolean): string[] {
-  const row = [
-    eventAge(e, nowMs),
-    text(e.type),
-    text(e.reason),
-    involvedText(e),
-  ];
+  const row = [eventAge(e, nowMs), text(e.type), text(e.reason), involvedText(e)];
   if (wide) row.push(sourceText(e));
   row.push(oneLine(e.message ?? ''));
   return row;

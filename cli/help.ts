@@ -22,8 +22,7 @@ const COMMANDS: Array<[command: string, usage: string]> = [
   ],
   [
     'logs',
-    '  mo logs UNIT [-f] [--tail N] [--since 10s|5m|1h] [--timestamps]\n' +
-      '  mo logs deployment/NAME [-f] ...       a unit\'s output; a deployment\'s units each line prefixed [unit]',
+    '  mo logs UNIT [-f] [--tail N] [--since 10s|5m|1h] [--timestamps]\n' + "  mo logs deployment/NAME [-f] ...       a unit's output; a deployment's units each line prefixed [unit]",
   ],
   ['cordon', '  mo cordon NODE | mo uncordon NODE      stop / resume scheduling onto a node'],
   ['drain', '  mo drain NODE [--timeout 60s]          cordon, evict every unit, wait until the node is empty'],

@@ -39,7 +39,9 @@ const log = makeLogger();
 const STARTUP_GRACE_MS = 2000;
 
 function usage(msg: string): never {
-  process.stderr.write(`control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`);
+  process.stderr.write(
+    `control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`,
+  );
   process.exit(2);
 }
 
@@ -139,7 +141,10 @@ function config(): Config {
       log(`generated a cluster token into ${file}`);
     }
   }
-  const sans = (values['kube-san'] ?? env.MO_KUBE_SANS ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  const sans = (values['kube-san'] ?? env.MO_KUBE_SANS ?? '')
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   let kube: Config['kube'];
   const kubeListen = values['kube-listen'] ?? env.MO_KUBE_LISTEN;
   if (kubeListen) {
@@ -196,7 +201,15 @@ async function main(): Promise<void> {
     pendingProposals: (): number => raftStore.pendingProposals,
     agentConnected: (node) => agents.connected(node),
   });
-  const raftStore = await RaftStore.open({ id: cfg.id, peers, dataDir: path.join(cfg.dataDir, 'raft'), token: cfg.token, log, snapshotEvery: cfg.snapshotEvery, observer: metrics.raftObserver });
+  const raftStore = await RaftStore.open({
+    id: cfg.id,
+    peers,
+    dataDir: path.join(cfg.dataDir, 'raft'),
+    token: cfg.token,
+    log,
+    snapshotEvery: cfg.snapshotEvery,
+    observer: metrics.raftObserver,
+  });
   const store: ReplicatedStore = raftStore;
   const events = new EventLog(cfg.id, now, {
     ring: store.state.events,
@@ -251,7 +264,9 @@ async function main(): Promise<void> {
   registry.onChange((c) => {
     switch (c.type) {
       case 'node-registered':
-        narrate(`node ${c.node} registered: cpu=${c.info.capacity.cpu}m memory=${c.info.capacity.memory}Mi${c.info.taints.length ? ' taints=' + c.info.taints.map((t) => t.key).join(',') : ''}`);
+        narrate(
+          `node ${c.node} registered: cpu=${c.info.capacity.cpu}m memory=${c.info.capacity.memory}Mi${c.info.taints.length ? ' taints=' + c.info.taints.map((t) => t.key).join(',') : ''}`,
+        );
         if (store.isLeader()) registerNode(c.node);
         break;
       case 'node-ready':
@@ -343,8 +358,7 @@ async function main(): Promise<void> {
     metrics,
     dashboard: makeDashboard(),
     terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
-    unitLog: (req, res, name, query) =>
-      serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
+    unitLog: (req, res, name, query) => serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
   });
   const replicaStatus = () => {
     const s = store.status();
@@ -370,8 +384,7 @@ async function main(): Promise<void> {
         return () => changeListeners.delete(fn);
       },
       terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
-      unitLog: (req, res, name, query) =>
-        serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
+      unitLog: (req, res, name, query) => serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
       selfId: cfg.id,
       leaderUrl: (leader) => {
         const u = peers.get(leader);
@@ -392,7 +405,9 @@ async function main(): Promise<void> {
       process.exit(1);
     });
     const server = `https://${advertise}`;
-    fs.writeFileSync(path.join(cfg.dataDir, 'kubeconfig'), kubeconfigText({ clusterName: 'mo', servers: [{ name: cfg.id, server }], caPem: ca.certPem, token: cfg.token }), { mode: 0o600 });
+    fs.writeFileSync(path.join(cfg.dataDir, 'kubeconfig'), kubeconfigText({ clusterName: 'mo', servers: [{ name: cfg.id, server }], caPem: ca.certPem, token: cfg.token }), {
+      mode: 0o600,
+    });
     log(`${cfg.id} serves the Kubernetes API on ${server} (CA ${path.join(k.caDir, 'ca.crt')}; kubeconfig ${path.join(cfg.dataDir, 'kubeconfig')})`);
   }
 
@@ -453,7 +468,8 @@ function mainPortTls(cfg: Config, caDir: string): { cert: string; key: string } 
   const caFile = path.join(caDir, 'ca.crt');
   const extra = process.env.NODE_EXTRA_CA_CERTS;
   const trusted = extra !== undefined && fs.existsSync(extra) ? fs.readFileSync(extra, 'utf8') : '';
-  if (!fs.existsSync(path.join(caDir, 'ca.key'))) usage(`--tls: no cluster CA in ${caDir} yet: make it first (control-plane/main.ts --make-ca ${caDir}) and start with NODE_EXTRA_CA_CERTS=${caFile}`);
+  if (!fs.existsSync(path.join(caDir, 'ca.key')))
+    usage(`--tls: no cluster CA in ${caDir} yet: make it first (control-plane/main.ts --make-ca ${caDir}) and start with NODE_EXTRA_CA_CERTS=${caFile}`);
   const ca = clusterCa(caDir);
   if (!trusted.replace(/\s+/g, '').includes(ca.certPem.replace(/\s+/g, ''))) {
     usage(`--tls: this process does not trust the cluster CA: start it with NODE_EXTRA_CA_CERTS=${caFile} (Node reads it at start; peers' certificates are checked against it)`);

@@ -99,9 +99,7 @@ export function parseLauncherArgs(argv: readonly string[]): LauncherOptions {
     applyFlag(options, flag, value);
   }
   if (options.basePort + options.replicas > HIGHEST_PORT) {
-    throw new UsageError(
-      `--base-port ${options.basePort} leaves no room for ${options.replicas} replicas (ports go up to ${HIGHEST_PORT})`,
-    );
+    throw new UsageError(`--base-port ${options.basePort} leaves no room for ${options.replicas} replicas (ports go up to ${HIGHEST_PORT})`);
   }
   return options;
 }

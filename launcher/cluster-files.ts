@@ -94,9 +94,7 @@ export function lockDataDir(dataDir: string): () => void {
     holder = undefined;
   }
   if (holder !== undefined && launcherRunning(holder)) {
-    throw new DataDirError(
-      `data dir ${dataDir} is in use by the launcher with pid ${holder} (stop it first, or use another --data-dir)`,
-    );
+    throw new DataDirError(`data dir ${dataDir} is in use by the launcher with pid ${holder} (stop it first, or use another --data-dir)`);
   }
   writeFileSync(path, `${process.pid}\n`);
   let released = false;

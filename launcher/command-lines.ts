@@ -124,14 +124,21 @@ export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
       port,
       argv: [
         ...nodeArgs(layout, id, layout.controlPlaneScript ?? CONTROL_PLANE_SCRIPT),
-        '--id', id,
-        '--listen', `${hostOf(layout.network, id)}:${port}`,
-        '--peers', peers,
-        '--data-dir', subdir(layout.dataDir, id),
-        '--token', layout.token,
+        '--id',
+        id,
+        '--listen',
+        `${hostOf(layout.network, id)}:${port}`,
+        '--peers',
+        peers,
+        '--data-dir',
+        subdir(layout.dataDir, id),
+        '--token',
+        layout.token,
         // The Kubernetes API (control-plane/kube/), its CA shared by all replicas in the data dir.
-        '--kube-listen', `${hostOf(layout.network, id)}:${port + KUBE_PORT_OFFSET}`,
-        '--ca-dir', layout.dataDir,
+        '--kube-listen',
+        `${hostOf(layout.network, id)}:${port + KUBE_PORT_OFFSET}`,
+        '--ca-dir',
+        layout.dataDir,
       ],
     };
   });
@@ -157,18 +164,26 @@ export function nodeAgentCommands(layout: ClusterLayout): ChildSpec[] {
   return layout.nodes.map((node, index) => {
     const argv = [
       ...nodeArgs(layout, node.name, layout.nodeAgentScript ?? NODE_AGENT_SCRIPT),
-      '--name', node.name,
-      '--cpu', String(node.capacity.cpu),
-      '--memory', String(node.capacity.memory),
+      '--name',
+      node.name,
+      '--cpu',
+      String(node.capacity.cpu),
+      '--memory',
+      String(node.capacity.memory),
     ];
     for (const taint of node.taints) argv.push('--taint', formatTaint(taint));
     for (const [key, value] of Object.entries(node.labels)) argv.push('--label', `${key}=${value}`);
     argv.push(
-      '--control-plane', controlPlanes,
-      '--token', layout.token,
-      '--state-dir', subdir(layout.dataDir, 'agents', node.name),
-      '--address', nodeAddress(layout, index, node.name),
-      '--port-range', `${UNIT_PORT_BASE + index * UNIT_PORTS_PER_NODE}-${UNIT_PORT_BASE + (index + 1) * UNIT_PORTS_PER_NODE - 1}`,
+      '--control-plane',
+      controlPlanes,
+      '--token',
+      layout.token,
+      '--state-dir',
+      subdir(layout.dataDir, 'agents', node.name),
+      '--address',
+      nodeAddress(layout, index, node.name),
+      '--port-range',
+      `${UNIT_PORT_BASE + index * UNIT_PORTS_PER_NODE}-${UNIT_PORT_BASE + (index + 1) * UNIT_PORTS_PER_NODE - 1}`,
     );
     return { name: node.name, kind: 'node-agent' as const, argv };
   });
@@ -183,7 +198,5 @@ const SHELL_SAFE = /^[A-Za-z0-9_\/.,:=@%+-]+$/;
 
 /** POSIX-shell quoting: safe words stay bare, everything else goes in single quotes. */
 export function shellQuote(argv: readonly string[]): string {
-  return argv
-    .map((arg) => (SHELL_SAFE.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`))
-    .join(' ');
+  return argv.map((arg) => (SHELL_SAFE.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`)).join(' ');
 }

@@ -60,7 +60,10 @@ const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** Thrown for a problem that stops the start; main prints `launcher: <message>` and exits with `exitCode`. */
 class StartError extends Error {
-  constructor(message: string, readonly exitCode: 1 | 2) {
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2,
+  ) {
     super(message);
   }
 }
@@ -134,12 +137,21 @@ function planNetwork(options: LauncherOptions, nodes: readonly NodeInfo[]): { la
   return { layout, network: { addresses, enter } };
 }
 
-function printBanner(log: LogStream, info: {
-  leader?: string; replicas: number; nodes: number; servers: string[]; dataDir: string; pids: Map<string, number>; specs: ChildSpec[];
-  /** The cluster token, for the dashboard link that logs in. */
-  token?: string;
-  netns?: { dataDirFlag: string; a: string; b: string };
-}): void {
+function printBanner(
+  log: LogStream,
+  info: {
+    leader?: string;
+    replicas: number;
+    nodes: number;
+    servers: string[];
+    dataDir: string;
+    pids: Map<string, number>;
+    specs: ChildSpec[];
+    /** The cluster token, for the dashboard link that logs in. */
+    token?: string;
+    netns?: { dataDirFlag: string; a: string; b: string };
+  },
+): void {
   const configPath = join(info.dataDir, 'config.json');
   const defaultConfig = resolve(userCwd(), '.mo', 'config.json');
   const moPrefix = resolve(configPath) === defaultConfig ? '' : `MO_CONFIG=${resolve(configPath)} `;
@@ -150,7 +162,9 @@ function printBanner(log: LogStream, info: {
     log.launcher(`  dashboard: ${info.servers[0]}/#token=${encodeURIComponent(info.token)}  (any replica serves it; the link logs this browser tab in)`);
   }
   log.launcher(`  config: ${configPath} (the CLI reads it; the token is in ${join(info.dataDir, 'token')})`);
-  log.launcher(`  kubectl: KUBECONFIG=${resolve(join(info.dataDir, 'kubeconfig'))} kubectl get nodes  (the Kubernetes API, HTTPS on ports ${info.servers.map((u) => Number(new URL(u).port) + KUBE_PORT_OFFSET).join(', ')})`);
+  log.launcher(
+    `  kubectl: KUBECONFIG=${resolve(join(info.dataDir, 'kubeconfig'))} kubectl get nodes  (the Kubernetes API, HTTPS on ports ${info.servers.map((u) => Number(new URL(u).port) + KUBE_PORT_OFFSET).join(', ')})`,
+  );
   log.launcher('next, in another terminal in this folder:');
   for (const cmd of [
     'npx mo get nodes',
@@ -228,11 +242,18 @@ async function run(): Promise<number> {
     const servers = serverUrls(options.basePort, options.replicas, planned?.network);
     try {
       token = ensureToken(dataDirAbs).token;
-      writeClientConfig(dataDirAbs, servers, token, nodes.map((n, i) => ({ name: n.name, address: nodeAddress({ network: planned?.network }, i, n.name) })));
+      writeClientConfig(
+        dataDirAbs,
+        servers,
+        token,
+        nodes.map((n, i) => ({ name: n.name, address: nodeAddress({ network: planned?.network }, i, n.name) })),
+      );
       // The Kubernetes API's CA (made here on the first start, before any replica signs with it) and a kubeconfig for kubectl.
       const ca = ensureCa(dataDirAbs);
       const kubeconfig = join(dataDirAbs, 'kubeconfig');
-      writeFileSync(`${kubeconfig}.tmp`, kubeconfigText({ clusterName: 'mo', servers: kubeServers(options.basePort, options.replicas, planned?.network), caPem: ca.certPem, token }), { mode: 0o600 });
+      writeFileSync(`${kubeconfig}.tmp`, kubeconfigText({ clusterName: 'mo', servers: kubeServers(options.basePort, options.replicas, planned?.network), caPem: ca.certPem, token }), {
+        mode: 0o600,
+      });
       renameSync(`${kubeconfig}.tmp`, kubeconfig);
       for (const id of replicaIds(options.replicas)) mkdirSync(join(dataDirAbs, id), { recursive: true });
       for (const node of nodes) mkdirSync(join(dataDirAbs, 'agents', node.name), { recursive: true });
@@ -255,7 +276,11 @@ async function run(): Promise<number> {
     // Once the reader of the stream is gone (`npm start | head`, a closed pipe), writes are dropped, not retried.
     let outputOpen = true;
     const sink = { write: (text: string): void => void (outputOpen && process.stdout.write(text)) };
-    const log = new LogStream(sink, specs.map((s) => s.name), shouldUseColor(process.stdout.isTTY, process.env));
+    const log = new LogStream(
+      sink,
+      specs.map((s) => s.name),
+      shouldUseColor(process.stdout.isTTY, process.env),
+    );
     const pdeathsig = pdeathsigWrapperWorks();
     const supervisor = new Supervisor({
       cwd: REPO_ROOT,
@@ -333,13 +358,14 @@ async function run(): Promise<number> {
         dataDir: shortPath(dataDirAbs),
         pids: supervisor.pids(),
         specs,
-        netns: planned !== undefined && planned.layout.processes.length > options.replicas
-          ? {
-            dataDirFlag: resolve(dataDirAbs) === resolve(userCwd(), '.mo') ? '' : ` --data-dir ${shortPath(dataDirAbs)}`,
-            a: 'cp-1',
-            b: planned.layout.processes[options.replicas].name,
-          }
-          : undefined,
+        netns:
+          planned !== undefined && planned.layout.processes.length > options.replicas
+            ? {
+                dataDirFlag: resolve(dataDirAbs) === resolve(userCwd(), '.mo') ? '' : ` --data-dir ${shortPath(dataDirAbs)}`,
+                a: 'cp-1',
+                b: planned.layout.processes[options.replicas].name,
+              }
+            : undefined,
       });
     });
 

@@ -126,10 +126,7 @@ export class Supervisor {
     // The stdin pipe is never written: it is the "launcher is gone" signal (EOF).
     child.stdin?.on('error', () => {});
 
-    const streamsDone = Promise.all([
-      child.stdout ? log.pipe(spec.name, child.stdout) : Promise.resolve(),
-      child.stderr ? log.pipe(spec.name, child.stderr) : Promise.resolve(),
-    ]);
+    const streamsDone = Promise.all([child.stdout ? log.pipe(spec.name, child.stdout) : Promise.resolve(), child.stderr ? log.pipe(spec.name, child.stderr) : Promise.resolve()]);
 
     let settled = false;
     const settle = async (pid: number | undefined, how: string): Promise<void> => {
@@ -199,8 +196,7 @@ export class Supervisor {
       m.restartTimer = undefined;
     }
     const deadline = Date.now() + graceMs;
-    const waitAll = (ms: number, group: Managed[]): Promise<unknown> =>
-      Promise.race([Promise.all(group.map((m) => m.exited)), delay(Math.max(0, ms))]);
+    const waitAll = (ms: number, group: Managed[]): Promise<unknown> => Promise.race([Promise.all(group.map((m) => m.exited)), delay(Math.max(0, ms))]);
 
     const replicas = this.live().filter((m) => m.spec.kind === 'control-plane');
     if (replicas.length > 0) {
@@ -217,9 +213,7 @@ export class Supervisor {
 
     const stragglers = this.live();
     if (stragglers.length > 0 && !this.forced) {
-      log.launcher(
-        `still running after ${graceMs / 1000} s: ${stragglers.map((m) => `${m.spec.name} (pid ${m.pid})`).join(', ')} — SIGKILL`,
-      );
+      log.launcher(`still running after ${graceMs / 1000} s: ${stragglers.map((m) => `${m.spec.name} (pid ${m.pid})`).join(', ')} — SIGKILL`);
       this.killAll();
     }
     await this.waitReaped();

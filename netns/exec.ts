@@ -66,7 +66,12 @@ function packageOf(tool: string): string {
 
 /** The first line of a tool's complaint, without its noise. */
 export function firstLine(text: string): string {
-  return (text.split('\n').map((l) => l.trim()).find((l) => l !== '') ?? '').replace(/^Error: /, '');
+  return (
+    text
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l !== '') ?? ''
+  ).replace(/^Error: /, '');
 }
 
 /** Runs argv and throws NetnsError(`<why>: <command>: <tool's first line>`) unless it exits 0. */

@@ -75,7 +75,10 @@ export async function cut(layout: NetnsLayout, a: string, b: string): Promise<vo
 export async function loss(layout: NetnsLayout, a: string, b: string, percent: number): Promise<void> {
   if (!(percent > 0 && percent < 100)) throw new NetnsError(`loss must be more than 0% and less than 100%, got ${percent}%`);
   const [pa, pb] = pair(layout, a, b);
-  for (const [from, to] of [[pa, pb], [pb, pa]] as const) {
+  for (const [from, to] of [
+    [pa, pb],
+    [pb, pa],
+  ] as const) {
     await removeDrops(from, to, 'loss');
     await runOrThrow(lossOneWay(from, to, percent), `setting loss ${from.name} -> ${to.name}`);
   }
@@ -126,7 +129,10 @@ export async function delay(layout: NetnsLayout, a: string, b: string, delayMs: 
 /** Undoes every fault between a and b (cut, loss, delay), both ways. */
 export async function heal(layout: NetnsLayout, a: string, b: string): Promise<void> {
   const [pa, pb] = pair(layout, a, b);
-  for (const [from, to] of [[pa, pb], [pb, pa]] as const) {
+  for (const [from, to] of [
+    [pa, pb],
+    [pb, pa],
+  ] as const) {
     await removeDrops(from, to);
     await undelayOne(from, to);
   }

@@ -269,7 +269,12 @@ export function setupCommands(layout: NetnsLayout): string[][] {
  * the host veth goes first so the host route disappears at once.
  */
 export function teardownCommands(layout: NetnsLayout): string[][] {
-  return [['link', 'del', layout.host.veth], ...allNamespaces(layout).reverse().map((ns) => ['netns', 'del', ns])];
+  return [
+    ['link', 'del', layout.host.veth],
+    ...allNamespaces(layout)
+      .reverse()
+      .map((ns) => ['netns', 'del', ns]),
+  ];
 }
 
 /**
@@ -337,7 +342,7 @@ export function overlappingRoutes(routes: ReadonlyArray<{ dst?: string; dev?: st
   for (const r of routes) {
     if (r.dst === undefined || r.dst === 'default' || r.dev === ownVeth) continue;
     const range = cidrRange(r.dst);
-    if (range === undefined || range[0] === 0 && range[1] === 2 ** 32 - 1) continue;
+    if (range === undefined || (range[0] === 0 && range[1] === 2 ** 32 - 1)) continue;
     if (range[0] <= mine[1] && mine[0] <= range[1]) out.push(`${r.type && r.type !== 'unicast' ? `${r.type} ` : ''}${r.dst}${r.dev ? ` dev ${r.dev}` : ''}`);
   }
   return out;
@@ -440,8 +445,25 @@ export function delayOneWay(from: ProcessNet, to: ProcessNet, delayMs: number): 
     ['tc', '-n', from.netns, 'class', 'add', ...dev, 'parent', '1:', 'classid', `1:${minor}`, 'htb', 'rate', HTB_RATE, 'quantum', HTB_QUANTUM],
     ['tc', '-n', from.netns, 'qdisc', 'add', ...dev, 'parent', `1:${minor}`, 'handle', `${minor}:`, 'netem', 'delay', `${delayMs}ms`],
     [
-      'tc', '-n', from.netns, 'filter', 'add', ...dev, 'parent', '1:', 'pref', String(delayFilterPref(to)),
-      'protocol', 'ip', 'u32', 'match', 'ip', 'dst', `${to.address}/32`, 'flowid', `1:${minor}`,
+      'tc',
+      '-n',
+      from.netns,
+      'filter',
+      'add',
+      ...dev,
+      'parent',
+      '1:',
+      'pref',
+      String(delayFilterPref(to)),
+      'protocol',
+      'ip',
+      'u32',
+      'match',
+      'ip',
+      'dst',
+      `${to.address}/32`,
+      'flowid',
+      `1:${minor}`,
     ],
   ];
 }

@@ -95,7 +95,10 @@ export async function listNamespaces(): Promise<string[]> {
 export async function namespacePids(netns: string): Promise<number[]> {
   const result = await run(['ip', 'netns', 'pids', netns]);
   if (result.code !== 0) return [];
-  return result.stdout.split(/\s+/).filter((w) => /^\d+$/.test(w)).map(Number);
+  return result.stdout
+    .split(/\s+/)
+    .filter((w) => /^\d+$/.test(w))
+    .map(Number);
 }
 
 async function hostVethAlias(veth: string): Promise<{ exists: boolean; alias?: string }> {
@@ -119,9 +122,7 @@ export async function removeStale(layout: NetnsLayout): Promise<string[]> {
   const veth = await hostVethAlias(layout.host.veth);
   const owner = parseOwner(veth.alias);
   if (owner !== undefined && ownerAlive(owner)) {
-    throw new NetnsError(
-      `another --netns cluster on base port ${layout.basePort} is running (pid ${owner.pid}); stop it or use another --base-port`,
-    );
+    throw new NetnsError(`another --netns cluster on base port ${layout.basePort} is running (pid ${owner.pid}); stop it or use another --base-port`);
   }
   const stale = (await listNamespaces()).filter((ns) => ns.startsWith(layout.prefix));
   for (const ns of stale) {
@@ -157,8 +158,7 @@ export async function checkSubnetFree(layout: NetnsLayout): Promise<void> {
   const clash = overlappingRoutes(routes, layout.subnet, layout.host.veth);
   if (clash.length > 0) {
     throw new NetnsError(
-      `the cluster's subnet ${layout.subnet} overlaps the host's route ${clash[0]}; ` +
-        `use another --base-port (the subnet's third number is the base port mod 256)`,
+      `the cluster's subnet ${layout.subnet} overlaps the host's route ${clash[0]}; ` + `use another --base-port (the subnet's third number is the base port mod 256)`,
     );
   }
 }

@@ -18,22 +18,12 @@
 // idempotent by unit name anyway, so forgetting an old id is harmless.
 
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
-import type {
-  Command,
-  CommandRefusedMessage,
-  HeartbeatMessage,
-  HelloMessage,
-  UnitGoneMessage,
-  UnitStatusMessage,
-} from '../shared/protocol/messages.ts';
+import type { Command, CommandRefusedMessage, HeartbeatMessage, HelloMessage, UnitGoneMessage, UnitStatusMessage } from '../shared/protocol/messages.ts';
 
 /** How many recent command ids the agent remembers for dedupe. */
 export const MAX_REMEMBERED_COMMAND_IDS = 4096;
 
-export type Admission =
-  | { kind: 'execute' }
-  | { kind: 'refuse'; reason: string }
-  | { kind: 'duplicate' };
+export type Admission = { kind: 'execute' } | { kind: 'refuse'; reason: string } | { kind: 'duplicate' };
 
 export interface LeadershipChange {
   /** The highest term went up. */
@@ -49,7 +39,10 @@ export class AgentCore {
   /** Insertion-ordered: the first entry is the oldest id. */
   private readonly seenCommandIds = new Set<string>();
 
-  constructor(readonly node: NodeInfo, readonly agentPid: number) {}
+  constructor(
+    readonly node: NodeInfo,
+    readonly agentPid: number,
+  ) {}
 
   get highestTerm(): number {
     return this.term;

@@ -72,11 +72,7 @@ const QUALIFIED_KEY = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A
 const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 const EFFECTS = TAINT_EFFECTS;
 
-export function parseAgentFlags(
-  argv: readonly string[],
-  env: Readonly<Record<string, string | undefined>>,
-  defaults: FlagDefaults,
-): ParseResult {
+export function parseAgentFlags(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, defaults: FlagDefaults): ParseResult {
   const single = new Map<Single, string>();
   const repeated = new Map<Repeatable, string[]>();
   for (let i = 0; i < argv.length; i++) {
@@ -189,7 +185,10 @@ export function parseAgentFlags(
   const addressArg = pick('address', 'MO_ADDRESS');
   const address = addressArg ? addressArg.value : DEFAULT_ADDRESS;
   if (address !== 'auto' && (!/^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.test(address) || address.split('.').some((o) => Number(o) > 255))) {
-    return { ok: false, error: `${addressArg?.source ?? '--address'}: want an IPv4 address such as 127.0.1.1 (or "auto": this machine's first non-loopback IPv4), got ${JSON.stringify(address)}` };
+    return {
+      ok: false,
+      error: `${addressArg?.source ?? '--address'}: want an IPv4 address such as 127.0.1.1 (or "auto": this machine's first non-loopback IPv4), got ${JSON.stringify(address)}`,
+    };
   }
   let portRange = DEFAULT_PORT_RANGE;
   const rangeArg = pick('port-range', 'MO_PORT_RANGE');

@@ -77,7 +77,14 @@ function main(): void {
   // at start, said in one line below and reported as the Node's conditions.
   const cgroups = UnitCgroups.detect(agentCgroupName(config.name, config.stateDir));
   const namespaces = detectNamespaces();
-  const node: NodeInfo = { name: config.name, capacity: config.capacity, taints: config.taints, labels: config.labels, address: config.address, conditions: [cgroups.condition, namespaces.condition] };
+  const node: NodeInfo = {
+    name: config.name,
+    capacity: config.capacity,
+    taints: config.taints,
+    labels: config.labels,
+    address: config.address,
+    conditions: [cgroups.condition, namespaces.condition],
+  };
   const ports = new PortAllocator(config.address, config.portRange);
   // Services: the leader's table, served on this node's address; the table
   // of the highest term wins, and the last one keeps serving without a leader.
@@ -345,7 +352,11 @@ function main(): void {
       ? `limits: enforced through cgroup ${cgroups.setup.version} (${cgroups.condition.message.replace(/^.*under /, 'under ')})`
       : `limits: NOT enforced (${cgroups.disabledReason}); units with limits run without them`,
   );
-  log(namespaces.enabled ? 'namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp)' : `namespaces: none (${namespaces.condition.message.replace(/^units share the node's namespaces: /, '')})`);
+  log(
+    namespaces.enabled
+      ? 'namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp)'
+      : `namespaces: none (${namespaces.condition.message.replace(/^units share the node's namespaces: /, '')})`,
+  );
   // A dead agent of this node may have left unit cgroups: kill what is in
   // them and remove them before this agent takes any command.
   void cgroups.cleanLeftovers().then(({ removed, stuck }) => {

@@ -27,12 +27,31 @@ function parseArgs(argv: string[]): Args | string {
     };
     let v: number | string;
     switch (a) {
-      case '--seeds': v = num(); if (typeof v === 'string') return v; args.seeds = v; break;
-      case '--from': v = num(); if (typeof v === 'string') return v; args.from = v; break;
-      case '--seed': v = num(); if (typeof v === 'string') return v; args.seed = v; break;
-      case '--steps': v = num(); if (typeof v === 'string') return v; args.steps = v; break;
-      case '--verbose': args.verbose = true; break;
-      default: return `unknown option '${a}' (use --seeds N, --from N, --seed S, --steps N, --verbose)`;
+      case '--seeds':
+        v = num();
+        if (typeof v === 'string') return v;
+        args.seeds = v;
+        break;
+      case '--from':
+        v = num();
+        if (typeof v === 'string') return v;
+        args.from = v;
+        break;
+      case '--seed':
+        v = num();
+        if (typeof v === 'string') return v;
+        args.seed = v;
+        break;
+      case '--steps':
+        v = num();
+        if (typeof v === 'string') return v;
+        args.steps = v;
+        break;
+      case '--verbose':
+        args.verbose = true;
+        break;
+      default:
+        return `unknown option '${a}' (use --seeds N, --from N, --seed S, --steps N, --verbose)`;
     }
   }
   return args;

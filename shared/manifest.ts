@@ -34,7 +34,22 @@
 // than Kubernetes' 30 s.
 
 import { parseDocument } from 'yaml';
-import type { ContainerPort, DeploymentManifest, DeploymentStrategy, EnvVar, IntOrPercent, ManifestProbe, PodTemplate, Probe, ServiceManifest, ServicePort, TaintEffect, Toleration, UnitProbes, UnitSpec } from './model.ts';
+import type {
+  ContainerPort,
+  DeploymentManifest,
+  DeploymentStrategy,
+  EnvVar,
+  IntOrPercent,
+  ManifestProbe,
+  PodTemplate,
+  Probe,
+  ServiceManifest,
+  ServicePort,
+  TaintEffect,
+  Toleration,
+  UnitProbes,
+  UnitSpec,
+} from './model.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
 import { DNS_LABEL, DNS_SUBDOMAIN, TAINT_EFFECTS } from './notation.ts';
 import {
@@ -455,10 +470,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
     const matchLabels = has(selector, 'matchLabels') ? labelMap(selector.matchLabels, 'spec.selector.matchLabels') : {};
     for (const [k, v] of Object.entries(matchLabels)) {
       if (templateLabels?.[k] !== v) {
-        throw new ManifestError(
-          'spec.template.metadata.labels',
-          `must carry every spec.selector.matchLabels pair, missing ${k}=${v}`,
-        );
+        throw new ManifestError('spec.template.metadata.labels', `must carry every spec.selector.matchLabels pair, missing ${k}=${v}`);
       }
     }
   }
@@ -476,12 +488,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   }
 
   const cPath = 'spec.template.spec.containers[0]';
-  const c = object(
-    containers[0],
-    cPath,
-    ['name', 'command', 'args', 'env', 'resources', 'ports', 'readinessProbe', 'livenessProbe', 'startupProbe'],
-    ['image', 'imagePullPolicy'],
-  );
+  const c = object(containers[0], cPath, ['name', 'command', 'args', 'env', 'resources', 'ports', 'readinessProbe', 'livenessProbe', 'startupProbe'], ['image', 'imagePullPolicy']);
   if (has(c, 'image')) string(c.image, `${cPath}.image`, MAX_ARG_CHARS);
   if (has(c, 'imagePullPolicy')) string(c.imagePullPolicy, `${cPath}.imagePullPolicy`, MAX_ARG_CHARS);
   if (!has(c, 'name')) throw new ManifestError(`${cPath}.name`, 'missing');
@@ -492,9 +499,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   }
   const command = list(c.command, `${cPath}.command`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${cPath}.command[${i}]`, MAX_ARG_CHARS));
   if (command.length === 0 || command[0] === '') throw new ManifestError(`${cPath}.command`, 'expected a non-empty list whose first entry is the program');
-  const args = has(c, 'args')
-    ? list(c.args, `${cPath}.args`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${cPath}.args[${i}]`, MAX_ARG_CHARS))
-    : undefined;
+  const args = has(c, 'args') ? list(c.args, `${cPath}.args`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${cPath}.args[${i}]`, MAX_ARG_CHARS)) : undefined;
   if (command.length + (args?.length ?? 0) > MAX_ARGV_ENTRIES) {
     throw new ManifestError(`${cPath}.args`, `command and args together may have at most ${MAX_ARGV_ENTRIES} entries`);
   }
@@ -537,7 +542,10 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   if (limits.cpu === 0) throw new ManifestError(`${cPath}.resources.limits.cpu`, 'must be greater than 0');
   if (limits.memory === 0) throw new ManifestError(`${cPath}.resources.limits.memory`, 'must be greater than 0');
   // Kubernetes: a request not given defaults to its limit when there is one.
-  const cpu = cpuRequest !== undefined ? quantity(cpuRequest, `${cPath}.resources.requests.cpu`, parseCpu) : (limits.cpu ?? quantity(DEFAULT_CPU_REQUEST, `${cPath}.resources.requests.cpu`, parseCpu));
+  const cpu =
+    cpuRequest !== undefined
+      ? quantity(cpuRequest, `${cPath}.resources.requests.cpu`, parseCpu)
+      : (limits.cpu ?? quantity(DEFAULT_CPU_REQUEST, `${cPath}.resources.requests.cpu`, parseCpu));
   const memory =
     memoryRequest !== undefined
       ? quantity(memoryRequest, `${cPath}.resources.requests.memory`, parseMemory)
@@ -546,19 +554,24 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
     throw new ManifestError(`${cPath}.resources.limits.cpu`, `${limits.cpu}m is below the request of ${cpu}m (resources.requests.cpu); a limit must be at least its request`);
   }
   if (limits.memory !== undefined && limits.memory < memory) {
-    throw new ManifestError(`${cPath}.resources.limits.memory`, `${limits.memory}Mi is below the request of ${memory}Mi (resources.requests.memory); a limit must be at least its request`);
+    throw new ManifestError(
+      `${cPath}.resources.limits.memory`,
+      `${limits.memory}Mi is below the request of ${memory}Mi (resources.requests.memory); a limit must be at least its request`,
+    );
   }
 
   const tolerations = has(podSpec, 'tolerations')
-    ? list(podSpec.tolerations, 'spec.template.spec.tolerations', MAX_TOLERATIONS_PER_UNIT).map((t, i) =>
-        toleration(t, `spec.template.spec.tolerations[${i}]`),
-      )
+    ? list(podSpec.tolerations, 'spec.template.spec.tolerations', MAX_TOLERATIONS_PER_UNIT).map((t, i) => toleration(t, `spec.template.spec.tolerations[${i}]`))
     : undefined;
 
   const ports = has(c, 'ports') ? containerPorts(c.ports, `${cPath}.ports`) : undefined;
   const probes: UnitProbes = {};
   const probesOut: Partial<Record<'readinessProbe' | 'livenessProbe' | 'startupProbe', ManifestProbe>> = {};
-  for (const [field, key] of [['startupProbe', 'startup'], ['readinessProbe', 'readiness'], ['livenessProbe', 'liveness']] as const) {
+  for (const [field, key] of [
+    ['startupProbe', 'startup'],
+    ['readinessProbe', 'readiness'],
+    ['livenessProbe', 'liveness'],
+  ] as const) {
     if (!has(c, field)) continue;
     const { written, resolved } = probe(c[field], `${cPath}.${field}`, ports ?? [], field !== 'readinessProbe');
     probes[key] = resolved;
@@ -636,7 +649,6 @@ function canonicalJson(value: unknown): string {
   }
   return JSON.stringify(value);
 }
-
 
 /**
  * A stable 16-hex-digit identity of a UnitSpec: FNV-1a 64 over the UTF-8
@@ -735,7 +747,8 @@ export function validateService(obj: unknown): ServiceManifest {
     }
     if (has(o, 'targetPort')) {
       if (typeof o.targetPort === 'string') {
-        if (!PORT_NAME.test(o.targetPort) || !/[a-z]/.test(o.targetPort)) throw new ManifestError(`${pPath}.targetPort`, `expected a port number or a container port's name, got ${show(o.targetPort)}`);
+        if (!PORT_NAME.test(o.targetPort) || !/[a-z]/.test(o.targetPort))
+          throw new ManifestError(`${pPath}.targetPort`, `expected a port number or a container port's name, got ${show(o.targetPort)}`);
         out.targetPort = o.targetPort;
       } else {
         out.targetPort = portNumber(o.targetPort, `${pPath}.targetPort`);

@@ -8,20 +8,7 @@ import { eventAge, sourceText, unitStatus } from '../format.ts';
 import { expectPositionals, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { RequestError } from '../errors.ts';
-import {
-  age,
-  containerCommand,
-  cpu,
-  labelsText,
-  memory,
-  NONE,
-  nodeLabels,
-  nodeStatus,
-  parseTimestamp,
-  sortEvents,
-  table,
-  taintText,
-} from '../format.ts';
+import { age, containerCommand, cpu, labelsText, memory, NONE, nodeLabels, nodeStatus, parseTimestamp, sortEvents, table, taintText } from '../format.ts';
 import {
   KIND,
   resolveResource,
@@ -48,11 +35,13 @@ function fields(list: Field[]): string {
 }
 
 function indent(block: string): string {
-  return block
-    .trimEnd()
-    .split('\n')
-    .map((l) => INDENT + l)
-    .join('\n') + '\n';
+  return (
+    block
+      .trimEnd()
+      .split('\n')
+      .map((l) => INDENT + l)
+      .join('\n') + '\n'
+  );
 }
 
 function show(v: unknown): string {
@@ -83,29 +72,19 @@ async function section(title: string, body: () => Promise<string>): Promise<stri
 async function eventsSection(ctx: Context, kind: string, name: string): Promise<string> {
   return section('Events', async () => {
     const list = await ctx.client().get<ListObject<EventObject>>(resourcePath('events'));
-    const mine = (list?.items ?? []).filter(
-      (e) => e.involvedObject?.name === name && (e.involvedObject?.kind ?? kind).toLowerCase() === kind.toLowerCase(),
-    );
+    const mine = (list?.items ?? []).filter((e) => e.involvedObject?.name === name && (e.involvedObject?.kind ?? kind).toLowerCase() === kind.toLowerCase());
     const recent = sortEvents(mine).slice(-DESCRIBE_MAX_EVENTS);
     if (recent.length === 0) return '';
     return table(
       ['LAST SEEN', 'TYPE', 'REASON', 'FROM', 'MESSAGE'],
-      recent.map((e) => [
-        eventAge(e, ctx.now()),
-        show(e.type),
-        show(e.reason),
-        sourceText(e),
-        (e.message ?? '').replace(/\s*\n\s*/g, ' '),
-      ]),
+      recent.map((e) => [eventAge(e, ctx.now()), show(e.type), show(e.reason), sourceText(e), (e.message ?? '').replace(/\s*\n\s*/g, ' ')]),
     );
   });
 }
 
 async function unitsWhere(ctx: Context, keep: (u: UnitObject) => boolean): Promise<UnitObject[]> {
   const list = await ctx.client().get<ListObject<UnitObject>>(resourcePath('units'));
-  return (list?.items ?? [])
-    .filter(keep)
-    .sort((a, b) => String(a.metadata?.name).localeCompare(String(b.metadata?.name), 'en', { numeric: true }));
+  return (list?.items ?? []).filter(keep).sort((a, b) => String(a.metadata?.name).localeCompare(String(b.metadata?.name), 'en', { numeric: true }));
 }
 
 /** The per-plugin scores, a map by plugin name as the server sends them. */
@@ -239,10 +218,7 @@ async function describeDeployment(ctx: Context, name: string): Promise<string> {
     ],
     ['MinReadySeconds', show(d.spec?.minReadySeconds ?? 0)],
     ['Progress Deadline', `${show(d.spec?.progressDeadlineSeconds)}s${d.spec?.paused ? ' (paused)' : ''}`],
-    [
-      'Conditions',
-      (d.status?.conditions ?? []).map((x) => `${x.type}=${x.status} (${x.reason}): ${x.message}`).join('; ') || NONE,
-    ],
+    ['Conditions', (d.status?.conditions ?? []).map((x) => `${x.type}=${x.status} (${x.reason}): ${x.message}`).join('; ') || NONE],
     ['Container', show(c?.name)],
     ['Command', containerCommand(d).join(' ') || NONE],
     ['Env', (c?.env ?? []).map((e) => `${e.name}=${e.value ?? ''}`).join(', ') || NONE],
@@ -253,9 +229,7 @@ async function describeDeployment(ctx: Context, name: string): Promise<string> {
     })(),
     [
       'Tolerations',
-      tolerations
-        .map((t) => `${t.key ?? '*'}${t.operator === 'Equal' ? `=${t.value ?? ''}` : ''}${t.effect ? `:${t.effect}` : ''} (${t.operator ?? 'Equal'})`)
-        .join(', ') || NONE,
+      tolerations.map((t) => `${t.key ?? '*'}${t.operator === 'Equal' ? `=${t.value ?? ''}` : ''}${t.effect ? `:${t.effect}` : ''} (${t.operator ?? 'Equal'})`).join(', ') || NONE,
     ],
   ]);
   out += await section('Units', async () => {
@@ -283,11 +257,6 @@ export async function runDescribe(ctx: Context, args: ParsedArgs, words: string[
   const [typeWord, ...rest] = splitTypeSlashName(words);
   const type = resolveResource(typeWord, ['nodes', 'units', 'deployments'], 'describe');
   const [name] = expectPositionals(rest, ['NAME'], 'describe');
-  const text =
-    type === 'units'
-      ? await describeUnit(ctx, name)
-      : type === 'nodes'
-        ? await describeNode(ctx, name)
-        : await describeDeployment(ctx, name);
+  const text = type === 'units' ? await describeUnit(ctx, name) : type === 'nodes' ? await describeNode(ctx, name) : await describeDeployment(ctx, name);
   ctx.out(text);
 }

@@ -8,15 +8,7 @@ import type { Context } from '../context.ts';
 import { UsageError } from '../errors.ts';
 import { COLUMNS, columnWidths, formatRow, sortEvents, table } from '../format.ts';
 import { kubeNotation, matchesSelector, parseSelector, type Requirement } from '../kube.ts';
-import {
-  resolveResource,
-  resourcePath,
-  splitTypeSlashName,
-  type EventObject,
-  type ListObject,
-  type ResourceType,
-  type WatchEvent,
-} from '../resources.ts';
+import { resolveResource, resourcePath, splitTypeSlashName, type EventObject, type ListObject, type ResourceType, type WatchEvent } from '../resources.ts';
 
 const ALL: ResourceType[] = ['nodes', 'units', 'deployments', 'events', 'services', 'endpoints'];
 /** The types whose objects carry metadata.labels, so `-l` means something. */
@@ -49,7 +41,12 @@ export function printObjects(ctx: Context, format: OutputFormat, type: ResourceT
   } else {
     const wide = format === 'wide';
     const cols = COLUMNS[type];
-    ctx.out(table(cols.headers(wide), items.map((o) => cols.row(o, ctx.now(), wide))));
+    ctx.out(
+      table(
+        cols.headers(wide),
+        items.map((o) => cols.row(o, ctx.now(), wide)),
+      ),
+    );
   }
 }
 
@@ -91,14 +88,7 @@ export async function runGet(ctx: Context, args: ParsedArgs, words: string[]): P
   printObjects(ctx, format, type, value, items);
 }
 
-async function watch(
-  ctx: Context,
-  type: ResourceType,
-  name: string | undefined,
-  format: OutputFormat,
-  withEventColumn: boolean,
-  selector?: Requirement[],
-): Promise<void> {
+async function watch(ctx: Context, type: ResourceType, name: string | undefined, format: OutputFormat, withEventColumn: boolean, selector?: Requirement[]): Promise<void> {
   const wide = format === 'wide';
   const cols = COLUMNS[type];
   const headers = [...(withEventColumn ? ['EVENT'] : []), ...cols.headers(wide)];

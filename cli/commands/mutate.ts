@@ -7,14 +7,7 @@ import YAML from 'yaml';
 import { expectPositionals, flagValue, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { ApiError, RequestError, UsageError } from '../errors.ts';
-import {
-  DISPLAY_PREFIX,
-  resolveResource,
-  resourcePath,
-  splitTypeSlashName,
-  type ListObject,
-  type UnitObject,
-} from '../resources.ts';
+import { DISPLAY_PREFIX, resolveResource, resourcePath, splitTypeSlashName, type ListObject, type UnitObject } from '../resources.ts';
 
 /** Most manifests one `apply` sends (documents in one YAML stream). */
 export const MAX_APPLY_DOCUMENTS = 100;
@@ -233,9 +226,7 @@ export async function runDrain(ctx: Context, args: ParsedArgs, words: string[]):
       }
     }
     if (Date.now() >= deadline) {
-      throw new RequestError(
-        `drain ${node}: timed out after ${Math.round(timeoutMs / 1000)}s; still on the node: ${[...names].join(', ')}`,
-      );
+      throw new RequestError(`drain ${node}: timed out after ${Math.round(timeoutMs / 1000)}s; still on the node: ${[...names].join(', ')}`);
     }
     await sleep(DRAIN_POLL_INTERVAL_MS);
   }

@@ -42,12 +42,7 @@ export async function runRollout(ctx: Context, args: ParsedArgs, words: string[]
   switch (verb) {
     case 'history': {
       const list = await client.get<RevisionList>(`${path}/revisions`);
-      const rows = (list.items ?? []).map((r) => [
-        String(r.revision ?? ''),
-        r.current ? '*' : '',
-        r.cause ?? '<none>',
-        (r.command ?? []).join(' '),
-      ]);
+      const rows = (list.items ?? []).map((r) => [String(r.revision ?? ''), r.current ? '*' : '', r.cause ?? '<none>', (r.command ?? []).join(' ')]);
       ctx.out(`${display}\n${table(['REVISION', 'CURRENT', 'CHANGE-CAUSE', 'COMMAND'], rows)}`);
       return;
     }

@@ -32,9 +32,11 @@ import {
 export const MAX_BODY_BYTES = 1024 * 1024;
 export const MAX_WATCHERS = 256;
 
-
 export class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -324,7 +326,8 @@ export class ApiServer {
       case 'undo': {
         const obj = body.length === 0 ? {} : (parseJson(body) as { toRevision?: unknown });
         const to = obj?.toRevision ?? 0;
-        if (typeof to !== 'number' || !Number.isInteger(to) || to < 0) throw new HttpError(400, `toRevision: expected an integer >= 0 (0: the previous revision), got ${JSON.stringify(to)}`);
+        if (typeof to !== 'number' || !Number.isInteger(to) || to < 0)
+          throw new HttpError(400, `toRevision: expected an integer >= 0 (0: the previous revision), got ${JSON.stringify(to)}`);
         await this.write({ type: 'deployment.undo', at: now, name, toRevision: to });
         break;
       }

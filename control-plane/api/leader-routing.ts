@@ -85,12 +85,23 @@ export interface ReplicaRow {
 }
 
 /** docs/contract.md's `mo cluster status` object, from every replica's own word. */
-export async function gatherClusterStatus(peers: Map<string, string>, selfId: string, token: string, self: () => Record<string, unknown>): Promise<{ leader: string; replicas: ReplicaRow[] }> {
+export async function gatherClusterStatus(
+  peers: Map<string, string>,
+  selfId: string,
+  token: string,
+  self: () => Record<string, unknown>,
+): Promise<{ leader: string; replicas: ReplicaRow[] }> {
   const rows = await Promise.all(
     [...peers.entries()].map(async ([id, ws]): Promise<ReplicaRow> => {
       const url = httpUrlOf(ws);
       try {
-        const s = id === selfId ? self() : ((await (await fetch(`${url}/v1/replica`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(STATUS_TIMEOUT_MS) })).json()) as Record<string, unknown>);
+        const s =
+          id === selfId
+            ? self()
+            : ((await (await fetch(`${url}/v1/replica`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(STATUS_TIMEOUT_MS) })).json()) as Record<
+                string,
+                unknown
+              >);
         return { id, url, role: String(s.role), term: Number(s.term), commitIndex: Number(s.commitIndex), appliedIndex: Number(s.appliedIndex), pid: Number(s.pid), reachable: true };
       } catch {
         return { id, url, role: 'unknown', term: null, commitIndex: null, appliedIndex: null, pid: null, reachable: false };

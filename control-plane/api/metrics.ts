@@ -120,7 +120,12 @@ type ValueRow = { metricName?: string; labels: Record<string, string>; value: nu
  */
 class ExternalFamily {
   readonly aggregator = 'sum';
-  constructor(readonly name: string, readonly help: string, readonly type: 'counter' | 'gauge' | 'histogram', private readonly rows: () => ValueRow[]) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'gauge' | 'histogram',
+    private readonly rows: () => ValueRow[],
+  ) {}
   get(): { name: string; help: string; type: string; aggregator: string; values: ValueRow[] } {
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.rows() };
   }
@@ -156,44 +161,109 @@ export class ReplicaMetrics {
     collectDefaultMetrics({ register: this.registry });
     const scope = " (this replica's copy of the replicated state joined with its own view of the agents; a follower may lag the leader)";
 
-    new Gauge({ name: 'mo_replica_info', help: 'This replica (value 1).', labelNames: ['replica'], registers, collect() {
-      this.set({ replica: deps.replicaId }, 1);
-    } });
+    new Gauge({
+      name: 'mo_replica_info',
+      help: 'This replica (value 1).',
+      labelNames: ['replica'],
+      registers,
+      collect() {
+        this.set({ replica: deps.replicaId }, 1);
+      },
+    });
 
     // ---- Raft
     const raft = () => deps.raft();
-    new Gauge({ name: 'mo_raft_term', help: 'Current Raft term of this replica.', registers, collect() {
-      this.set(raft().term);
-    } });
-    new Gauge({ name: 'mo_raft_commit_index', help: 'Highest log index this replica knows committed.', registers, collect() {
-      this.set(raft().commitIndex);
-    } });
-    new Gauge({ name: 'mo_raft_applied_index', help: "Highest log index applied to this replica's state machine.", registers, collect() {
-      this.set(raft().appliedIndex);
-    } });
-    new Gauge({ name: 'mo_raft_is_leader', help: '1 if this replica is the Raft leader, else 0.', registers, collect() {
-      this.set(raft().role === 'leader' ? 1 : 0);
-    } });
-    new Gauge({ name: 'mo_raft_role', help: "This replica's Raft role (1 on the current one).", labelNames: ['role'], registers, collect() {
-      const role = raft().role;
-      for (const r of ['follower', 'candidate', 'leader']) this.set({ role: r }, role === r ? 1 : 0);
-    } });
+    new Gauge({
+      name: 'mo_raft_term',
+      help: 'Current Raft term of this replica.',
+      registers,
+      collect() {
+        this.set(raft().term);
+      },
+    });
+    new Gauge({
+      name: 'mo_raft_commit_index',
+      help: 'Highest log index this replica knows committed.',
+      registers,
+      collect() {
+        this.set(raft().commitIndex);
+      },
+    });
+    new Gauge({
+      name: 'mo_raft_applied_index',
+      help: "Highest log index applied to this replica's state machine.",
+      registers,
+      collect() {
+        this.set(raft().appliedIndex);
+      },
+    });
+    new Gauge({
+      name: 'mo_raft_is_leader',
+      help: '1 if this replica is the Raft leader, else 0.',
+      registers,
+      collect() {
+        this.set(raft().role === 'leader' ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'mo_raft_role',
+      help: "This replica's Raft role (1 on the current one).",
+      labelNames: ['role'],
+      registers,
+      collect() {
+        const role = raft().role;
+        for (const r of ['follower', 'candidate', 'leader']) this.set({ role: r }, role === r ? 1 : 0);
+      },
+    });
     if (deps.pendingProposals) {
       const pending = deps.pendingProposals;
-      new Gauge({ name: 'mo_raft_proposals_pending', help: "This replica's proposals not yet committed and applied.", registers, collect() {
-        this.set(pending());
-      } });
+      new Gauge({
+        name: 'mo_raft_proposals_pending',
+        help: "This replica's proposals not yet committed and applied.",
+        registers,
+        collect() {
+          this.set(pending());
+        },
+      });
     }
-    const proposals = new Counter({ name: 'mo_raft_proposals_total', help: "Proposals made on this replica by outcome: applied, not_leader, refused (no quorum), overwritten (a new leader's entry took its index), timeout (outcome unknown).", labelNames: ['outcome'], registers });
+    const proposals = new Counter({
+      name: 'mo_raft_proposals_total',
+      help: "Proposals made on this replica by outcome: applied, not_leader, refused (no quorum), overwritten (a new leader's entry took its index), timeout (outcome unknown).",
+      labelNames: ['outcome'],
+      registers,
+    });
     for (const outcome of PROPOSAL_OUTCOMES) proposals.inc({ outcome }, 0);
     const elections = new Counter({ name: 'mo_raft_elections_total', help: 'Elections this replica started (asked for votes in a new term, after a won pre-vote).', registers });
     const won = new Counter({ name: 'mo_raft_elections_won_total', help: 'Elections this replica won.', registers });
     const leaderChanges = new Counter({ name: 'mo_raft_leader_changes_total', help: "Leaders this replica has seen: each new term's leader, the first one included.", registers });
-    const fsync = new Histogram({ name: 'mo_raft_fsync_duration_seconds', help: "Time for one Raft save (log entries and/or term and vote) to be durable on this replica's disk (an O_DSYNC write; saves waiting meanwhile share the next).", buckets: DISK_BUCKETS, registers });
-    const commit = new Histogram({ name: 'mo_raft_commit_duration_seconds', help: 'Time from a proposal on this leader until it was committed by a majority and applied here.', buckets: DISK_BUCKETS, registers });
-    const failover = new Histogram({ name: 'mo_raft_failover_seconds', help: 'Time this replica was without a leader at each leader change: from the last message of the previous leader (or its own step-down) until the new leader was known.', buckets: FAILOVER_BUCKETS, registers });
-    const lastFailover = new Gauge({ name: 'mo_raft_last_failover_seconds', help: 'mo_raft_failover_seconds of the latest leader change this replica saw (0 before its first failover).', registers });
-    const lastChange = new Gauge({ name: 'mo_raft_last_leader_change_timestamp_seconds', help: 'When this replica last learnt of a new leader (unix seconds; 0 before the first).', registers });
+    const fsync = new Histogram({
+      name: 'mo_raft_fsync_duration_seconds',
+      help: "Time for one Raft save (log entries and/or term and vote) to be durable on this replica's disk (an O_DSYNC write; saves waiting meanwhile share the next).",
+      buckets: DISK_BUCKETS,
+      registers,
+    });
+    const commit = new Histogram({
+      name: 'mo_raft_commit_duration_seconds',
+      help: 'Time from a proposal on this leader until it was committed by a majority and applied here.',
+      buckets: DISK_BUCKETS,
+      registers,
+    });
+    const failover = new Histogram({
+      name: 'mo_raft_failover_seconds',
+      help: 'Time this replica was without a leader at each leader change: from the last message of the previous leader (or its own step-down) until the new leader was known.',
+      buckets: FAILOVER_BUCKETS,
+      registers,
+    });
+    const lastFailover = new Gauge({
+      name: 'mo_raft_last_failover_seconds',
+      help: 'mo_raft_failover_seconds of the latest leader change this replica saw (0 before its first failover).',
+      registers,
+    });
+    const lastChange = new Gauge({
+      name: 'mo_raft_last_leader_change_timestamp_seconds',
+      help: 'When this replica last learnt of a new leader (unix seconds; 0 before the first).',
+      registers,
+    });
     const now = this.now;
     this.raftObserver = {
       persisted: (s) => fsync.observe(s),
@@ -213,17 +283,37 @@ export class ReplicaMetrics {
 
     // ---- scheduler and reconcile (the controller acts only on the leader)
     const placements = new Counter({ name: 'mo_scheduler_placements_total', help: 'Units bound to a node by this replica (counted once the binding is committed).', registers });
-    const unschedulable = new Counter({ name: 'mo_scheduler_unschedulable_total', help: 'Scheduling attempts that found no feasible node (a Pending unit is tried again each pass).', registers });
-    const schedulerTime = new Histogram({ name: 'mo_scheduler_duration_seconds', help: 'Time of one scheduling decision (filter and score over all nodes).', buckets: SCHEDULER_BUCKETS, registers });
+    const unschedulable = new Counter({
+      name: 'mo_scheduler_unschedulable_total',
+      help: 'Scheduling attempts that found no feasible node (a Pending unit is tried again each pass).',
+      registers,
+    });
+    const schedulerTime = new Histogram({
+      name: 'mo_scheduler_duration_seconds',
+      help: 'Time of one scheduling decision (filter and score over all nodes).',
+      buckets: SCHEDULER_BUCKETS,
+      registers,
+    });
     const passes = new Counter({ name: 'mo_reconcile_passes_total', help: 'Reconcile passes run by this replica (only the leader reconciles).', registers });
-    const passTime = new Histogram({ name: 'mo_reconcile_pass_duration_seconds', help: 'Time of one reconcile pass, from planning until its writes were committed.', buckets: API_BUCKETS, registers });
+    const passTime = new Histogram({
+      name: 'mo_reconcile_pass_duration_seconds',
+      help: 'Time of one reconcile pass, from planning until its writes were committed.',
+      buckets: API_BUCKETS,
+      registers,
+    });
     const actions = new Counter({ name: 'mo_reconcile_actions_total', help: 'Actions the reconcile passes took, by action.', labelNames: ['action'], registers });
     for (const action of ACTIONS) actions.inc({ action }, 0);
     const BACKLOG_KINDS = ['deferred', 'spawns_in_flight', 'terminates_in_flight'];
-    const backlog = new Gauge({ name: 'mo_reconcile_backlog', help: 'Work left after the last pass: deferred (operations cut by the per-pass rate limit), spawns_in_flight and terminates_in_flight (sent, not yet answered by the agent); 0 on a follower.', labelNames: ['kind'], registers, collect() {
-      // A follower has no loop running: what it left when it last led is not a backlog.
-      if (raft().role !== 'leader') for (const kind of BACKLOG_KINDS) this.set({ kind }, 0);
-    } });
+    const backlog = new Gauge({
+      name: 'mo_reconcile_backlog',
+      help: 'Work left after the last pass: deferred (operations cut by the per-pass rate limit), spawns_in_flight and terminates_in_flight (sent, not yet answered by the agent); 0 on a follower.',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        // A follower has no loop running: what it left when it last led is not a backlog.
+        if (raft().role !== 'leader') for (const kind of BACKLOG_KINDS) this.set({ kind }, 0);
+      },
+    });
     for (const kind of BACKLOG_KINDS) backlog.set({ kind }, 0);
     this.controllerObserver = {
       pass: (seconds, acted, left) => {
@@ -242,24 +332,46 @@ export class ReplicaMetrics {
     };
 
     // ---- API
-    this.requests = new Counter({ name: 'mo_api_requests_total', help: 'HTTP requests answered by this replica (forwarded ones included), by method, route template and status code.', labelNames: ['method', 'route', 'code'], registers });
-    this.durations = new Histogram({ name: 'mo_api_request_duration_seconds', help: 'Time to answer an HTTP request on this replica, by method and route (watch and log-follow streams are not timed).', labelNames: ['method', 'route'], buckets: API_BUCKETS, registers });
+    this.requests = new Counter({
+      name: 'mo_api_requests_total',
+      help: 'HTTP requests answered by this replica (forwarded ones included), by method, route template and status code.',
+      labelNames: ['method', 'route', 'code'],
+      registers,
+    });
+    this.durations = new Histogram({
+      name: 'mo_api_request_duration_seconds',
+      help: 'Time to answer an HTTP request on this replica, by method and route (watch and log-follow streams are not timed).',
+      labelNames: ['method', 'route'],
+      buckets: API_BUCKETS,
+      registers,
+    });
     if (deps.openWatches) {
       const open = deps.openWatches;
-      new Gauge({ name: 'mo_api_open_watches', help: 'Watch streams open on this replica.', registers, collect() {
-        this.set(open());
-      } });
+      new Gauge({
+        name: 'mo_api_open_watches',
+        help: 'Watch streams open on this replica.',
+        registers,
+        collect() {
+          this.set(open());
+        },
+      });
     }
 
     // ---- the cluster, from this replica's state and view
     const src = () => deps.source();
-    new Gauge({ name: 'mo_nodes', help: `Nodes by readiness${scope}.`, labelNames: ['ready'], registers, collect() {
-      let ready = 0;
-      const nodes = allNodeViews(src());
-      for (const n of nodes) if ((n.status as { ready: boolean }).ready) ready++;
-      this.set({ ready: 'true' }, ready);
-      this.set({ ready: 'false' }, nodes.length - ready);
-    } });
+    new Gauge({
+      name: 'mo_nodes',
+      help: `Nodes by readiness${scope}.`,
+      labelNames: ['ready'],
+      registers,
+      collect() {
+        let ready = 0;
+        const nodes = allNodeViews(src());
+        for (const n of nodes) if ((n.status as { ready: boolean }).ready) ready++;
+        this.set({ ready: 'true' }, ready);
+        this.set({ ready: 'false' }, nodes.length - ready);
+      },
+    });
     // Units by phase (every phase, zeros included) and by phase and reason, from one walk per scrape.
     const countUnits = (): UnitCounts => {
       const phases = new Map<string, number>(UNIT_PHASES.map((p) => [p, 0]));
@@ -277,19 +389,36 @@ export class ReplicaMetrics {
     };
     const units = (): UnitCounts => (this.scrape ? (this.scrape.units ??= countUnits()) : countUnits());
     const deploymentViews = () => (this.scrape ? (this.scrape.deployments ??= allDeploymentViews(src())) : allDeploymentViews(src()));
-    new Gauge({ name: 'mo_units', help: `Units by phase${scope}.`, labelNames: ['phase'], registers, collect() {
-      this.reset();
-      for (const [phase, n] of units().phases) this.set({ phase }, n);
-    } });
-    new Gauge({ name: 'mo_units_by_reason', help: `Units by phase and reason (none: no reason given), only combinations that exist${scope}.`, labelNames: ['phase', 'reason'], registers, collect() {
-      this.reset();
-      for (const r of units().reasons.values()) this.set({ phase: r.phase, reason: r.reason }, r.n);
-    } });
-    new Gauge({ name: 'mo_units_unscheduled', help: `Units with no node yet (Pending, unschedulable)${scope}.`, registers, collect() {
-      let n = 0;
-      for (const u of src().state.units.values()) if (!u.nodeName) n++;
-      this.set(n);
-    } });
+    new Gauge({
+      name: 'mo_units',
+      help: `Units by phase${scope}.`,
+      labelNames: ['phase'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [phase, n] of units().phases) this.set({ phase }, n);
+      },
+    });
+    new Gauge({
+      name: 'mo_units_by_reason',
+      help: `Units by phase and reason (none: no reason given), only combinations that exist${scope}.`,
+      labelNames: ['phase', 'reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const r of units().reasons.values()) this.set({ phase: r.phase, reason: r.reason }, r.n);
+      },
+    });
+    new Gauge({
+      name: 'mo_units_unscheduled',
+      help: `Units with no node yet (Pending, unschedulable)${scope}.`,
+      registers,
+      collect() {
+        let n = 0;
+        for (const u of src().state.units.values()) if (!u.nodeName) n++;
+        this.set(n);
+      },
+    });
     const deployments = (field: 'desired' | 'readyReplicas' | 'availableReplicas' | 'updatedReplicas') =>
       function (this: Gauge<'deployment'>) {
         this.reset();
@@ -298,34 +427,55 @@ export class ReplicaMetrics {
           this.set({ deployment: d.metadata.name }, Number(v));
         }
       };
-    new Gauge({ name: 'mo_deployments', help: `Deployments${scope}.`, registers, collect() {
-      this.set(src().state.deployments.size);
-    } });
+    new Gauge({
+      name: 'mo_deployments',
+      help: `Deployments${scope}.`,
+      registers,
+      collect() {
+        this.set(src().state.deployments.size);
+      },
+    });
     new Gauge({ name: 'mo_deployment_replicas_desired', help: `Replicas a deployment asks for${scope}.`, labelNames: ['deployment'], registers, collect: deployments('desired') });
     new Gauge({ name: 'mo_deployment_replicas_ready', help: `A deployment's ready units${scope}.`, labelNames: ['deployment'], registers, collect: deployments('readyReplicas') });
-    new Gauge({ name: 'mo_deployment_replicas_available', help: `A deployment's available units${scope}.`, labelNames: ['deployment'], registers, collect: deployments('availableReplicas') });
-    new Gauge({ name: 'mo_deployment_replicas_updated', help: `A deployment's units of its current revision${scope}.`, labelNames: ['deployment'], registers, collect: deployments('updatedReplicas') });
+    new Gauge({
+      name: 'mo_deployment_replicas_available',
+      help: `A deployment's available units${scope}.`,
+      labelNames: ['deployment'],
+      registers,
+      collect: deployments('availableReplicas'),
+    });
+    new Gauge({
+      name: 'mo_deployment_replicas_updated',
+      help: `A deployment's units of its current revision${scope}.`,
+      labelNames: ['deployment'],
+      registers,
+      collect: deployments('updatedReplicas'),
+    });
 
     // ---- the agents' own figures (stats frames), per node connected here
     const agentHelp = " (the agent's own figure, from its stats frame to this replica, every second)";
     const family = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', rows: (node: string, s: AgentStatsMessage, at: number) => ValueRow[]) =>
-      this.registry.registerMetric(
-        new ExternalFamily(name, help, type, () => this.liveAgents().flatMap(([node, a]) => rows(node, a.stats, a.at))) as unknown as Metric,
-      );
+      this.registry.registerMetric(new ExternalFamily(name, help, type, () => this.liveAgents().flatMap(([node, a]) => rows(node, a.stats, a.at))) as unknown as Metric);
     family('mo_agent_spawn_duration_seconds', `Time from a spawn command's arrival at the agent until the unit's process runs${agentHelp}.`, 'histogram', (node, s) =>
       histogramRows('mo_agent_spawn_duration_seconds', { node }, s.spawnSeconds),
     );
-    family('mo_agent_heartbeat_rtt_seconds', `Round trip from the agent to each replica: a WebSocket ping sent with each heartbeat, answered by the replica's event loop${agentHelp}.`, 'histogram', (node, s) =>
-      s.heartbeatRtt.flatMap((r) => histogramRows('mo_agent_heartbeat_rtt_seconds', { node, replica: r.replica }, r.seconds)),
+    family(
+      'mo_agent_heartbeat_rtt_seconds',
+      `Round trip from the agent to each replica: a WebSocket ping sent with each heartbeat, answered by the replica's event loop${agentHelp}.`,
+      'histogram',
+      (node, s) => s.heartbeatRtt.flatMap((r) => histogramRows('mo_agent_heartbeat_rtt_seconds', { node, replica: r.replica }, r.seconds)),
     );
     family('mo_agent_heartbeat_rtt_last_seconds', `The latest heartbeat round trip from the agent to each replica${agentHelp}.`, 'gauge', (node, s) =>
       s.heartbeatRtt.map((r) => ({ labels: { node, replica: r.replica }, value: r.lastSeconds })),
     );
-    family('mo_agent_probe_results_total', `Probe results on the node by probe (startup, readiness, liveness) and result (success, failure), since the agent started${agentHelp}.`, 'counter', (node, s) =>
-      s.probes.map((p) => ({ labels: { node, probe: p.probe, result: p.result }, value: p.count })),
+    family(
+      'mo_agent_probe_results_total',
+      `Probe results on the node by probe (startup, readiness, liveness) and result (success, failure), since the agent started${agentHelp}.`,
+      'counter',
+      (node, s) => s.probes.map((p) => ({ labels: { node, probe: p.probe, result: p.result }, value: p.count })),
     );
     family('mo_agent_units', `Units the agent holds, by phase${agentHelp}.`, 'gauge', (node, s) => s.units.map((u) => ({ labels: { node, phase: u.phase }, value: u.count })));
-    family('mo_agent_stats_age_seconds', 'Seconds since this replica received the agent\'s last stats frame (about 1 when all is well).', 'gauge', (node, _s, at) => [
+    family('mo_agent_stats_age_seconds', "Seconds since this replica received the agent's last stats frame (about 1 when all is well).", 'gauge', (node, _s, at) => [
       { labels: { node }, value: Math.max(0, (this.now() - at) / 1000) },
     ]);
   }

@@ -52,8 +52,8 @@ export function unitView(
     report = seen.report;
     if (phase !== 'Lost') phase = report.phase;
   }
-  let reason: string | null = phase === 'Lost' ? 'NodeLost' : report?.reason ?? (u.nodeName ? null : 'Unschedulable');
-  let message: string | null = phase === 'Lost' ? `node ${u.nodeName} is not ready` : report?.message ?? null;
+  let reason: string | null = phase === 'Lost' ? 'NodeLost' : (report?.reason ?? (u.nodeName ? null : 'Unschedulable'));
+  let message: string | null = phase === 'Lost' ? `node ${u.nodeName} is not ready` : (report?.message ?? null);
   // A failed unit kept while its deployment backs off: Kubernetes' CrashLoopBackOff.
   if (report && phase !== 'Lost' && isQuickFailure(report) && deployment?.backoff) {
     const bo = deployment.backoff;
@@ -116,8 +116,8 @@ export function orphanUnitView(report: UnitReport, node: string, nodeReady = tru
       pid: report.pid ?? null,
       exitCode: report.exitCode ?? null,
       signal: report.signal ?? null,
-      reason: live && !nodeReady ? 'NodeLost' : report.reason ?? (live ? 'Terminating' : null),
-      message: live && !nodeReady ? `node ${node} is not ready; replaced` : report.message ?? (live ? 'not bound: being stopped' : null),
+      reason: live && !nodeReady ? 'NodeLost' : (report.reason ?? (live ? 'Terminating' : null)),
+      message: live && !nodeReady ? `node ${node} is not ready; replaced` : (report.message ?? (live ? 'not bound: being stopped' : null)),
       startTime: iso(report.startedAt),
       finishTime: iso(report.finishedAt),
       term: report.term,
@@ -340,7 +340,13 @@ export function allServiceViews(src: ViewSource): ServiceView[] {
           endpoints,
           // Where to connect: every Ready node's address, on the nodePort.
           nodeAddresses: [...src.observed.values()].filter((n) => n.ready && n.info.address).map((n) => ({ node: n.name, address: n.info.address! })),
-          ...(endpoints.length === 0 ? { message: `no unit matches selector ${Object.entries(svc.manifest.spec.selector).map(([k, v]) => `${k}=${v}`).join(',')} with the target port` } : {}),
+          ...(endpoints.length === 0
+            ? {
+                message: `no unit matches selector ${Object.entries(svc.manifest.spec.selector)
+                  .map(([k, v]) => `${k}=${v}`)
+                  .join(',')} with the target port`,
+              }
+            : {}),
         },
       };
     });

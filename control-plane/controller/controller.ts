@@ -197,7 +197,8 @@ export class Controller {
         bound: this.bound.has(name),
         observed: this.observedDeployments.has(name),
         statusPending: this.statusWrites.has(name) || this.pendingStatus.has(name),
-        statusSettled: last !== undefined && last.status === d.status && last.generation === d.generation && last.revision === d.revision && last.paused === (d.manifest.spec.paused ?? false),
+        statusSettled:
+          last !== undefined && last.status === d.status && last.generation === d.generation && last.revision === d.revision && last.paused === (d.manifest.spec.paused ?? false),
       });
       if (quiet) this.active.delete(name);
     }
@@ -227,11 +228,14 @@ export class Controller {
     if (at === null || at >= this.wakeAt) return;
     this.clock.cancel(this.wakeTimer);
     this.wakeAt = at;
-    this.wakeTimer = this.clock.timeout(() => {
-      this.wakeTimer = null;
-      this.wakeAt = Number.POSITIVE_INFINITY;
-      this.trigger();
-    }, Math.max(0, at - this.deps.now()) + 1);
+    this.wakeTimer = this.clock.timeout(
+      () => {
+        this.wakeTimer = null;
+        this.wakeAt = Number.POSITIVE_INFINITY;
+        this.trigger();
+      },
+      Math.max(0, at - this.deps.now()) + 1,
+    );
     this.wakeTimer.unref();
   }
 
@@ -413,9 +417,22 @@ export class Controller {
           const w = this.write({ type: 'unit.delete', at: now, name: a.unit, reason: a.reason }).then(() => {
             // The pass knows why a unit is lost: its node is NotReady, or its agent restarted without it.
             const lostWhy = plan.diffs.find((d) => d.deployment === a.deployment)?.detail[a.unit];
-            const why = a.reason === 'lost' ? (lostWhy ? `lost ${lostWhy}` : `node ${a.node} is not ready`) : a.reason === 'rollout' ? `replaced by revision ${state.deployments.get(a.deployment)?.revision ?? '?'}` : a.reason;
+            const why =
+              a.reason === 'lost'
+                ? lostWhy
+                  ? `lost ${lostWhy}`
+                  : `node ${a.node} is not ready`
+                : a.reason === 'rollout'
+                  ? `replaced by revision ${state.deployments.get(a.deployment)?.revision ?? '?'}`
+                  : a.reason;
             const normal = a.reason === 'surplus' || a.reason === 'deployment deleted' || a.reason === 'rollout';
-            this.deps.events.record(normal ? 'Normal' : 'Warning', a.reason === 'lost' ? 'UnitLost' : a.reason === 'crashed' ? 'UnitCrashed' : 'Unbound', 'Unit', a.unit, `unbound from ${a.node ?? '(no node)'}: ${why}`);
+            this.deps.events.record(
+              normal ? 'Normal' : 'Warning',
+              a.reason === 'lost' ? 'UnitLost' : a.reason === 'crashed' ? 'UnitCrashed' : 'Unbound',
+              'Unit',
+              a.unit,
+              `unbound from ${a.node ?? '(no node)'}: ${why}`,
+            );
           });
           unbinding.set(a.unit, w);
           writes.push(w);
@@ -433,13 +450,15 @@ export class Controller {
           const delay = a.until - now;
           const backoff = { failures: a.failures, until: a.until, at: now, lastFailure: a.detail };
           writes.push(
-            this.write({ type: 'deployment.backoff', at: now, name: a.deployment, backoff }).then((r) => {
-              if (!r) return;
-              const at = new Date(a.until).toISOString().slice(11, 19);
-              const msg = `Back-off ${(delay / 1000).toFixed(0)}s restarting failed unit ${a.unit} of ${a.deployment} (${a.detail}); next try at ${at}`;
-              this.deps.events.record('Warning', 'BackOff', 'Unit', a.unit, msg);
-              this.deps.log(`reconcile ${a.deployment}: CrashLoopBackOff: ${msg}`);
-            }).finally(() => this.statusWrites.delete(`backoff:${a.deployment}`)),
+            this.write({ type: 'deployment.backoff', at: now, name: a.deployment, backoff })
+              .then((r) => {
+                if (!r) return;
+                const at = new Date(a.until).toISOString().slice(11, 19);
+                const msg = `Back-off ${(delay / 1000).toFixed(0)}s restarting failed unit ${a.unit} of ${a.deployment} (${a.detail}); next try at ${at}`;
+                this.deps.events.record('Warning', 'BackOff', 'Unit', a.unit, msg);
+                this.deps.log(`reconcile ${a.deployment}: CrashLoopBackOff: ${msg}`);
+              })
+              .finally(() => this.statusWrites.delete(`backoff:${a.deployment}`)),
           );
           break;
         }
@@ -603,7 +622,14 @@ export class Controller {
   private sendSpawn(u: UnitRecord, node: string): void {
     const { store } = this.deps;
     if (!store.isLeader()) return;
-    const ok = this.send(node, { v: 1, type: 'spawn', commandId: this.newId(10), term: store.term(), leaderId: store.id, unit: { name: u.name, deployment: u.deployment, spec: u.spec, revision: u.revision, specHash: u.specHash } });
+    const ok = this.send(node, {
+      v: 1,
+      type: 'spawn',
+      commandId: this.newId(10),
+      term: store.term(),
+      leaderId: store.id,
+      unit: { name: u.name, deployment: u.deployment, spec: u.spec, revision: u.revision, specHash: u.specHash },
+    });
     if (ok) this.spawns.set(u.name, this.deps.now());
   }
 

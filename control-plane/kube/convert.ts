@@ -11,7 +11,15 @@
 // fills in (uid, resourceVersion, status, defaults it shows) taken off first;
 // every other unknown field is refused by name there. Pure.
 
-import { DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, DEFAULT_PROGRESS_DEADLINE_SECONDS, DEFAULT_REVISION_HISTORY_LIMIT, validateManifest, validateService, ManifestError } from '../../shared/manifest.ts';
+import {
+  DEFAULT_MAX_SURGE,
+  DEFAULT_MAX_UNAVAILABLE,
+  DEFAULT_PROGRESS_DEADLINE_SECONDS,
+  DEFAULT_REVISION_HISTORY_LIMIT,
+  validateManifest,
+  validateService,
+  ManifestError,
+} from '../../shared/manifest.ts';
 import type { DeploymentManifest, PodTemplate, ServiceManifest, UnitSpec } from '../../shared/model.ts';
 import type { ClusterEvent } from '../events.ts';
 import type { ApiObject } from '../api/views.ts';
@@ -32,7 +40,12 @@ const mem = (mi: number) => (mi % 1024 === 0 ? `${mi / 1024}Gi` : `${mi}Mi`);
 
 /** A ReplicaSet's name part for a spec hash: 10 characters of [a-z0-9], as Kubernetes' pod-template-hash. */
 export function templateHash(specHash: string): string {
-  return specHash.toLowerCase().replace(/[^a-z0-9]/g, '').slice(0, 10) || '0';
+  return (
+    specHash
+      .toLowerCase()
+      .replace(/[^a-z0-9]/g, '')
+      .slice(0, 10) || '0'
+  );
 }
 
 export function replicaSetName(deployment: string, specHash: string): string {
@@ -85,7 +98,13 @@ export function kubeDeployment(d: DeploymentRecord, view: ApiObject): KubeObject
       strategy:
         spec.strategy?.type === 'Recreate'
           ? { type: 'Recreate' }
-          : { type: 'RollingUpdate', rollingUpdate: { maxSurge: spec.strategy?.rollingUpdate?.maxSurge ?? DEFAULT_MAX_SURGE, maxUnavailable: spec.strategy?.rollingUpdate?.maxUnavailable ?? DEFAULT_MAX_UNAVAILABLE } },
+          : {
+              type: 'RollingUpdate',
+              rollingUpdate: {
+                maxSurge: spec.strategy?.rollingUpdate?.maxSurge ?? DEFAULT_MAX_SURGE,
+                maxUnavailable: spec.strategy?.rollingUpdate?.maxUnavailable ?? DEFAULT_MAX_UNAVAILABLE,
+              },
+            },
       minReadySeconds: spec.minReadySeconds ?? 0,
       revisionHistoryLimit: spec.revisionHistoryLimit ?? DEFAULT_REVISION_HISTORY_LIMIT,
       progressDeadlineSeconds: spec.progressDeadlineSeconds ?? DEFAULT_PROGRESS_DEADLINE_SECONDS,
@@ -182,7 +201,14 @@ export function kubePod(view: ApiObject, rec: UnitRecord | undefined, d: Deploym
   const ended = st.phase === 'Succeeded' || st.phase === 'Failed';
   let state: Record<string, unknown> = {};
   let lastState: Record<string, unknown> = {};
-  const terminated = { exitCode: st.exitCode ?? (st.signal ? 128 + (SIGNALS[st.signal] ?? 0) : 0), ...(st.signal ? { signal: SIGNALS[st.signal] ?? 0 } : {}), reason: st.reason ?? (st.phase === 'Succeeded' ? 'Completed' : 'Error'), ...(st.message ? { message: st.message } : {}), startedAt: st.startTime, finishedAt: st.finishTime };
+  const terminated = {
+    exitCode: st.exitCode ?? (st.signal ? 128 + (SIGNALS[st.signal] ?? 0) : 0),
+    ...(st.signal ? { signal: SIGNALS[st.signal] ?? 0 } : {}),
+    reason: st.reason ?? (st.phase === 'Succeeded' ? 'Completed' : 'Error'),
+    ...(st.message ? { message: st.message } : {}),
+    startedAt: st.startTime,
+    finishedAt: st.finishTime,
+  };
   if (running) state = { running: { startedAt: st.startTime } };
   else if (ended && st.reason === 'CrashLoopBackOff') {
     state = { waiting: { reason: 'CrashLoopBackOff', message: st.message ?? '' } };
@@ -191,11 +217,30 @@ export function kubePod(view: ApiObject, rec: UnitRecord | undefined, d: Deploym
   else if (lost) state = { waiting: { reason: 'NodeLost', message: st.message ?? '' } };
   else state = { waiting: { reason: 'ContainerCreating' } };
   const t = st.startTime ?? created;
-  const cond = (type: string, ok: boolean, reason?: string, message?: string) => ({ type, status: lost ? 'Unknown' : ok ? 'True' : 'False', lastProbeTime: null, lastTransitionTime: t, ...(reason ? { reason } : {}), ...(message ? { message } : {}) });
+  const cond = (type: string, ok: boolean, reason?: string, message?: string) => ({
+    type,
+    status: lost ? 'Unknown' : ok ? 'True' : 'False',
+    lastProbeTime: null,
+    lastTransitionTime: t,
+    ...(reason ? { reason } : {}),
+    ...(message ? { message } : {}),
+  });
   const conditions = scheduled
     ? [cond('Initialized', true), cond('Ready', st.ready), cond('ContainersReady', st.ready), cond('PodScheduled', true)]
-    : [{ type: 'PodScheduled', status: 'False', lastProbeTime: null, lastTransitionTime: created, reason: 'Unschedulable', message: st.scheduling?.message ?? st.message ?? 'no node fits' }];
-  const ownerReferences = d && specHash ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: replicaSetName(d.name, specHash), uid: rsUid(d, specHash), controller: true, blockOwnerDeletion: true }] : undefined;
+    : [
+        {
+          type: 'PodScheduled',
+          status: 'False',
+          lastProbeTime: null,
+          lastTransitionTime: created,
+          reason: 'Unschedulable',
+          message: st.scheduling?.message ?? st.message ?? 'no node fits',
+        },
+      ];
+  const ownerReferences =
+    d && specHash
+      ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: replicaSetName(d.name, specHash), uid: rsUid(d, specHash), controller: true, blockOwnerDeletion: true }]
+      : undefined;
   const containers = [
     {
       name: containerName,
@@ -239,7 +284,17 @@ export function kubePod(view: ApiObject, rec: UnitRecord | undefined, d: Deploym
       ...(scheduled
         ? {
             containerStatuses: [
-              { name: containerName, ready: st.ready, started: running, restartCount: 0, image: '', imageID: '', ...(st.startTime ? { containerID: `mo://${vspec.nodeName}/${view.metadata.name}` } : {}), state, lastState },
+              {
+                name: containerName,
+                ready: st.ready,
+                started: running,
+                restartCount: 0,
+                image: '',
+                imageID: '',
+                ...(st.startTime ? { containerID: `mo://${vspec.nodeName}/${view.metadata.name}` } : {}),
+                state,
+                lastState,
+              },
             ],
           }
         : {}),
@@ -296,7 +351,18 @@ export function kubeNode(view: ApiObject): KubeObject {
         ...st.conditions.map((c) => ({ ...c, lastHeartbeatTime: hb, lastTransitionTime: hb })),
       ],
       addresses: [...st.addresses, { type: 'Hostname', address: name }],
-      nodeInfo: { kubeletVersion: KUBELET_VERSION, kubeProxyVersion: KUBELET_VERSION, operatingSystem: 'linux', architecture: 'amd64', osImage: 'mini-orchestrator node agent', kernelVersion: '', containerRuntimeVersion: 'mo-agent://0.1.0', machineID: '', systemUUID: '', bootID: '' },
+      nodeInfo: {
+        kubeletVersion: KUBELET_VERSION,
+        kubeProxyVersion: KUBELET_VERSION,
+        operatingSystem: 'linux',
+        architecture: 'amd64',
+        osImage: 'mini-orchestrator node agent',
+        kernelVersion: '',
+        containerRuntimeVersion: 'mo-agent://0.1.0',
+        machineID: '',
+        systemUUID: '',
+        bootID: '',
+      },
     },
   };
 }
@@ -316,7 +382,13 @@ export function kubeEvent(e: ClusterEvent, uidOf: (kind: string, name: string) =
   return {
     apiVersion: 'v1',
     kind: 'Event',
-    metadata: { name: `${e.involvedObject.name}.${e.seq}`, namespace: NAMESPACE, uid: `event-${e.seq}`, resourceVersion: String(e.seq), creationTimestamp: new Date(e.firstTimestamp).toISOString() },
+    metadata: {
+      name: `${e.involvedObject.name}.${e.seq}`,
+      namespace: NAMESPACE,
+      uid: `event-${e.seq}`,
+      resourceVersion: String(e.seq),
+      creationTimestamp: new Date(e.firstTimestamp).toISOString(),
+    },
     involvedObject: { kind: k.kind, apiVersion: k.apiVersion, name: e.involvedObject.name, ...(k.namespaced ? { namespace: NAMESPACE } : {}), ...(uid ? { uid } : {}) },
     reason: e.reason,
     message: e.message,
@@ -352,7 +424,13 @@ export function kubeService(view: ApiObject, annotations: Record<string, string>
 
 /** An Endpoints view (api/views.ts) as core/v1 Endpoints: one subset per port. */
 export function kubeEndpoints(view: ApiObject, createdAt: string | null = null): KubeObject {
-  const subsets = (view.subsets as Array<{ port: { name: string | null; port: number }; addresses: Array<{ ip: string; port: number; unit: string; nodeName: string }>; notReadyAddresses: Array<{ ip: string; port: number; unit: string; nodeName: string }> }>).flatMap((s) => {
+  const subsets = (
+    view.subsets as Array<{
+      port: { name: string | null; port: number };
+      addresses: Array<{ ip: string; port: number; unit: string; nodeName: string }>;
+      notReadyAddresses: Array<{ ip: string; port: number; unit: string; nodeName: string }>;
+    }>
+  ).flatMap((s) => {
     // Units of one node share its address: one subset per (port, hostPort) pair keeps each address's port exact.
     const byPort = new Map<number, { addresses: unknown[]; notReadyAddresses: unknown[] }>();
     const add = (a: { ip: string; port: number; unit: string; nodeName: string }, ready: boolean) => {

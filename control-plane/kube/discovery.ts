@@ -4,7 +4,17 @@
 // `policy` is listed with pods/eviction so `kubectl drain` evicts through it.
 // Pure.
 
-export const KUBE_VERSION = { major: '1', minor: '20', gitVersion: 'v1.20.0-mo', gitCommit: '0000000000000000000000000000000000000000', gitTreeState: 'clean', buildDate: '2026-01-01T00:00:00Z', goVersion: 'node', compiler: 'node', platform: 'linux/amd64' };
+export const KUBE_VERSION = {
+  major: '1',
+  minor: '20',
+  gitVersion: 'v1.20.0-mo',
+  gitCommit: '0000000000000000000000000000000000000000',
+  gitTreeState: 'clean',
+  buildDate: '2026-01-01T00:00:00Z',
+  goVersion: 'node',
+  compiler: 'node',
+  platform: 'linux/amd64',
+};
 
 interface Res {
   name: string;

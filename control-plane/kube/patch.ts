@@ -33,7 +33,12 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
 /** RFC 6901: "/a/b~1c/0" -> ['a', 'b/c', '0']. */
 function pointer(p: unknown, op: number): string[] {
   if (typeof p !== 'string' || (p !== '' && !p.startsWith('/'))) throw new PatchError(`operation ${op}: path must be a JSON pointer starting with "/", got ${JSON.stringify(p)}`);
-  return p === '' ? [] : p.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return p === ''
+    ? []
+    : p
+        .slice(1)
+        .split('/')
+        .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 function parentOf(doc: unknown, tokens: string[], op: number, path: string): { parent: Record<string, unknown> | unknown[]; key: string } {

@@ -11,10 +11,7 @@ export class SelectorError extends Error {
   override readonly name = 'SelectorError';
 }
 
-type Requirement =
-  | { key: string; op: 'eq' | 'ne'; value: string }
-  | { key: string; op: 'in' | 'notin'; values: string[] }
-  | { key: string; op: 'exists' | 'absent' };
+type Requirement = { key: string; op: 'eq' | 'ne'; value: string } | { key: string; op: 'in' | 'notin'; values: string[] } | { key: string; op: 'exists' | 'absent' };
 
 export type LabelSelector = Requirement[];
 
@@ -79,7 +76,19 @@ export type FieldSelector = Array<{ path: string; op: 'eq' | 'ne'; value: string
 /** Fields a kind can be selected by, beyond metadata.name and metadata.namespace. */
 export const SELECTABLE_FIELDS: Readonly<Record<string, readonly string[]>> = {
   Pod: ['spec.nodeName', 'status.phase', 'spec.restartPolicy', 'spec.schedulerName', 'spec.serviceAccountName', 'status.podIP', 'status.nominatedNodeName'],
-  Event: ['involvedObject.kind', 'involvedObject.namespace', 'involvedObject.name', 'involvedObject.uid', 'involvedObject.apiVersion', 'involvedObject.resourceVersion', 'involvedObject.fieldPath', 'reason', 'reportingComponent', 'source', 'type'],
+  Event: [
+    'involvedObject.kind',
+    'involvedObject.namespace',
+    'involvedObject.name',
+    'involvedObject.uid',
+    'involvedObject.apiVersion',
+    'involvedObject.resourceVersion',
+    'involvedObject.fieldPath',
+    'reason',
+    'reportingComponent',
+    'source',
+    'type',
+  ],
   Node: ['spec.unschedulable'],
   Namespace: ['status.phase'],
 };

@@ -63,15 +63,43 @@ const RESOURCES: Record<string, ResourceInfo> = {
 const CORE = ['pods', 'nodes', 'events', 'services', 'endpoints', 'namespaces'];
 const APPS = ['deployments', 'replicasets'];
 
-const REASONS: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 405: 'MethodNotAllowed', 409: 'Conflict', 410: 'Gone', 413: 'RequestEntityTooLarge', 415: 'UnsupportedMediaType', 422: 'Invalid', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable' };
+const REASONS: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  409: 'Conflict',
+  410: 'Gone',
+  413: 'RequestEntityTooLarge',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+};
 
 /** A metav1.Status. */
 export function status(code: number, message: string, details?: Record<string, unknown>, reason?: string): Record<string, unknown> {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: code < 400 ? 'Success' : 'Failure', message, reason: reason ?? REASONS[code] ?? 'Unknown', ...(details ? { details } : {}), code };
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: code < 400 ? 'Success' : 'Failure',
+    message,
+    reason: reason ?? REASONS[code] ?? 'Unknown',
+    ...(details ? { details } : {}),
+    code,
+  };
 }
 
 class KubeError extends Error {
-  constructor(readonly code: number, message: string, readonly details?: Record<string, unknown>, readonly reason?: string) {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly details?: Record<string, unknown>,
+    readonly reason?: string,
+  ) {
     super(message);
   }
 }
@@ -206,7 +234,9 @@ export class KubeApi {
 
   private event(e: ClusterEvent): KubeObject {
     const st = this.deps.store.state;
-    return kubeEvent(e, (kind, name) => (kind === 'Unit' ? st.units.get(name)?.uid : kind === 'Deployment' ? st.deployments.get(name)?.uid : kind === 'Node' ? nodeUid(name) : undefined));
+    return kubeEvent(e, (kind, name) =>
+      kind === 'Unit' ? st.units.get(name)?.uid : kind === 'Deployment' ? st.deployments.get(name)?.uid : kind === 'Node' ? nodeUid(name) : undefined,
+    );
   }
 
   private one(resource: string, name: string): KubeObject {
@@ -233,7 +263,10 @@ export class KubeApi {
       return;
     }
     if (!tokenOk(req.headers.authorization, this.deps.token)) {
-      throw new KubeError(401, req.headers.authorization ? 'Unauthorized: invalid bearer token' : 'Unauthorized: send the cluster token (Authorization: Bearer <token>; see <data-dir>/kubeconfig)');
+      throw new KubeError(
+        401,
+        req.headers.authorization ? 'Unauthorized: invalid bearer token' : 'Unauthorized: send the cluster token (Authorization: Bearer <token>; see <data-dir>/kubeconfig)',
+      );
     }
     if (method === 'GET') {
       if (p === '/version') return send(res, 200, KUBE_VERSION);
@@ -273,7 +306,10 @@ export class KubeApi {
     const [resource, name, sub, ...more] = rest;
     const info = RESOURCES[resource ?? ''];
     if (!info || !groupResources.includes(resource)) {
-      throw new KubeError(404, `the server could not find the requested resource "${resource ?? ''}" in ${parts[0] === 'api' ? 'v1' : 'apps/v1'} (served: ${groupResources.join(', ')})`);
+      throw new KubeError(
+        404,
+        `the server could not find the requested resource "${resource ?? ''}" in ${parts[0] === 'api' ? 'v1' : 'apps/v1'} (served: ${groupResources.join(', ')})`,
+      );
     }
     if (more.length > 0) throw new KubeError(404, `no such path ${p}`);
     if (namespace !== undefined && !info.namespaced) throw new KubeError(404, `${resource} are not namespaced: use /${parts[0] === 'api' ? 'api/v1' : 'apis/apps/v1'}/${resource}`);
@@ -284,8 +320,10 @@ export class KubeApi {
     if (namespace !== undefined && namespace !== NAMESPACE) {
       throw new KubeError(404, `namespaces "${namespace}" not found (only "default" exists)`, { name: namespace, kind: 'namespaces' });
     }
-    if (resource === 'namespaces' && name !== undefined && name !== NAMESPACE) throw new KubeError(404, `namespaces "${name}" not found (only "default" exists)`, { name, kind: 'namespaces' });
-    if (info.namespaced && namespace === undefined && (name !== undefined || method !== 'GET')) throw new KubeError(404, `${resource} live in a namespace: use .../namespaces/default/${resource}`);
+    if (resource === 'namespaces' && name !== undefined && name !== NAMESPACE)
+      throw new KubeError(404, `namespaces "${name}" not found (only "default" exists)`, { name, kind: 'namespaces' });
+    if (info.namespaced && namespace === undefined && (name !== undefined || method !== 'GET'))
+      throw new KubeError(404, `${resource} live in a namespace: use .../namespaces/default/${resource}`);
 
     const body = method === 'GET' ? Buffer.alloc(0) : await readBody(req);
     if (!this.deps.store.isLeader()) return this.proxy(req, res, body);
@@ -372,7 +410,8 @@ export class KubeApi {
     const query = new URLSearchParams(q);
     const container = query.get('container');
     const rec = this.deps.store.state.units.get(name);
-    if (container !== null && rec && container !== rec.spec.containerName) throw new KubeError(400, `container ${container} is not valid for pod ${name} (it has one container: ${rec.spec.containerName})`);
+    if (container !== null && rec && container !== rec.spec.containerName)
+      throw new KubeError(400, `container ${container} is not valid for pod ${name} (it has one container: ${rec.spec.containerName})`);
     for (const k of ['container', 'pretty', 'insecureSkipTLSVerifyBackend']) query.delete(k);
     for (const k of ['limitBytes', 'previous']) {
       if (query.has(k) && query.get(k) !== 'false') throw new KubeError(400, `${k} is not supported on pod logs (follow, tailLines, sinceSeconds, sinceTime, timestamps)`);
@@ -413,7 +452,10 @@ export class KubeApi {
         // Server-side apply, simplified: the applied fields merged over the object (nothing is removed).
         return strategicMerge(current, stripManaged(patch), SCHEMAS[kind] ?? {});
       default:
-        throw new KubeError(415, `PATCH needs Content-Type application/strategic-merge-patch+json, application/merge-patch+json, application/json-patch+json or application/apply-patch+yaml, got ${JSON.stringify(contentType)}`);
+        throw new KubeError(
+          415,
+          `PATCH needs Content-Type application/strategic-merge-patch+json, application/merge-patch+json, application/json-patch+json or application/apply-patch+yaml, got ${JSON.stringify(contentType)}`,
+        );
     }
   }
 
@@ -422,7 +464,16 @@ export class KubeApi {
     if (dry !== null && dry !== '') throw new KubeError(400, `dryRun=${dry} is not supported (writes are always made)`);
   }
 
-  private async write(method: string, resource: string, name: string | undefined, sub: string | undefined, q: URLSearchParams, req: http.IncomingMessage, body: Buffer, res: http.ServerResponse): Promise<void> {
+  private async write(
+    method: string,
+    resource: string,
+    name: string | undefined,
+    sub: string | undefined,
+    q: URLSearchParams,
+    req: http.IncomingMessage,
+    body: Buffer,
+    res: http.ServerResponse,
+  ): Promise<void> {
     this.refuseUnsupported(q);
     const ct = String(req.headers['content-type'] ?? 'application/json');
     if (resource === 'deployments') return this.writeDeployment(method, name, sub, q, ct, body, res);
@@ -445,7 +496,8 @@ export class KubeApi {
       opts = o;
     }
     const policy = (q.get('propagationPolicy') ?? opts.propagationPolicy ?? (opts.orphanDependents === true ? 'Orphan' : undefined)) as string | undefined;
-    if (policy !== undefined && !['Background', 'Foreground', 'Orphan'].includes(policy)) throw new KubeError(400, `propagationPolicy: expected Background, Foreground or Orphan, got ${JSON.stringify(policy)}`);
+    if (policy !== undefined && !['Background', 'Foreground', 'Orphan'].includes(policy))
+      throw new KubeError(400, `propagationPolicy: expected Background, Foreground or Orphan, got ${JSON.stringify(policy)}`);
     if (Array.isArray(opts.dryRun) && opts.dryRun.length > 0) throw new KubeError(400, 'dryRun is not supported (writes are always made)');
     if (isObject(opts.preconditions)) throw new KubeError(400, 'DeleteOptions.preconditions are not supported');
     const g = q.get('gracePeriodSeconds') ?? opts.gracePeriodSeconds;
@@ -465,12 +517,17 @@ export class KubeApi {
     const lostOn = [...this.deps.registry.nodes.values()].filter((n) => !n.ready && n.units.has(name)).map((n) => n.name);
     const force = gracePeriodSeconds === 0;
     if (!unit && !(force && lostOn.length > 0)) {
-      if (lostOn.length > 0) throw new KubeError(404, `pods "${name}" not found: only the last report of NotReady node ${lostOn.join(', ')} lists it; delete with --grace-period=0 --force to forget it`, { name, kind: 'pods' });
+      if (lostOn.length > 0)
+        throw new KubeError(404, `pods "${name}" not found: only the last report of NotReady node ${lostOn.join(', ')} lists it; delete with --grace-period=0 --force to forget it`, {
+          name,
+          kind: 'pods',
+        });
       throw this.notFound('pods', name);
     }
     if (unit) {
       await this.propose({ type: 'unit.delete', at: this.deps.now(), name, reason: USER_DELETE_REASON });
-      if (unit.nodeName && this.deps.terminateUnit) this.deps.terminateUnit(name, unit.nodeName, gracePeriodSeconds !== undefined ? gracePeriodSeconds * 1000 : unit.spec.gracePeriodMs, USER_DELETE_REASON);
+      if (unit.nodeName && this.deps.terminateUnit)
+        this.deps.terminateUnit(name, unit.nodeName, gracePeriodSeconds !== undefined ? gracePeriodSeconds * 1000 : unit.spec.gracePeriodMs, USER_DELETE_REASON);
     }
     if (force) for (const node of lostOn) this.deps.registry.forgetUnit(node, name);
     if (eviction) return send(res, 201, status(201, '', { name, kind: 'pods' }, ''));
@@ -492,9 +549,17 @@ export class KubeApi {
 
   private async applyDeployment(obj: unknown, name: string | undefined, prev: KubeObject | undefined): Promise<{ created: boolean; obj: KubeObject }> {
     let parsed = naming('Deployment', obj, () => deploymentIn(obj));
-    if (name !== undefined && parsed.manifest.metadata.name !== name) throw new KubeError(400, `metadata.name "${parsed.manifest.metadata.name}" does not match the name in the URL "${name}"`);
+    if (name !== undefined && parsed.manifest.metadata.name !== name)
+      throw new KubeError(400, `metadata.name "${parsed.manifest.metadata.name}" does not match the name in the URL "${name}"`);
     parsed = this.unchangedDefaults(prev, parsed, parsed.manifest.metadata.name);
-    const r = await this.propose({ type: 'deployment.apply', at: this.deps.now(), uid: nanoid(), manifest: parsed.manifest, unitSpec: parsed.unitSpec, specHash: unitSpecHash(parsed.unitSpec) });
+    const r = await this.propose({
+      type: 'deployment.apply',
+      at: this.deps.now(),
+      uid: nanoid(),
+      manifest: parsed.manifest,
+      unitSpec: parsed.unitSpec,
+      specHash: unitSpecHash(parsed.unitSpec),
+    });
     return { created: r.created === true, obj: this.deploymentObject(parsed.manifest.metadata.name) };
   }
 
@@ -508,33 +573,48 @@ export class KubeApi {
     const d = this.deps.store.state.deployments.get(name);
     if (!d) throw this.notFound('deployments', name);
     const obj = this.one('deployments', name);
-    const sel = ((obj.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels);
+    const sel = (obj.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels;
     return {
       apiVersion: 'autoscaling/v1',
       kind: 'Scale',
       metadata: { name, namespace: NAMESPACE, uid: d.uid, resourceVersion: obj.metadata.resourceVersion, creationTimestamp: obj.metadata.creationTimestamp },
       spec: { replicas: d.replicas },
-      status: { replicas: (obj.status as { replicas: number }).replicas, selector: Object.entries(sel).map(([k, v]) => `${k}=${v}`).join(',') },
+      status: {
+        replicas: (obj.status as { replicas: number }).replicas,
+        selector: Object.entries(sel)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(','),
+      },
     };
   }
 
-  private async writeDeployment(method: string, name: string | undefined, sub: string | undefined, q: URLSearchParams, ct: string, body: Buffer, res: http.ServerResponse): Promise<void> {
+  private async writeDeployment(
+    method: string,
+    name: string | undefined,
+    sub: string | undefined,
+    q: URLSearchParams,
+    ct: string,
+    body: Buffer,
+    res: http.ServerResponse,
+  ): Promise<void> {
     const exists = name !== undefined && this.deps.store.state.deployments.has(name);
     if (sub === 'scale' && name && (method === 'PUT' || method === 'PATCH')) {
       if (!exists) throw this.notFound('deployments', name);
       const input = this.parseBody(body, ct);
       const next = method === 'PUT' ? input : this.patchWith(this.scaleOf(name), input, ct, 'Scale');
       const replicas = isObject(next) && isObject(next.spec) ? next.spec.replicas : undefined;
-      if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0 || replicas > MAX_REPLICAS) throw new KubeError(422, `spec.replicas: expected an integer 0..${MAX_REPLICAS}, got ${JSON.stringify(replicas)}`);
+      if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0 || replicas > MAX_REPLICAS)
+        throw new KubeError(422, `spec.replicas: expected an integer 0..${MAX_REPLICAS}, got ${JSON.stringify(replicas)}`);
       await this.propose({ type: 'deployment.scale', at: this.deps.now(), name, replicas });
       return send(res, 200, this.scaleOf(name));
     }
-    if (sub === 'status') throw new KubeError(405, 'a deployment\'s status is written by the controller only (GET it)');
+    if (sub === 'status') throw new KubeError(405, "a deployment's status is written by the controller only (GET it)");
     if (sub !== undefined) throw new KubeError(404, `no such subresource deployments/${sub}`);
     if (method === 'POST' && name === undefined) {
       const obj = this.parseBody(body, ct);
       const n = isObject(obj) && isObject(obj.metadata) ? obj.metadata.name : undefined;
-      if (typeof n === 'string' && this.deps.store.state.deployments.has(n)) throw new KubeError(409, `deployments.apps "${n}" already exists`, { name: n, group: 'apps', kind: 'deployments' }, 'AlreadyExists');
+      if (typeof n === 'string' && this.deps.store.state.deployments.has(n))
+        throw new KubeError(409, `deployments.apps "${n}" already exists`, { name: n, group: 'apps', kind: 'deployments' }, 'AlreadyExists');
       const r = await this.applyDeployment(obj, undefined, undefined);
       return send(res, 201, r.obj);
     }
@@ -560,7 +640,8 @@ export class KubeApi {
     }
     if (method === 'DELETE') {
       const { propagationPolicy } = this.deleteOptions(q, body);
-      if (propagationPolicy === 'Orphan') throw new KubeError(422, 'propagationPolicy Orphan is not supported: a deployment\'s pods cannot outlive it here (use Background or Foreground)');
+      if (propagationPolicy === 'Orphan')
+        throw new KubeError(422, "propagationPolicy Orphan is not supported: a deployment's pods cannot outlive it here (use Background or Foreground)");
       if (!exists) throw this.notFound('deployments', name);
       const before = this.one('deployments', name);
       await this.propose({ type: 'deployment.delete', at: this.deps.now(), name });
@@ -573,7 +654,8 @@ export class KubeApi {
     const st = this.deps.store.state;
     const put = async (obj: unknown, expectName?: string): Promise<{ created: boolean; name: string }> => {
       const manifest = naming('Service', obj, () => serviceIn(obj));
-      if (expectName !== undefined && manifest.metadata.name !== expectName) throw new KubeError(400, `metadata.name "${manifest.metadata.name}" does not match the name in the URL "${expectName}"`);
+      if (expectName !== undefined && manifest.metadata.name !== expectName)
+        throw new KubeError(400, `metadata.name "${manifest.metadata.name}" does not match the name in the URL "${expectName}"`);
       const r = await this.propose({ type: 'service.apply', at: this.deps.now(), uid: nanoid(), manifest });
       return { created: r.created === true, name: manifest.metadata.name };
     };
@@ -658,7 +740,6 @@ export class KubeApi {
     });
   }
 }
-
 
 /**
  * A 422 Invalid Status for a refused manifest, with the field as a cause

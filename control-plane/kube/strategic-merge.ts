@@ -64,7 +64,8 @@ function strip(v: unknown, path: string, schema: MergeSchema): unknown {
 function mergeMap(original: Record<string, unknown>, patch: Record<string, unknown>, path: string, schema: MergeSchema): Record<string, unknown> | undefined {
   const directive = patch.$patch;
   if (directive === 'delete') return undefined;
-  if (directive !== undefined && directive !== 'replace' && directive !== 'merge') throw new PatchError(`${path || 'the patch'}: unknown $patch directive ${JSON.stringify(directive)} (replace, delete, merge)`);
+  if (directive !== undefined && directive !== 'replace' && directive !== 'merge')
+    throw new PatchError(`${path || 'the patch'}: unknown $patch directive ${JSON.stringify(directive)} (replace, delete, merge)`);
   const out: Record<string, unknown> = directive === 'replace' ? {} : clone(original);
   const orders: Array<[string, unknown]> = [];
   const dropped: Array<[string, unknown]> = [];

@@ -46,7 +46,9 @@ const a = (v: unknown): Obj[] => (Array.isArray(v) ? (v as Obj[]) : []);
 
 function selectorText(sel: unknown): string {
   const ml = o(o(sel).matchLabels);
-  const t = Object.entries(ml).map(([k, v]) => `${k}=${String(v)}`).join(',');
+  const t = Object.entries(ml)
+    .map(([k, v]) => `${k}=${String(v)}`)
+    .join(',');
   return t === '' ? '<none>' : t;
 }
 
@@ -72,62 +74,168 @@ interface Printer {
 
 const PRINTERS: Record<string, Printer> = {
   Pod: {
-    columns: [col('Name'), col('Ready'), col('Status'), col('Restarts', 'integer'), col('Age'), col('IP', 'string', 1), col('Node', 'string', 1), col('Nominated Node', 'string', 1), col('Readiness Gates', 'string', 1)],
+    columns: [
+      col('Name'),
+      col('Ready'),
+      col('Status'),
+      col('Restarts', 'integer'),
+      col('Age'),
+      col('IP', 'string', 1),
+      col('Node', 'string', 1),
+      col('Nominated Node', 'string', 1),
+      col('Readiness Gates', 'string', 1),
+    ],
     cells: (p, now) => {
       const st = o(p.status);
       const cs = a(st.containerStatuses);
       const ready = cs.filter((c) => c.ready === true).length;
       const total = a(o(p.spec).containers).length;
-      return [p.metadata.name, `${ready}/${total}`, podStatus(p), cs.reduce((n, c) => n + Number(c.restartCount ?? 0), 0), age(p.metadata.creationTimestamp, now), st.podIP ?? '<none>', o(p.spec).nodeName ?? '<none>', '<none>', '<none>'];
+      return [
+        p.metadata.name,
+        `${ready}/${total}`,
+        podStatus(p),
+        cs.reduce((n, c) => n + Number(c.restartCount ?? 0), 0),
+        age(p.metadata.creationTimestamp, now),
+        st.podIP ?? '<none>',
+        o(p.spec).nodeName ?? '<none>',
+        '<none>',
+        '<none>',
+      ];
     },
   },
   Node: {
-    columns: [col('Name'), col('Status'), col('Roles'), col('Age'), col('Version'), col('Internal-IP', 'string', 1), col('External-IP', 'string', 1), col('OS-Image', 'string', 1), col('Kernel-Version', 'string', 1), col('Container-Runtime', 'string', 1)],
+    columns: [
+      col('Name'),
+      col('Status'),
+      col('Roles'),
+      col('Age'),
+      col('Version'),
+      col('Internal-IP', 'string', 1),
+      col('External-IP', 'string', 1),
+      col('OS-Image', 'string', 1),
+      col('Kernel-Version', 'string', 1),
+      col('Container-Runtime', 'string', 1),
+    ],
     cells: (n, now) => {
       const st = o(n.status);
       const ready = a(st.conditions).find((c) => c.type === 'Ready');
       let status = ready?.status === 'True' ? 'Ready' : ready ? 'NotReady' : 'Unknown';
       if (o(n.spec).unschedulable) status += ',SchedulingDisabled';
       const labels = o(n.metadata.labels);
-      const roles = Object.keys(labels).filter((k) => k.startsWith('node-role.kubernetes.io/')).map((k) => k.slice('node-role.kubernetes.io/'.length));
+      const roles = Object.keys(labels)
+        .filter((k) => k.startsWith('node-role.kubernetes.io/'))
+        .map((k) => k.slice('node-role.kubernetes.io/'.length));
       if (labels['kubernetes.io/role']) roles.push(String(labels['kubernetes.io/role']));
       const addr = (t: string) => a(st.addresses).find((x) => x.type === t)?.address ?? '<none>';
       const info = o(st.nodeInfo);
-      return [n.metadata.name, status, roles.length > 0 ? roles.sort().join(',') : '<none>', age(n.metadata.creationTimestamp, now), info.kubeletVersion ?? '', addr('InternalIP'), addr('ExternalIP'), info.osImage ?? '<unknown>', info.kernelVersion || '<unknown>', info.containerRuntimeVersion ?? '<unknown>'];
+      return [
+        n.metadata.name,
+        status,
+        roles.length > 0 ? roles.sort().join(',') : '<none>',
+        age(n.metadata.creationTimestamp, now),
+        info.kubeletVersion ?? '',
+        addr('InternalIP'),
+        addr('ExternalIP'),
+        info.osImage ?? '<unknown>',
+        info.kernelVersion || '<unknown>',
+        info.containerRuntimeVersion ?? '<unknown>',
+      ];
     },
   },
   Deployment: {
-    columns: [col('Name'), col('Ready'), col('Up-to-date', 'integer'), col('Available', 'integer'), col('Age'), col('Containers', 'string', 1), col('Images', 'string', 1), col('Selector', 'string', 1)],
+    columns: [
+      col('Name'),
+      col('Ready'),
+      col('Up-to-date', 'integer'),
+      col('Available', 'integer'),
+      col('Age'),
+      col('Containers', 'string', 1),
+      col('Images', 'string', 1),
+      col('Selector', 'string', 1),
+    ],
     cells: (d, now) => {
       const st = o(d.status);
       const spec = o(d.spec);
       const cs = a(o(o(spec.template).spec).containers);
-      return [d.metadata.name, `${Number(st.readyReplicas ?? 0)}/${Number(spec.replicas ?? 0)}`, Number(st.updatedReplicas ?? 0), Number(st.availableReplicas ?? 0), age(d.metadata.creationTimestamp, now), cs.map((c) => c.name).join(','), cs.map((c) => c.image ?? '').join(','), selectorText(spec.selector)];
+      return [
+        d.metadata.name,
+        `${Number(st.readyReplicas ?? 0)}/${Number(spec.replicas ?? 0)}`,
+        Number(st.updatedReplicas ?? 0),
+        Number(st.availableReplicas ?? 0),
+        age(d.metadata.creationTimestamp, now),
+        cs.map((c) => c.name).join(','),
+        cs.map((c) => c.image ?? '').join(','),
+        selectorText(spec.selector),
+      ];
     },
   },
   ReplicaSet: {
-    columns: [col('Name'), col('Desired', 'integer'), col('Current', 'integer'), col('Ready', 'integer'), col('Age'), col('Containers', 'string', 1), col('Images', 'string', 1), col('Selector', 'string', 1)],
+    columns: [
+      col('Name'),
+      col('Desired', 'integer'),
+      col('Current', 'integer'),
+      col('Ready', 'integer'),
+      col('Age'),
+      col('Containers', 'string', 1),
+      col('Images', 'string', 1),
+      col('Selector', 'string', 1),
+    ],
     cells: (r, now) => {
       const st = o(r.status);
       const spec = o(r.spec);
       const cs = a(o(o(spec.template).spec).containers);
-      return [r.metadata.name, Number(spec.replicas ?? 0), Number(st.replicas ?? 0), Number(st.readyReplicas ?? 0), age(r.metadata.creationTimestamp, now), cs.map((c) => c.name).join(','), cs.map((c) => c.image ?? '').join(','), selectorText(spec.selector)];
+      return [
+        r.metadata.name,
+        Number(spec.replicas ?? 0),
+        Number(st.replicas ?? 0),
+        Number(st.readyReplicas ?? 0),
+        age(r.metadata.creationTimestamp, now),
+        cs.map((c) => c.name).join(','),
+        cs.map((c) => c.image ?? '').join(','),
+        selectorText(spec.selector),
+      ];
     },
   },
   Event: {
-    columns: [col('Last Seen'), col('Type'), col('Reason'), col('Object'), col('Subobject', 'string', 1), col('Source', 'string', 1), col('Message'), col('First Seen', 'string', 1), col('Count', 'integer', 1), col('Name', 'string', 1)],
+    columns: [
+      col('Last Seen'),
+      col('Type'),
+      col('Reason'),
+      col('Object'),
+      col('Subobject', 'string', 1),
+      col('Source', 'string', 1),
+      col('Message'),
+      col('First Seen', 'string', 1),
+      col('Count', 'integer', 1),
+      col('Name', 'string', 1),
+    ],
     cells: (e, now) => {
       const io = o(e.involvedObject);
       const src = o(e.source);
-      return [age(e.lastTimestamp, now), e.type, e.reason, `${String(io.kind ?? '').toLowerCase()}/${String(io.name ?? '')}`, '', [src.component, src.host].filter(Boolean).join(', '), e.message, age(e.firstTimestamp, now), e.count, e.metadata.name];
+      return [
+        age(e.lastTimestamp, now),
+        e.type,
+        e.reason,
+        `${String(io.kind ?? '').toLowerCase()}/${String(io.name ?? '')}`,
+        '',
+        [src.component, src.host].filter(Boolean).join(', '),
+        e.message,
+        age(e.firstTimestamp, now),
+        e.count,
+        e.metadata.name,
+      ];
     },
   },
   Service: {
     columns: [col('Name'), col('Type'), col('Cluster-IP'), col('External-IP'), col('Port(s)'), col('Age'), col('Selector', 'string', 1)],
     cells: (s, now) => {
       const spec = o(s.spec);
-      const ports = a(spec.ports).map((p) => `${String(p.port)}${p.nodePort ? `:${String(p.nodePort)}` : ''}/${String(p.protocol ?? 'TCP')}`).join(',');
-      const sel = Object.entries(o(spec.selector)).map(([k, v]) => `${k}=${String(v)}`).join(',');
+      const ports = a(spec.ports)
+        .map((p) => `${String(p.port)}${p.nodePort ? `:${String(p.nodePort)}` : ''}/${String(p.protocol ?? 'TCP')}`)
+        .join(',');
+      const sel = Object.entries(o(spec.selector))
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join(',');
       return [s.metadata.name, spec.type, spec.clusterIP ?? '<none>', '<none>', ports || '<none>', age(s.metadata.creationTimestamp, now), sel || '<none>'];
     },
   },

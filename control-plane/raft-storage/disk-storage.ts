@@ -247,7 +247,12 @@ export class DiskStorage implements RaftStorage {
 
   private static async recover(dir: string, segmentMaxBytes: number, log: (line: string) => void, release: () => Promise<void>): Promise<DiskStorage> {
     const names = await readdir(dir);
-    const seqs = names.flatMap((n) => { const m = WAL_NAME.exec(n); return m ? [Number(m[1])] : []; }).sort((a, b) => a - b);
+    const seqs = names
+      .flatMap((n) => {
+        const m = WAL_NAME.exec(n);
+        return m ? [Number(m[1])] : [];
+      })
+      .sort((a, b) => a - b);
     const snapFiles = names.filter((n) => SNAP_NAME.test(n));
     const toDelete = names.filter((n) => n.endsWith('.tmp')); // an interrupted snapshot write
 
@@ -302,7 +307,8 @@ export class DiskStorage implements RaftStorage {
         truncate = {
           seq,
           at: scan.tail.truncateAt,
-          line: `raft-storage: ${join(dir, file)}: cut off a torn last write at byte offset ${scan.tail.truncateAt} ` +
+          line:
+            `raft-storage: ${join(dir, file)}: cut off a torn last write at byte offset ${scan.tail.truncateAt} ` +
             `(damage found at ${scan.tail.offset}: ${scan.tail.reason}); that write was never acknowledged`,
         };
       }
@@ -572,8 +578,13 @@ export class DiskStorage implements RaftStorage {
       }
       const term = this.tail.termAt(meta.index);
       if (meta.index <= this.tail.snapshotIndex || term !== meta.term) {
-        op.reject(new RaftStorageError('INVALID', `compaction to ${meta.index}/${meta.term} refused: stored log has ` +
-          `snapshot ${this.tail.snapshotIndex} and entries to ${this.tail.lastIndex}, term at ${meta.index} is ${term ?? 'none'}`));
+        op.reject(
+          new RaftStorageError(
+            'INVALID',
+            `compaction to ${meta.index}/${meta.term} refused: stored log has ` +
+              `snapshot ${this.tail.snapshotIndex} and entries to ${this.tail.lastIndex}, term at ${meta.index} is ${term ?? 'none'}`,
+          ),
+        );
         return;
       }
       next = new LogTail(meta.index, meta.term, this.tail.entries.slice(meta.index - this.tail.snapshotIndex));
@@ -596,10 +607,7 @@ export class DiskStorage implements RaftStorage {
 
     let batch: Uint8Array;
     try {
-      batch = encodeBatch([
-        { kind: 'checkpoint', snapshot: { index: meta.index, term: meta.term }, hardState },
-        ...next.entries.map((entry): WalRecord => ({ kind: 'entry', entry })),
-      ]);
+      batch = encodeBatch([{ kind: 'checkpoint', snapshot: { index: meta.index, term: meta.term }, hardState }, ...next.entries.map((entry): WalRecord => ({ kind: 'entry', entry }))]);
     } catch (e) {
       op.reject(new RaftStorageError('INVALID', `snapshot refused: the entries kept after it do not fit one batch (${MAX_BATCH_BYTES} bytes): ${(e as Error).message}`));
       return;

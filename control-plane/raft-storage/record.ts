@@ -49,9 +49,7 @@ export type WalRecord =
   | { kind: 'hardState'; hardState: HardState }
   | { kind: 'commit'; batchBytes: number };
 
-export type DecodeResult =
-  | { ok: true; record: WalRecord; end: number }
-  | { ok: false; reason: string };
+export type DecodeResult = { ok: true; record: WalRecord; end: number } | { ok: false; reason: string };
 
 const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true });

@@ -30,7 +30,10 @@ export class Progress {
   /** Ticks since we last heard from this follower (for fast 'no quorum' refusals). */
   ticksSinceHeard = 0;
 
-  constructor(next: number, private readonly maxInflight: number) {
+  constructor(
+    next: number,
+    private readonly maxInflight: number,
+  ) {
     this.next = next;
   }
 

@@ -492,10 +492,7 @@ export class RaftNode {
    * for a candidate whose log is at least as up-to-date as ours.
    */
   private handleVoteRequest(m: VoteRequest): void {
-    const canVote =
-      this.vote === m.from ||
-      (this.vote === null && this.lead === null) ||
-      (m.type === 'preVote' && m.term > this.term);
+    const canVote = this.vote === m.from || (this.vote === null && this.lead === null) || (m.type === 'preVote' && m.term > this.term);
     const respType = m.type === 'vote' ? 'voteResponse' : 'preVoteResponse';
     if (canVote && this.log.isUpToDate(m.lastLogIndex, m.lastLogTerm)) {
       this.send({ type: respType, from: this.id, to: m.from, term: m.term, reject: false });

@@ -181,14 +181,7 @@ export interface SnapshotRequest extends MessageBase {
   snapshot: Snapshot;
 }
 
-export type Message =
-  | VoteRequest
-  | VoteResponse
-  | AppendRequest
-  | AppendResponse
-  | Heartbeat
-  | HeartbeatResponse
-  | SnapshotRequest;
+export type Message = VoteRequest | VoteResponse | AppendRequest | AppendResponse | Heartbeat | HeartbeatResponse | SnapshotRequest;
 
 export type MessageType = Message['type'];
 
@@ -208,18 +201,11 @@ export interface RaftStatus {
 }
 
 export type ProposeResult =
-  | { ok: true; index: number; term: number }
-  | { ok: false; reason: 'not leader'; leader: NodeId | null }
-  | { ok: false; reason: 'no quorum' | 'too many uncommitted entries' };
+  { ok: true; index: number; term: number } | { ok: false; reason: 'not leader'; leader: NodeId | null } | { ok: false; reason: 'no quorum' | 'too many uncommitted entries' };
 
-export type ReadIndexResult =
-  | { ok: true }
-  | { ok: false; reason: 'not leader'; leader: NodeId | null }
-  | { ok: false; reason: 'too many pending reads' | 'duplicate context' };
+export type ReadIndexResult = { ok: true } | { ok: false; reason: 'not leader'; leader: NodeId | null } | { ok: false; reason: 'too many pending reads' | 'duplicate context' };
 
-export type CompactResult =
-  | { ok: true; snapshot: Snapshot }
-  | { ok: false; reason: string };
+export type CompactResult = { ok: true; snapshot: Snapshot } | { ok: false; reason: string };
 
 /** Construction options. Ticks are logical: the host decides how long one is. */
 export interface RaftConfig {

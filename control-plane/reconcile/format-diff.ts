@@ -46,9 +46,7 @@ function grouped(units: readonly string[], detail: Readonly<Record<string, strin
 
 export function formatDiff(d: DeploymentDiff): string {
   if (d.rollout && (d.create > 0 || d.remove.length > 0)) return formatRollout(d);
-  const head = d.deleted
-    ? `${d.deployment}: deleted`
-    : `${d.deployment}: desired=${d.desired} live=${d.live}${d.unscheduled > 0 ? ` unscheduled=${d.unscheduled}` : ''}`;
+  const head = d.deleted ? `${d.deployment}: deleted` : `${d.deployment}: desired=${d.desired} live=${d.live}${d.unscheduled > 0 ? ` unscheduled=${d.unscheduled}` : ''}`;
 
   const parts: string[] = [];
   if (d.unbound.length > 0) parts.push(`stop ${grouped(d.unbound, d.detail, true)}`);

@@ -74,17 +74,7 @@
 import type { DeploymentStrategy, UnitReport } from '../../shared/model.ts';
 import { DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, resolveIntOrPercent } from '../../shared/manifest.ts';
 import { isQuietDiff } from './format-diff.ts';
-import type {
-  Action,
-  Binding,
-  DeploymentCounts,
-  DeploymentDiff,
-  DesiredDeployment,
-  ObservedNode,
-  Plan,
-  ReconcileInput,
-  ResolvedStrategy,
-} from './types.ts';
+import type { Action, Binding, DeploymentCounts, DeploymentDiff, DesiredDeployment, ObservedNode, Plan, ReconcileInput, ResolvedStrategy } from './types.ts';
 
 /** A unit that ends sooner than this after it started is crash-looping. */
 export const QUICK_FAILURE_MS = 10_000;
@@ -312,9 +302,7 @@ export function reconcile(input: ReconcileInput): Plan {
   }
 
   // ---- 1. every binding: classify ------------------------------------------
-  const sortedBindings = [...bindings.values()].sort(
-    (a, b) => compareStrings(a.deployment, b.deployment) || a.index - b.index || compareStrings(a.name, b.name),
-  );
+  const sortedBindings = [...bindings.values()].sort((a, b) => compareStrings(a.deployment, b.deployment) || a.index - b.index || compareStrings(a.name, b.name));
   const candidates = new Map<string, Candidate[]>(); // by deployment, still desired
   const orphaned = new Map<string, Binding[]>(); // by deployment, no longer desired
 
@@ -357,7 +345,14 @@ export function reconcile(input: ReconcileInput): Plan {
             if (bo === null || now >= bo.until) {
               if (!backoffRounds.has(b.deployment)) {
                 const failures = bo !== null && finishedAt - bo.until < BACKOFF_RESET_MS ? bo.failures + 1 : 1;
-                backoffRounds.set(b.deployment, { type: 'backoff', deployment: b.deployment, failures, until: now + backoffDelayMs(failures), unit: b.name, detail: finishDetail(report) });
+                backoffRounds.set(b.deployment, {
+                  type: 'backoff',
+                  deployment: b.deployment,
+                  failures,
+                  until: now + backoffDelayMs(failures),
+                  unit: b.name,
+                  detail: finishDetail(report),
+                });
               }
             } else {
               wake(bo.until);
@@ -562,11 +557,7 @@ export function reconcile(input: ReconcileInput): Plan {
         continue;
       }
       if (terminateFresh(report.name)) continue;
-      const reason = b
-        ? `bound to ${b.nodeName ?? 'no node'}, not ${node.name}`
-        : deployments.has(deployment)
-          ? TERMINATE_REASON_NOT_BOUND
-          : TERMINATE_REASON_DEPLOYMENT_DELETED;
+      const reason = b ? `bound to ${b.nodeName ?? 'no node'}, not ${node.name}` : deployments.has(deployment) ? TERMINATE_REASON_NOT_BOUND : TERMINATE_REASON_DEPLOYMENT_DELETED;
       const list = strays.get(deployment) ?? [];
       list.push({
         kind: 'unbound',
@@ -636,12 +627,7 @@ function removalOrder(list: readonly Candidate[]): Candidate[] {
   return [...list].sort((a, b) => a.rank - b.rank || b.binding.index - a.binding.index || compareStrings(b.binding.name, a.binding.name));
 }
 
-function removalOperation(
-  b: Binding,
-  reason: 'surplus' | 'deployment deleted' | 'rollout',
-  terminateReason: string,
-  terminate: boolean,
-): Operation {
+function removalOperation(b: Binding, reason: 'surplus' | 'deployment deleted' | 'rollout', terminateReason: string, terminate: boolean): Operation {
   const actions: Action[] = [{ type: 'unbind', unit: b.name, node: b.nodeName, deployment: b.deployment, reason }];
   if (terminate && b.nodeName !== null) actions.push(withGrace({ type: 'terminate', unit: b.name, node: b.nodeName, reason: terminateReason }, b.gracePeriodMs));
   return { kind: 'remove', unit: b.name, detail: terminateReason, actions };

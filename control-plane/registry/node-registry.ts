@@ -107,7 +107,17 @@ export class NodeRegistry {
    *  Kubernetes node controller's startup grace period). */
   seed(info: NodeInfo, graceUntil: number): void {
     if (this.nodes.has(info.name)) return;
-    this.nodes.set(info.name, { name: info.name, info, agentPid: 0, connected: false, ready: true, lastHeartbeatMs: graceUntil, notReadySinceMs: null, units: new Map(), highestTerm: 0 });
+    this.nodes.set(info.name, {
+      name: info.name,
+      info,
+      agentPid: 0,
+      connected: false,
+      ready: true,
+      lastHeartbeatMs: graceUntil,
+      notReadySinceMs: null,
+      units: new Map(),
+      highestTerm: 0,
+    });
   }
 
   heartbeat(node: string, now: number): void {

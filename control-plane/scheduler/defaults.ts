@@ -11,12 +11,7 @@ import { spread } from './plugins/spread.ts';
 import { taintToleration } from './plugins/taint-toleration.ts';
 import type { FilterPlugin, ScorePlugin } from './types.ts';
 
-export const defaultFilters: readonly FilterPlugin[] = Object.freeze([
-  nodeReady,
-  nodeUnschedulable,
-  resourcesFit,
-  taintToleration,
-]);
+export const defaultFilters: readonly FilterPlugin[] = Object.freeze([nodeReady, nodeUnschedulable, resourcesFit, taintToleration]);
 
 /**
  * All weight 1: balanced packing and spreading weigh the same, which already

@@ -131,10 +131,7 @@ export class FusedDefaultPass {
     for (let i = 0; i < n; i++) {
       // ---- filters (all must pass; which one fails matters only for reasons, built later)
       const f = flags[i];
-      if (
-        ((f & HARD_FLAGS) !== 0 && !passesFlagged(f, req, nodes[i], cordonTolerated)) ||
-        !fits(cpuCapacity[i], cpuAllocated[i], memCapacity[i], memAllocated[i], cpu, memory)
-      ) {
+      if (((f & HARD_FLAGS) !== 0 && !passesFlagged(f, req, nodes[i], cordonTolerated)) || !fits(cpuCapacity[i], cpuAllocated[i], memCapacity[i], memAllocated[i], cpu, memory)) {
         rejectedCount++;
         if (listed < rejectedMax) rejected[listed++] = i;
         continue;

@@ -180,7 +180,11 @@ export class IncrementalDefaultPass {
     const f = flags[i];
     const nodes = snap.nodes();
     if ((f & HARD_FLAGS) !== 0) {
-      if ((f & NODE_NOT_READY) !== 0 || ((f & NODE_CORDONED) !== 0 && !s.cordonTolerated) || ((f & NODE_TAINTED) !== 0 && (req.tolerations.length === 0 || !toleratesAll(req, nodes[i])))) {
+      if (
+        (f & NODE_NOT_READY) !== 0 ||
+        ((f & NODE_CORDONED) !== 0 && !s.cordonTolerated) ||
+        ((f & NODE_TAINTED) !== 0 && (req.tolerations.length === 0 || !toleratesAll(req, nodes[i])))
+      ) {
         this.evFeasible = false;
         return;
       }

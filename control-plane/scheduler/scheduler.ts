@@ -174,9 +174,7 @@ export class Scheduler {
     let count = nodeCount;
     for (let f = 0; f < filters.length && count > 0; f++) {
       const plugin = filters[f];
-      const kept = plugin.filterMany
-        ? plugin.filterMany(req, nodes, candidates, count, snap)
-        : filterOneByOne(plugin, req, nodes, candidates, count, snap);
+      const kept = plugin.filterMany ? plugin.filterMany(req, nodes, candidates, count, snap) : filterOneByOne(plugin, req, nodes, candidates, count, snap);
       if (!(kept >= 0 && kept <= count)) {
         throw new Error(`scheduler: filter ${plugin.name} kept ${kept} of ${count} nodes`);
       }
@@ -255,14 +253,7 @@ export class Scheduler {
   }
 
   /** The decision and its message; `scored` is best first. */
-  private decision(
-    req: UnitRequest,
-    nodeCount: number,
-    feasibleCount: number,
-    rejectedCount: number,
-    rejected: NodeDecision[],
-    scored: NodeDecision[],
-  ): SchedulingDecision {
+  private decision(req: UnitRequest, nodeCount: number, feasibleCount: number, rejectedCount: number, rejected: NodeDecision[], scored: NodeDecision[]): SchedulingDecision {
     const decision: SchedulingDecision = {
       deployment: req.deployment,
       chosen: scored.length > 0 ? scored[0].node : null,
@@ -300,14 +291,7 @@ export class Scheduler {
 }
 
 /** The generic path for a filter without filterMany: one call per candidate. */
-function filterOneByOne(
-  plugin: FilterPlugin,
-  req: UnitRequest,
-  nodes: readonly NodeState[],
-  candidates: Int32Array,
-  count: number,
-  snap: ClusterSnapshot,
-): number {
+function filterOneByOne(plugin: FilterPlugin, req: UnitRequest, nodes: readonly NodeState[], candidates: Int32Array, count: number, snap: ClusterSnapshot): number {
   let kept = 0;
   for (let j = 0; j < count; j++) {
     const i = candidates[j];

@@ -78,15 +78,7 @@ export interface ScorePlugin {
    * snap) for j < count, with exactly score()'s integers (the scheduler does
    * not re-check them here). `nodes` is snap.nodes().
    */
-  addScores?(
-    req: UnitRequest,
-    nodes: readonly NodeState[],
-    candidates: Int32Array,
-    count: number,
-    snap: ClusterSnapshot,
-    totals: Float64Array,
-    weight: number,
-  ): void;
+  addScores?(req: UnitRequest, nodes: readonly NodeState[], candidates: Int32Array, count: number, snap: ClusterSnapshot, totals: Float64Array, weight: number): void;
   /** Why `score` gave what it gave, e.g. 'cpu%=37.5% mem%=36.9% imbalance=0.6%'. */
   explain?(req: UnitRequest, node: NodeState, snap: ClusterSnapshot): string;
 }

@@ -307,7 +307,8 @@ class SimAgent {
     if (cmd.term < this.heardTerm) this.sim.fail(`fencing: agent ${this.info.name} obeys ${cmd.type} ${target} of term ${cmd.term} after hearing term ${this.heardTerm}`);
     this.heardTerm = Math.max(this.heardTerm, cmd.term);
     const leader = this.sim.leaders.get(cmd.term);
-    if (leader !== cmd.leaderId) this.sim.fail(`agent ${this.info.name} got ${cmd.type} ${target} in term ${cmd.term} from ${cmd.leaderId}, which never led that term (leader: ${leader ?? 'none'})`);
+    if (leader !== cmd.leaderId)
+      this.sim.fail(`agent ${this.info.name} got ${cmd.type} ${target} in term ${cmd.term} from ${cmd.leaderId}, which never led that term (leader: ${leader ?? 'none'})`);
     if (admission.kind === 'duplicate') {
       const known = this.units.get(target);
       if (known) this.send(c, this.core.unitStatus(known.report));
@@ -333,12 +334,15 @@ class SimAgent {
         const u: SimUnit = { report, timer: null };
         this.units.set(target, u);
         this.broadcast(this.core.unitStatus({ ...report }));
-        u.timer = this.sim.clock.timeout(() => {
-          u.timer = null;
-          if (u.report.phase !== 'Pending') return;
-          u.report = { ...u.report, phase: 'Running', pid: this.sim.nextPid(), startedAt: this.sim.wall(), ready: true, readySince: this.sim.wall() };
-          this.broadcast(this.core.unitStatus(u.report));
-        }, 1 + this.sim.rng.next() * 20);
+        u.timer = this.sim.clock.timeout(
+          () => {
+            u.timer = null;
+            if (u.report.phase !== 'Pending') return;
+            u.report = { ...u.report, phase: 'Running', pid: this.sim.nextPid(), startedAt: this.sim.wall(), ready: true, readySince: this.sim.wall() };
+            this.broadcast(this.core.unitStatus(u.report));
+          },
+          1 + this.sim.rng.next() * 20,
+        );
         return;
       }
       case 'terminate': {
@@ -354,10 +358,13 @@ class SimAgent {
         this.sim.clock.cancel(u.timer);
         u.report = { ...u.report, phase: 'Terminating' };
         this.broadcast(this.core.unitStatus(u.report));
-        u.timer = this.sim.clock.timeout(() => {
-          u.timer = null;
-          this.end(u, { phase: 'Succeeded', reason: 'Terminated', message: 'signal SIGTERM', signal: 'SIGTERM' });
-        }, Math.min(cmd.gracePeriodMs, 1 + this.sim.rng.next() * 30));
+        u.timer = this.sim.clock.timeout(
+          () => {
+            u.timer = null;
+            this.end(u, { phase: 'Succeeded', reason: 'Terminated', message: 'signal SIGTERM', signal: 'SIGTERM' });
+          },
+          Math.min(cmd.gracePeriodMs, 1 + this.sim.rng.next() * 30),
+        );
         return;
       }
       case 'forget': {
@@ -537,8 +544,19 @@ export class HostSimulation {
   readonly agents: SimAgent[];
   readonly leaders = new Map<number, string>();
   readonly stats: HostSimStats = {
-    events: 0, simMs: 0, leaderTerms: 0, writesAcked: 0, writesFailed: 0, replicaCrashes: 0, agentCrashes: 0,
-    unitCrashes: 0, partitions: 0, spawnsObeyed: 0, commandsRefused: 0, snapshots: 0, convergedAfterMs: -1,
+    events: 0,
+    simMs: 0,
+    leaderTerms: 0,
+    writesAcked: 0,
+    writesFailed: 0,
+    replicaCrashes: 0,
+    agentCrashes: 0,
+    unitCrashes: 0,
+    partitions: 0,
+    spawnsObeyed: 0,
+    commandsRefused: 0,
+    snapshots: 0,
+    convergedAfterMs: -1,
   };
   readonly mutation: Mutation | undefined;
   readonly snapshotEvery: number;
@@ -636,7 +654,8 @@ export class HostSimulation {
       const cmd = decodeStoreData(e.data, `raft log entry ${e.index}`) as StoreCommand;
       if (JSON.stringify(cmd) === this.appliedAt.get(index)) stored++;
     }
-    if (stored * 2 <= this.replicas.length) this.fail(`binding before spawn: ${r.id} sends spawn ${name} to ${node} while its binding (index ${index}) is on ${stored} of ${this.replicas.length} disks`);
+    if (stored * 2 <= this.replicas.length)
+      this.fail(`binding before spawn: ${r.id} sends spawn ${name} to ${node} while its binding (index ${index}) is on ${stored} of ${this.replicas.length} disks`);
   }
 
   checkNotRunningElsewhere(unit: string, node: string): void {
@@ -737,7 +756,7 @@ export class HostSimulation {
     const downReplicas = this.replicas.filter((r) => !r.up);
     if (roll < 0.3) return this.clientWrite();
     if (roll < 0.4 && upReplicas.length > 0) {
-      const r = rng.chance(0.5) ? this.leader() ?? rng.pick(upReplicas) : rng.pick(upReplicas);
+      const r = rng.chance(0.5) ? (this.leader() ?? rng.pick(upReplicas)) : rng.pick(upReplicas);
       this.trace(`FAULT crash ${r.id}`);
       this.stats.replicaCrashes++;
       r.crash();
@@ -901,7 +920,10 @@ export class HostSimulation {
         continue;
       }
       b.state = 'waiting';
-      l.store.readBarrier().then(() => (b.state = 'passed'), () => (b.state = 'failed'));
+      l.store.readBarrier().then(
+        () => (b.state = 'passed'),
+        () => (b.state = 'failed'),
+      );
       await this.runUntil(healedAt + LEADER_BOUND_MS, () => b.state !== 'waiting');
     }
     if (this.failure !== null) return;
@@ -925,14 +947,16 @@ export class HostSimulation {
     // No acknowledged write lost: every replica applied past every acknowledged index, and the same command there.
     const leader = this.leader()!;
     for (const w of this.acked) {
-      if (this.appliedAt.get(w.index) !== w.digest) return this.fail(`no acknowledged write lost: ${w.what} (index ${w.index}) was replaced by ${short(this.appliedAt.get(w.index) ?? 'nothing')}`);
+      if (this.appliedAt.get(w.index) !== w.digest)
+        return this.fail(`no acknowledged write lost: ${w.what} (index ${w.index}) was replaced by ${short(this.appliedAt.get(w.index) ?? 'nothing')}`);
       for (const r of this.replicas) {
         if (r.store!.state.appliedIndex < w.index) return this.fail(`no acknowledged write lost: ${r.id} never applied ${w.what} (index ${w.index})`);
       }
     }
     const snap = JSON.stringify(leader.store!.state.snapshot());
     for (const r of this.replicas) {
-      if (JSON.stringify(r.store!.state.snapshot()) !== snap) return this.fail(`replicas disagree: ${r.id}'s desired state differs from the leader's at index ${leader.store!.state.appliedIndex}`);
+      if (JSON.stringify(r.store!.state.snapshot()) !== snap)
+        return this.fail(`replicas disagree: ${r.id}'s desired state differs from the leader's at index ${leader.store!.state.appliedIndex}`);
     }
   }
 }

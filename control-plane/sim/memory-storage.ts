@@ -132,8 +132,14 @@ export class MemoryStorage {
       await new Promise<void>((resolve) => {
         const last = this.queue[this.queue.length - 1];
         const { resolve: r, reject: j } = last;
-        last.resolve = () => { r(); resolve(); };
-        last.reject = (e) => { j(e); resolve(); };
+        last.resolve = () => {
+          r();
+          resolve();
+        };
+        last.reject = (e) => {
+          j(e);
+          resolve();
+        };
       });
     }
     this.disk.locked = false;
@@ -187,7 +193,8 @@ export class MemoryStorage {
     const d = this.disk;
     if (op.kind === 'compaction') {
       const meta = op.snapshot.meta;
-      if (!Number.isSafeInteger(meta.index) || meta.index < 1 || !Number.isSafeInteger(meta.term) || meta.term < 0) return `snapshot meta ${meta.index}/${meta.term} is not a positive index and a term`;
+      if (!Number.isSafeInteger(meta.index) || meta.index < 1 || !Number.isSafeInteger(meta.term) || meta.term < 0)
+        return `snapshot meta ${meta.index}/${meta.term} is not a positive index and a term`;
       if (d.snapshot && meta.index === d.snapshot.meta.index && meta.term === d.snapshot.meta.term) return null;
       const term = d.termAt(meta.index);
       if (meta.index <= d.snapshotIndex || term !== meta.term) {
@@ -203,7 +210,8 @@ export class MemoryStorage {
     let last = d.lastIndex;
     if (snapshot) {
       const meta = snapshot.meta;
-      if (!Number.isSafeInteger(meta.index) || meta.index < 1 || !Number.isSafeInteger(meta.term) || meta.term < 0) return `snapshot meta ${meta.index}/${meta.term} is not a positive index and a term`;
+      if (!Number.isSafeInteger(meta.index) || meta.index < 1 || !Number.isSafeInteger(meta.term) || meta.term < 0)
+        return `snapshot meta ${meta.index}/${meta.term} is not a positive index and a term`;
       if (meta.index <= d.snapshotIndex) return `installing snapshot ${meta.index} refused: it is not newer than the stored snapshot ${d.snapshotIndex}`;
       snapIndex = meta.index;
       last = meta.index;

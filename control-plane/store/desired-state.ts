@@ -147,9 +147,7 @@ export type StoreCommand =
   | { type: 'events.record'; at: number; events: NewEvent[] }
   | { type: 'noop' };
 
-export type ApplyResult =
-  | { ok: true; created?: boolean; name?: string; changed?: boolean; revision?: number }
-  | { ok: false; code: 400 | 404 | 409; error: string };
+export type ApplyResult = { ok: true; created?: boolean; name?: string; changed?: boolean; revision?: number } | { ok: false; code: 400 | 404 | 409; error: string };
 
 export interface DesiredSnapshot {
   appliedIndex: number;
@@ -299,16 +297,16 @@ export class DesiredState {
       case 'deployment.undo': {
         const d = this.deployments.get(cmd.name);
         if (!d) return { ok: false, code: 404, error: `deployments "${cmd.name}" not found` };
-        const target =
-          cmd.toRevision === 0
-            ? [...d.revisions].reverse().find((r) => r.revision < d.revision)
-            : d.revisions.find((r) => r.revision === cmd.toRevision);
+        const target = cmd.toRevision === 0 ? [...d.revisions].reverse().find((r) => r.revision < d.revision) : d.revisions.find((r) => r.revision === cmd.toRevision);
         if (!target) {
           const known = d.revisions.map((r) => r.revision).join(', ');
           return {
             ok: false,
             code: 400,
-            error: cmd.toRevision === 0 ? `deployment ${cmd.name} has no previous revision to roll back to (revisions: ${known})` : `revision ${cmd.toRevision} of deployment ${cmd.name} not found (revisions: ${known})`,
+            error:
+              cmd.toRevision === 0
+                ? `deployment ${cmd.name} has no previous revision to roll back to (revisions: ${known})`
+                : `revision ${cmd.toRevision} of deployment ${cmd.name} not found (revisions: ${known})`,
           };
         }
         if (target.revision === d.revision) return { ok: true, changed: false, revision: d.revision };

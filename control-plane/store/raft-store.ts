@@ -133,7 +133,11 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   private snapshotting = false;
   private packedSnapshot: { index: number; data: Uint8Array } | null = null;
 
-  private constructor(private readonly opts: RaftStoreOptions<T>, private readonly disk: StoreStorage, private readonly raft: RaftNode) {
+  private constructor(
+    private readonly opts: RaftStoreOptions<T>,
+    private readonly disk: StoreStorage,
+    private readonly raft: RaftNode,
+  ) {
     this.id = opts.id;
     this.clock = opts.clock ?? systemClock;
     const handlers = {
@@ -141,9 +145,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       // Death by socket: a follower campaigns soon after its leader's connection closes.
       onPeerClosed: (peer: string) => this.raft.peerLinkClosed(peer),
     };
-    this.transport = opts.transport
-      ? opts.transport(handlers)
-      : (new PeerTransport({ id: opts.id, peers: opts.peers, token: opts.token, log: opts.log, ...handlers }) as unknown as T);
+    this.transport = opts.transport ? opts.transport(handlers) : (new PeerTransport({ id: opts.id, peers: opts.peers, token: opts.token, log: opts.log, ...handlers }) as unknown as T);
     this.lastTerm = raft.status().term;
     const hs = raft.hardState();
     this.savedTerm = hs.term;
@@ -173,7 +175,8 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     const s = new RaftStore<T>(opts, disk, raft);
     // Desired state as of the snapshot; committed entries after it come
     // back through the first Ready (RaftNode re-emits them).
-    if (persisted.snapshot && persisted.snapshot.data.length > 0) s.state.restore(decodeStoreData(persisted.snapshot.data, `snapshot at index ${persisted.snapshot.meta.index}`) as DesiredSnapshot);
+    if (persisted.snapshot && persisted.snapshot.data.length > 0)
+      s.state.restore(decodeStoreData(persisted.snapshot.data, `snapshot at index ${persisted.snapshot.meta.index}`) as DesiredSnapshot);
     s.ticker = s.clock.interval(() => {
       s.raft.tick();
       s.kick();
@@ -234,7 +237,12 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     const index = this.state.appliedIndex;
     const view = capture(this.state);
     // Yields and slice times from the injected clock (deterministic under the simulation).
-    packInSlices(view, () => new Promise<void>((r) => this.clock.immediate(r)), SLICE_MS, () => this.clock.now()).then(
+    packInSlices(
+      view,
+      () => new Promise<void>((r) => this.clock.immediate(r)),
+      SLICE_MS,
+      () => this.clock.now(),
+    ).then(
       (data) => {
         this.packedSnapshot = { index, data };
         this.kick();
@@ -388,7 +396,8 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
           this.lastCampaignTerm = m.term;
           this.opts.observer?.election();
         }
-        if (m.to === [...this.opts.peers.keys()].find((p) => p !== this.id)) log(`election: ${this.id} is a candidate in term ${m.term} (last log ${m.lastLogIndex}/t${m.lastLogTerm}); requesting votes`);
+        if (m.to === [...this.opts.peers.keys()].find((p) => p !== this.id))
+          log(`election: ${this.id} is a candidate in term ${m.term} (last log ${m.lastLogIndex}/t${m.lastLogTerm}); requesting votes`);
         break;
       case 'voteResponse':
         log(`election: ${this.id} ${m.reject ? 'refuses' : 'grants'} its vote to ${m.to} for term ${m.term}`);
@@ -412,7 +421,8 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     this.lastLeader = s.leader;
     this.observeLeadership(s.role, was, s.term, s.leader);
     if (s.role === 'leader' && was !== 'leader') this.opts.log(`election: ${this.id} won the election: leader of term ${s.term}`);
-    else if (was === 'leader' && s.role !== 'leader') this.opts.log(`election: ${this.id} steps down in term ${s.term}${s.leader ? ` (leader is now ${s.leader})` : ' (no quorum heard)'}`);
+    else if (was === 'leader' && s.role !== 'leader')
+      this.opts.log(`election: ${this.id} steps down in term ${s.term}${s.leader ? ` (leader is now ${s.leader})` : ' (no quorum heard)'}`);
     else if (s.role === 'follower' && s.leader) this.opts.log(`election: ${this.id} follows ${s.leader} in term ${s.term}`);
     if (s.role !== 'leader') this.failPending();
     for (const fn of this.listeners) fn();
@@ -473,13 +483,23 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       this.opts.observer?.proposal(res.reason === 'not leader' ? 'not_leader' : 'refused');
       if (res.reason === 'not leader') return Promise.reject(new NotLeaderError(res.leader));
       const reachable = this.transport.connectedPeers().length + 1;
-      return Promise.reject(new NoQuorumError(`no quorum: ${res.reason} (${reachable} of ${this.opts.peers.size} replicas reachable from ${this.id}); the write was refused and will never apply`, 'refused'));
+      return Promise.reject(
+        new NoQuorumError(
+          `no quorum: ${res.reason} (${reachable} of ${this.opts.peers.size} replicas reachable from ${this.id}); the write was refused and will never apply`,
+          'refused',
+        ),
+      );
     }
     const done = new Promise<ApplyResult>((resolve, reject) => {
       const timer = this.clock.timeout(() => {
         this.waiters.delete(res.index);
         this.opts.observer?.proposal('timeout');
-        reject(new NoQuorumError(`no quorum: the write was proposed at index ${res.index} (term ${res.term}) but not committed within ${PROPOSAL_TIMEOUT_MS} ms; its outcome is unknown: it may still apply once a quorum returns`, 'unknown'));
+        reject(
+          new NoQuorumError(
+            `no quorum: the write was proposed at index ${res.index} (term ${res.term}) but not committed within ${PROPOSAL_TIMEOUT_MS} ms; its outcome is unknown: it may still apply once a quorum returns`,
+            'unknown',
+          ),
+        );
       }, PROPOSAL_TIMEOUT_MS);
       this.waiters.set(res.index, { term: res.term, at: this.clock.now(), resolve, reject, timer });
     });

@@ -54,7 +54,12 @@ function arrayHeader(n: number): Buffer {
  * others whole; `yieldNow` is awaited whenever a slice ran for `sliceMs`.
  * (`pack` copies what it writes, so each part is its own buffer.)
  */
-export async function packInSlices(value: object, yieldNow: () => Promise<void> = () => new Promise((r) => setImmediate(r)), sliceMs = SLICE_MS, clock: () => number = () => performance.now()): Promise<Buffer> {
+export async function packInSlices(
+  value: object,
+  yieldNow: () => Promise<void> = () => new Promise((r) => setImmediate(r)),
+  sliceMs = SLICE_MS,
+  clock: () => number = () => performance.now(),
+): Promise<Buffer> {
   const entries = Object.entries(value).filter(([, v]) => v !== undefined);
   const parts: Buffer[] = [storeFormatHeader(), mapHeader(entries.length)];
   let sliceStart = clock();

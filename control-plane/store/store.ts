@@ -22,7 +22,10 @@ export interface ReplicaStatus {
  *  then timed out (it may still commit once a quorum returns). */
 export class NoQuorumError extends Error {
   readonly code = 503;
-  constructor(message: string, readonly outcome: 'refused' | 'unknown') {
+  constructor(
+    message: string,
+    readonly outcome: 'refused' | 'unknown',
+  ) {
     super(message);
     this.name = 'NoQuorumError';
   }

@@ -65,9 +65,7 @@ const V1_CONTROLLERS = ['cpu', 'memory', 'pids'] as const;
 export type CgroupVersion = 'v1' | 'v2';
 
 export type CgroupSetup =
-  | { version: 'v2'; parent: string }
-  | { version: 'v1'; parents: { cpu: string; memory: string; pids: string | null } }
-  | { version: 'none'; reason: string; detail: string };
+  { version: 'v2'; parent: string } | { version: 'v1'; parents: { cpu: string; memory: string; pids: string | null } } | { version: 'none'; reason: string; detail: string };
 
 export interface DetectOptions {
   root?: string;
@@ -98,7 +96,10 @@ export function cpuQuotaUs(millicores: number): number {
 }
 
 /** The files to write for a unit, relative to its cgroup directory in each hierarchy. */
-export function limitFiles(version: CgroupVersion, spec: Pick<UnitSpec, 'resources' | 'limits'>): { cpu: Array<[string, string]>; memory: Array<[string, string]>; pids: Array<[string, string]> } {
+export function limitFiles(
+  version: CgroupVersion,
+  spec: Pick<UnitSpec, 'resources' | 'limits'>,
+): { cpu: Array<[string, string]>; memory: Array<[string, string]>; pids: Array<[string, string]> } {
   const lim = spec.limits ?? {};
   if (version === 'v2') {
     const cpu: Array<[string, string]> = [['cpu.weight', String(cpuWeight(spec.resources.cpu))]];
@@ -138,7 +139,8 @@ function baseDir(mount: string, own: string): string {
 /** Find out what this machine lets the agent enforce, and make the per-agent parent(s). */
 export function detectCgroups(agentName: string, options: DetectOptions = {}): CgroupSetup {
   const root = options.root ?? CGROUP_ROOT;
-  if ((options.platform ?? process.platform) !== 'linux') return { version: 'none', reason: 'NotLinux', detail: `cgroups exist on Linux only (this is ${options.platform ?? process.platform})` };
+  if ((options.platform ?? process.platform) !== 'linux')
+    return { version: 'none', reason: 'NotLinux', detail: `cgroups exist on Linux only (this is ${options.platform ?? process.platform})` };
   let self = options.selfCgroup;
   if (self === undefined) {
     try {
@@ -213,7 +215,12 @@ export function limitsCondition(setup: CgroupSetup): NodeCondition {
     return { type: 'LimitsEnforced', status: 'False', reason: setup.reason, message: `resource limits are not enforced: ${setup.detail}; units with limits run without them` };
   }
   const where = setup.version === 'v2' ? setup.parent : setup.parents.memory;
-  return { type: 'LimitsEnforced', status: 'True', reason: setup.version === 'v2' ? 'CgroupV2' : 'CgroupV1', message: `cpu, memory and pids limits through cgroup ${setup.version}, one cgroup per unit under ${where}` };
+  return {
+    type: 'LimitsEnforced',
+    status: 'True',
+    reason: setup.version === 'v2' ? 'CgroupV2' : 'CgroupV1',
+    message: `cpu, memory and pids limits through cgroup ${setup.version}, one cgroup per unit under ${where}`,
+  };
 }
 
 /**
@@ -272,7 +279,16 @@ export class UnitCgroups {
       // Removed under us (a dead agent's guard of this node name): make it again, controllers on.
       try {
         fs.mkdirSync(s.parent, { recursive: true });
-        fs.writeFileSync(path.join(s.parent, 'cgroup.subtree_control'), fs.readFileSync(path.join(path.dirname(s.parent), 'cgroup.subtree_control'), 'utf8').trim().split(/\s+/).filter(Boolean).map((c) => `+${c}`).join(' '));
+        fs.writeFileSync(
+          path.join(s.parent, 'cgroup.subtree_control'),
+          fs
+            .readFileSync(path.join(path.dirname(s.parent), 'cgroup.subtree_control'), 'utf8')
+            .trim()
+            .split(/\s+/)
+            .filter(Boolean)
+            .map((c) => `+${c}`)
+            .join(' '),
+        );
       } catch {
         // create() below says what failed
       }

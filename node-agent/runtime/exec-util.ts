@@ -17,9 +17,7 @@ export type Resolved = { ok: true; path: string } | { ok: false; errno: 'ENOENT'
  */
 export function resolveExecutable(program: string, pathVar: string, cwd: string): Resolved {
   if (program === '') return { ok: false, errno: 'ENOENT' };
-  const candidates = program.includes('/')
-    ? [path.resolve(cwd, program)]
-    : pathVar.split(':').map((dir) => path.resolve(cwd, dir === '' ? '.' : dir, program));
+  const candidates = program.includes('/') ? [path.resolve(cwd, program)] : pathVar.split(':').map((dir) => path.resolve(cwd, dir === '' ? '.' : dir, program));
   let errno: 'ENOENT' | 'EACCES' = 'ENOENT';
   for (const file of candidates) {
     let st: fs.Stats;

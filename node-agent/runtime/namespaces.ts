@@ -91,11 +91,7 @@ export const INIT_SCRIPT = JOIN + HOSTNAME + MOUNT_TMP + TRAPS + RUN;
  * private /tmp hides the agent's state directory when that is under /tmp.)
  */
 export const WARM_INIT_SCRIPT =
-  "nl='\n'; " +
-  MOUNT_TMP +
-  TRAPS +
-  'exec 4<&0; { IFS= read -r x || exit 0; eval "$x"; exec "$@" </dev/null 4<&-; } <&4 3>&- & c=$!; exec 4<&- 0</dev/null; echo r >&3; ' +
-  WAIT;
+  "nl='\n'; " + MOUNT_TMP + TRAPS + 'exec 4<&0; { IFS= read -r x || exit 0; eval "$x"; exec "$@" </dev/null 4<&-; } <&4 3>&- & c=$!; exec 4<&- 0</dev/null; echo r >&3; ' + WAIT;
 
 /** Longest claim line a warm sandbox is given (dash reads its stdin a byte at a time); a longer unit starts cold. */
 export const MAX_CLAIM_BYTES = 16 * 1024;
@@ -149,10 +145,14 @@ export function detectNamespaces(): Namespaces {
   const unsharePath = findExecutable('unshare', SEARCH_PATH, '/');
   const nsenterPath = findExecutable('nsenter', SEARCH_PATH, '/');
   if (!unsharePath) return off('NoUnshare', 'util-linux unshare is not installed');
-  const trial = spawnSync(unsharePath, ['--uts', '--ipc', '--mount', '--propagation', 'private', '--pid', '--fork', '--mount-proc', '--', '/bin/sh', '-c', 'mount -t tmpfs tmpfs /tmp && exit 0'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    timeout: 5000,
-  });
+  const trial = spawnSync(
+    unsharePath,
+    ['--uts', '--ipc', '--mount', '--propagation', 'private', '--pid', '--fork', '--mount-proc', '--', '/bin/sh', '-c', 'mount -t tmpfs tmpfs /tmp && exit 0'],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: 5000,
+    },
+  );
   if (trial.status !== 0) {
     const why = (trial.stderr?.toString() ?? '').trim().split('\n')[0] || (trial.error ? trial.error.message : `exit ${trial.status ?? trial.signal}`);
     return off('UnshareFailed', `unshare failed: ${why}`);
@@ -161,7 +161,12 @@ export function detectNamespaces(): Namespaces {
     enabled: true,
     unsharePath,
     nsenterPath,
-    condition: { type: 'UnitNamespaces', status: 'True', reason: 'Unshare', message: 'each unit has its own PID (unless hostPID), UTS (hostname = unit name), IPC and mount namespace with a private /tmp' },
+    condition: {
+      type: 'UnitNamespaces',
+      status: 'True',
+      reason: 'Unshare',
+      message: 'each unit has its own PID (unless hostPID), UTS (hostname = unit name), IPC and mount namespace with a private /tmp',
+    },
   };
 }
 

@@ -67,7 +67,10 @@ export class PortAllocator {
       if (p.name !== undefined) status.name = p.name;
       out.push(status);
     }
-    this.held.set(unit, out.map((o) => o.hostPort));
+    this.held.set(
+      unit,
+      out.map((o) => o.hostPort),
+    );
     return out;
   }
 

@@ -109,7 +109,8 @@ export class ServiceProxy {
         upstream = null;
         live = null;
         up.destroy();
-        if (!answered && !client.destroyed) attempt(); // the next endpoint, replaying what was sent
+        if (!answered && !client.destroyed)
+          attempt(); // the next endpoint, replaying what was sent
         else client.destroy();
       };
       up.once('connect', () => {

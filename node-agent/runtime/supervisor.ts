@@ -117,9 +117,7 @@ export interface StartRequest {
 /** What a report tells: a phase change (or the first report), or a change of readiness only. */
 export type UnitChange = 'phase' | 'readiness';
 
-export type StartResult =
-  | { ok: true; created: boolean; report: UnitReport }
-  | { ok: false; error: string };
+export type StartResult = { ok: true; created: boolean; report: UnitReport } | { ok: false; error: string };
 
 export type ForgetResult = 'forgotten' | 'unknown' | 'still-running';
 
@@ -214,10 +212,7 @@ export class UnitSupervisor {
     this.defaultGracePeriodMs = options.defaultGracePeriodMs ?? DEFAULT_GRACE_PERIOD_MS;
     this.baseEnv = options.baseEnv ?? process.env;
     this.now = options.now ?? Date.now;
-    this.setprivPath =
-      options.pdeathsig === 'off' || process.platform !== 'linux'
-        ? null
-        : findExecutable('setpriv', `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`, '/');
+    this.setprivPath = options.pdeathsig === 'off' || process.platform !== 'linux' ? null : findExecutable('setpriv', `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`, '/');
     this.guard = new OrphanGuard({ onRestart: options.onGuardProblem });
     this.cgroups = options.cgroups ?? null;
     this.namespaces = options.namespaces?.enabled && options.namespaces.unsharePath ? options.namespaces : null;

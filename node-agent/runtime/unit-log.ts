@@ -254,9 +254,7 @@ export class LogDirectory {
       this.stuck = false;
       return;
     }
-    const finished = [...this.entries.values()]
-      .filter((e) => e.live === null)
-      .sort((a, b) => (a.finishedAt ?? 0) - (b.finishedAt ?? 0) || a.name.localeCompare(b.name));
+    const finished = [...this.entries.values()].filter((e) => e.live === null).sort((a, b) => (a.finishedAt ?? 0) - (b.finishedAt ?? 0) || a.name.localeCompare(b.name));
     for (const e of finished) {
       if (!this.over()) return;
       this.deleteFiles(e, true);

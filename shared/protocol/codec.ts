@@ -49,8 +49,6 @@ export function decodeAgentMessage(buf: Uint8Array): { ok: true; msg: AgentMessa
   return decodeFrame(buf, validateAgentMessage);
 }
 
-export function decodeControlPlaneMessage(
-  buf: Uint8Array,
-): { ok: true; msg: ControlPlaneMessage } | { ok: false; error: string } {
+export function decodeControlPlaneMessage(buf: Uint8Array): { ok: true; msg: ControlPlaneMessage } | { ok: false; error: string } {
   return decodeFrame(buf, validateControlPlaneMessage);
 }

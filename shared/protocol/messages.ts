@@ -97,15 +97,7 @@ export interface AgentStatsMessage {
 /** How often an agent sends its stats frame. */
 export const STATS_INTERVAL_MS = 1000;
 
-export type AgentMessage =
-  | HelloMessage
-  | AgentStatsMessage
-  | HeartbeatMessage
-  | UnitStatusMessage
-  | UnitGoneMessage
-  | CommandRefusedMessage
-  | LogDataMessage
-  | LogEndMessage;
+export type AgentMessage = HelloMessage | AgentStatsMessage | HeartbeatMessage | UnitStatusMessage | UnitGoneMessage | CommandRefusedMessage | LogDataMessage | LogEndMessage;
 
 // ---- control plane -> agent ---------------------------------------------
 
@@ -204,14 +196,6 @@ export interface ServicesMessage {
   table: ProxyTable;
 }
 
-export type ControlPlaneMessage =
-  | ServicesMessage
-  | WelcomeMessage
-  | SpawnCommand
-  | TerminateCommand
-  | ForgetCommand
-  | LeaderMessage
-  | LogOpenMessage
-  | LogCloseMessage;
+export type ControlPlaneMessage = ServicesMessage | WelcomeMessage | SpawnCommand | TerminateCommand | ForgetCommand | LeaderMessage | LogOpenMessage | LogCloseMessage;
 
 export type Command = SpawnCommand | TerminateCommand | ForgetCommand;

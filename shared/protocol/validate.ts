@@ -177,8 +177,7 @@ export function literal<const L extends string | number>(want: L): Validator<L> 
 
 export function oneOf<const L extends string>(choices: readonly L[]): Validator<L> {
   const what = `one of ${choices.map((c) => JSON.stringify(c)).join(', ')}`;
-  return (value, path) =>
-    typeof value === 'string' && (choices as readonly string[]).includes(value) ? null : expected(what, value, path);
+  return (value, path) => (typeof value === 'string' && (choices as readonly string[]).includes(value) ? null : expected(what, value, path));
 }
 
 export interface StringRule {
@@ -216,15 +215,8 @@ export interface IntegerRule {
 export function integer(rule: IntegerRule): Validator<number> {
   const max = rule.max ?? Number.MAX_SAFE_INTEGER;
   const what =
-    rule.min === 0 && rule.max === undefined
-      ? 'a non-negative integer'
-      : rule.min === 1 && rule.max === undefined
-        ? 'a positive integer'
-        : `an integer in ${rule.min}..${max}`;
-  return (value, path) =>
-    typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min && value <= max
-      ? null
-      : expected(what, value, path);
+    rule.min === 0 && rule.max === undefined ? 'a non-negative integer' : rule.min === 1 && rule.max === undefined ? 'a positive integer' : `an integer in ${rule.min}..${max}`;
+  return (value, path) => (typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min && value <= max ? null : expected(what, value, path));
 }
 
 export const boolean: Validator<boolean> = (value, path) => (typeof value === 'boolean' ? null : expected('true or false', value, path));
@@ -334,8 +326,7 @@ const envVar = object<EnvVar>({
 const argv: Validator<string[]> = (value, path) => {
   const problem = array(string({ maxChars: MAX_ARG_CHARS }), MAX_ARGV_ENTRIES)(value, path);
   if (problem !== null) return problem;
-  if ((value as string[]).length === 0 || (value as string[])[0] === '')
-    return `${path}: expected a non-empty argv (command[0] is the program)`;
+  if ((value as string[]).length === 0 || (value as string[])[0] === '') return `${path}: expected a non-empty argv (command[0] is the program)`;
   return null;
 };
 
@@ -383,7 +374,9 @@ export const unitSpec: Validator<UnitSpec> = object<UnitSpec>({
   gracePeriodMs: optional(integer({ min: 0, max: MAX_GRACE_PERIOD_MS })),
   restartedAt: optional(string({ maxChars: 64, nonEmpty: true, printable: true })),
   hostPID: optional(((value, path) => (value === true ? null : expected('true', value, path))) as Validator<true>),
-  limits: optional(object<NonNullable<UnitSpec['limits']>>({ cpu: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })), memory: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })) })),
+  limits: optional(
+    object<NonNullable<UnitSpec['limits']>>({ cpu: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })), memory: optional(integer({ min: 1, max: MAX_RESOURCE_AMOUNT })) }),
+  ),
 });
 
 const address = string({ maxChars: MAX_ADDRESS_CHARS, nonEmpty: true, printable: true });
@@ -456,8 +449,7 @@ export const unitReport: Validator<UnitReport> = object<UnitReport>({
 });
 
 /** A finite number >= 0 (a sum of seconds). */
-const nonNegative: Validator<number> = (value, path) =>
-  typeof value === 'number' && Number.isFinite(value) && value >= 0 ? null : expected('a finite number >= 0', value, path);
+const nonNegative: Validator<number> = (value, path) => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? null : expected('a finite number >= 0', value, path));
 
 /** A cumulative histogram over AGENT_SECONDS_BUCKETS: one count per bound, non-decreasing, none above the total. */
 const histogramShape = object<HistogramCounts>({ buckets: array(count, AGENT_SECONDS_BUCKETS.length), count, sum: nonNegative });
@@ -467,7 +459,8 @@ const histogramCounts: Validator<HistogramCounts> = (value, path) => {
   const h = value as HistogramCounts;
   if (h.buckets.length !== AGENT_SECONDS_BUCKETS.length) return `${path}.buckets: expected ${AGENT_SECONDS_BUCKETS.length} counts (one per bound), got ${h.buckets.length}`;
   for (let i = 0; i < h.buckets.length; i++) {
-    if ((i > 0 && h.buckets[i] < h.buckets[i - 1]) || h.buckets[i] > h.count) return `${path}.buckets[${i}]: cumulative counts must not decrease nor exceed count ${h.count}, got ${h.buckets[i]}`;
+    if ((i > 0 && h.buckets[i] < h.buckets[i - 1]) || h.buckets[i] > h.count)
+      return `${path}.buckets[${i}]: cumulative counts must not decrease nor exceed count ${h.count}, got ${h.buckets[i]}`;
   }
   return null;
 };
@@ -567,12 +560,7 @@ const controlPlaneSchemas: {
 
 export type Validated<M> = { ok: true; msg: M } | { ok: false; error: string };
 
-function validateEnvelope<M>(
-  value: unknown,
-  schemas: Record<string, Validator<unknown>>,
-  otherSide: Record<string, unknown>,
-  sender: string,
-): Validated<M> {
+function validateEnvelope<M>(value: unknown, schemas: Record<string, Validator<unknown>>, otherSide: Record<string, unknown>, sender: string): Validated<M> {
   if (!isPlainObject(value)) return { ok: false, error: `frame is not a map, got ${describe(value)}` };
   if (!Object.hasOwn(value, 'v') || value.v === undefined) return { ok: false, error: 'frame has no protocol version "v"' };
   if (value.v !== PROTOCOL_VERSION) return { ok: false, error: `unsupported protocol version ${describe(value.v)}` };

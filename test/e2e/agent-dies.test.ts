@@ -119,7 +119,9 @@ class FakeControlPlane {
   }
 
   reports(name: string): UnitReport[] {
-    return this.frames('unit-status').filter((m) => m.unit.name === name).map((m) => m.unit);
+    return this.frames('unit-status')
+      .filter((m) => m.unit.name === name)
+      .map((m) => m.unit);
   }
 
   async report(name: string, phase: UnitReport['phase'], timeoutMs = 5000): Promise<UnitReport> {
@@ -148,9 +150,29 @@ function startAgent(t: TestContext, name: string, urls: string[], extra: string[
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), `mo-agent-e2e-${name}-`));
   const proc = spawn(
     process.execPath,
-    ['--import', 'tsx', 'node-agent/main.ts', '--name', name, '--cpu', '4000', '--memory', '8192',
-      '--taint', 'gpu-only', '--label', 'zone=a', '--control-plane', urls.join(','),
-      ...(extra.includes('--token') ? [] : ['--token', TOKEN]), '--heartbeat-interval-ms', '100', '--state-dir', stateDir, ...extra],
+    [
+      '--import',
+      'tsx',
+      'node-agent/main.ts',
+      '--name',
+      name,
+      '--cpu',
+      '4000',
+      '--memory',
+      '8192',
+      '--taint',
+      'gpu-only',
+      '--label',
+      'zone=a',
+      '--control-plane',
+      urls.join(','),
+      ...(extra.includes('--token') ? [] : ['--token', TOKEN]),
+      '--heartbeat-interval-ms',
+      '100',
+      '--state-dir',
+      stateDir,
+      ...extra,
+    ],
     { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, MO_TOKEN: '' } },
   );
   let out = '';
@@ -289,7 +311,18 @@ test('fencing: a spawn with a term lower than a leader message already seen is r
   // name) is answered "nothing to do", the duplicate before it was handled too.
   await waitUntil(() => agent.stdout().includes(' spawn web-5: already Running, nothing to do'), 5000, 'the resend handled');
   // (With a PID namespace per unit, Pending has no pid yet: the command's host pid is known from Running on.)
-  assert.deepEqual([...new Set(cp.reports('web-5').map((r) => r.pid).filter((p) => p !== undefined))], [running.pid], 'one process only');
+  assert.deepEqual(
+    [
+      ...new Set(
+        cp
+          .reports('web-5')
+          .map((r) => r.pid)
+          .filter((p) => p !== undefined),
+      ),
+    ],
+    [running.pid],
+    'one process only',
+  );
   // terminate from a deposed leader is refused too; the unit keeps running.
   cp.send({ v: 1, type: 'terminate', commandId: 'old-term', term: 2, leaderId: 'cp-1', name: 'web-5', gracePeriodMs: 100, reason: 'scaled down' });
   await waitUntil(() => cp.frames('command-refused').length === 2, 3000, 'second refusal');
@@ -312,7 +345,10 @@ test('a malformed frame closes that connection only: the agent keeps running, re
   assert.equal(cp.closes.find((c) => c.conn === 0)!.code, 1008);
   await waitUntil(() => cp.connections >= 2 && cp.frames('hello').length >= 2, 5000, 'a reconnect with a new hello');
   const hello2 = cp.frames('hello')[1];
-  assert.ok(hello2.units.some((u) => u.name === 'web-1' && u.phase === 'Running' && u.pid === pid), 'hello reports the running unit');
+  assert.ok(
+    hello2.units.some((u) => u.name === 'web-1' && u.phase === 'Running' && u.pid === pid),
+    'hello reports the running unit',
+  );
   assert.equal(hello2.highestTerm, 1);
 
   // A well-formed message of the wrong shape is refused the same way.
@@ -358,7 +394,10 @@ test('terminate stops a unit with its grace, terminate of an unknown unit answer
   process.kill(agent.pid, 'SIGTERM');
   assert.equal(await exited, 0);
   assert.ok(!isAlive(w2.pid!), 'web-2 was stopped with the agent');
-  assert.ok(cp.reports('web-2').some((r) => r.phase === 'Succeeded'), 'its final state was reported before exit');
+  assert.ok(
+    cp.reports('web-2').some((r) => r.phase === 'Succeeded'),
+    'its final state was reported before exit',
+  );
 });
 
 test('an agent with the wrong token is refused and keeps retrying without crashing', async (t) => {

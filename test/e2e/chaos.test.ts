@@ -52,7 +52,16 @@ function assertAllInvariantsHeld(r: Run, scenario: string): void {
   const tail = r.out.slice(r.out.indexOf('chaos report:'));
   assert.equal(r.code, 0, `chaos ${scenario} exited ${r.code}:\n${tail || r.out.slice(-3000)}`);
   assert.match(r.out, /verdict: PASS \(0 violations\)/);
-  for (const [id, name] of [[1, 'election safety'], [2, 'no lost writes'], [3, 'fencing'], [4, 'convergence'], [5, 'no surplus'], [6, 'not-ready nodes'], [7, 'capacity and taints'], [8, 'no orphans']] as const) {
+  for (const [id, name] of [
+    [1, 'election safety'],
+    [2, 'no lost writes'],
+    [3, 'fencing'],
+    [4, 'convergence'],
+    [5, 'no surplus'],
+    [6, 'not-ready nodes'],
+    [7, 'capacity and taints'],
+    [8, 'no orphans'],
+  ] as const) {
     assert.match(tail, new RegExp(`\\[ok\\]\\s+${id} ${name}: 0 violations`), `invariant ${id} (${name}) not reported as held:\n${tail}`);
   }
   assert.equal(r.verdict?.violations, 0);

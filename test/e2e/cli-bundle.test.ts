@@ -53,7 +53,7 @@ test('cli/mo.js rebuilds a stale bundle and runs it (an edit shows at once)', ()
   assert.match(v.stdout, /^mo version \d+\.\d+\.\d+ /, 'package.json is found from dist/');
 });
 
-test('a fresh bundle runs in mo.js\'s own process, without tsx or esbuild: `mo version` works with no node_modules at all', (t) => {
+test("a fresh bundle runs in mo.js's own process, without tsx or esbuild: `mo version` works with no node_modules at all", (t) => {
   // How fast that starts is a benchmark figure (`npm run bench -- --only cli`),
   // not an assertion; the structure that makes it fast is checked here.
   assert.equal(run(['version']).status, 0);

@@ -35,12 +35,17 @@ test('mo drives a real cluster: apply, get, describe with the decision, scale, c
   assert.equal(r.code, 0, r.err);
   assert.match(r.out, /deployment\.apps\/web created/);
 
-  await waitFor('3 units Running in mo get units', async () => {
-    const g = await mo(c, ['get', 'units', '-o', 'json']);
-    return g.code === 0 && JSON.parse(g.out).items.filter((u: any) => u.status.phase === 'Running').length === 3;
-  }, 15000, 200);
+  await waitFor(
+    '3 units Running in mo get units',
+    async () => {
+      const g = await mo(c, ['get', 'units', '-o', 'json']);
+      return g.code === 0 && JSON.parse(g.out).items.filter((u: any) => u.status.phase === 'Running').length === 3;
+    },
+    15000,
+    200,
+  );
   r = await mo(c, ['get', 'units']);
-  assert.match(r.out.split("\n")[0], /NAME\s+DEPLOYMENT\s+READY\s+STATUS\s+NODE\s+PID/);
+  assert.match(r.out.split('\n')[0], /NAME\s+DEPLOYMENT\s+READY\s+STATUS\s+NODE\s+PID/);
   assert.equal(r.out.trim().split('\n').length, 4);
 
   r = await mo(c, ['describe', 'unit', 'web-1']);
@@ -89,20 +94,33 @@ test('mo delete unit says "deleted by the user" to the agent and the events; a L
   const victim = first.metadata.name as string;
   r = await mo(c, ['delete', 'pod', victim]);
   assert.equal(r.code, 0, r.err);
-  const killing = await waitFor('a Killing event for the deleted unit', async () => {
-    const ev = JSON.parse((await mo(c, ['get', 'events', victim, '-o', 'json'])).out).items as any[];
-    return ev.find((e) => e.reason === 'Killing');
-  }, 10000, 100);
+  const killing = await waitFor(
+    'a Killing event for the deleted unit',
+    async () => {
+      const ev = JSON.parse((await mo(c, ['get', 'events', victim, '-o', 'json'])).out).items as any[];
+      return ev.find((e) => e.reason === 'Killing');
+    },
+    10000,
+    100,
+  );
   assert.match(killing.message, /deleted by the user/);
-  await waitFor('the replacement Running and the deleted unit gone', async () => {
-    const units = await c.units();
-    return units.filter((u: any) => u.status.phase === 'Running').length === 3 && !units.some((u: any) => u.metadata.name === victim);
-  }, 15000, 100);
+  await waitFor(
+    'the replacement Running and the deleted unit gone',
+    async () => {
+      const units = await c.units();
+      return units.filter((u: any) => u.status.phase === 'Running').length === 3 && !units.some((u: any) => u.metadata.name === victim);
+    },
+    15000,
+    100,
+  );
   const events = JSON.parse((await mo(c, ['get', 'events', victim, '-o', 'json'])).out).items as any[];
   assert.ok(!events.some((e) => /not bound/.test(e.message)), events.map((e) => e.message).join('\n'));
   // The stream says the same: the agent was told why, nobody said "not bound".
   const agentLines = c.agents.get(first.spec.nodeName)!.output;
-  assert.ok(agentLines.some((l) => l.includes(`stopping ${victim} `) && l.includes('deleted by the user')), agentLines.slice(-20).join('\n'));
+  assert.ok(
+    agentLines.some((l) => l.includes(`stopping ${victim} `) && l.includes('deleted by the user')),
+    agentLines.slice(-20).join('\n'),
+  );
   const allLines = [...c.cps.flatMap((p) => p.output), ...[...c.agents.values()].flatMap((p) => p.output)];
   assert.ok(!allLines.some((l) => l.includes(victim) && /not bound/.test(l)), allLines.filter((l) => l.includes(victim)).join('\n'));
 
@@ -113,10 +131,15 @@ test('mo delete unit says "deleted by the user" to the agent and the events; a L
   const agent = c.agents.get(node)!;
   agent.child.kill('SIGKILL');
   await agent.exited;
-  await waitFor(`${lost[0]} listed as Lost`, async () => {
-    const g = JSON.parse((await mo(c, ['get', 'units', '-o', 'json'])).out).items as any[];
-    return g.some((u) => u.metadata.name === lost[0] && u.status.phase === 'Lost' && u.spec.nodeName === node);
-  }, 15000, 100);
+  await waitFor(
+    `${lost[0]} listed as Lost`,
+    async () => {
+      const g = JSON.parse((await mo(c, ['get', 'units', '-o', 'json'])).out).items as any[];
+      return g.some((u) => u.metadata.name === lost[0] && u.status.phase === 'Lost' && u.spec.nodeName === node);
+    },
+    15000,
+    100,
+  );
   // Its binding is gone once it is replaced: a plain delete says what to do.
   await waitFor('the replacements bound elsewhere', async () => (await c.running('web')).filter((u: any) => u.spec.nodeName !== node).length === 3, 15000, 100);
   r = await mo(c, ['delete', 'unit', lost[0]]);

@@ -91,17 +91,31 @@ const EVENTS = {
   kind: 'EventList',
   items: [
     {
-      kind: 'Event', type: 'Warning', reason: 'FailedScheduling',
+      kind: 'Event',
+      type: 'Warning',
+      reason: 'FailedScheduling',
       message: '0/4 nodes are available: node-a: cpu_free=800m < request=1000m; node-c: untolerated taint gpu-only',
-      involvedObject: { kind: 'Unit', name: 'web-2' }, source: 'scheduler', timestamp: iso(20_000),
+      involvedObject: { kind: 'Unit', name: 'web-2' },
+      source: 'scheduler',
+      timestamp: iso(20_000),
     },
     {
-      kind: 'Event', type: 'Normal', reason: 'Scheduled', message: 'bound web-2 to node-b',
-      involvedObject: { kind: 'Unit', name: 'web-2' }, source: 'scheduler', timestamp: iso(10_000),
+      kind: 'Event',
+      type: 'Normal',
+      reason: 'Scheduled',
+      message: 'bound web-2 to node-b',
+      involvedObject: { kind: 'Unit', name: 'web-2' },
+      source: 'scheduler',
+      timestamp: iso(10_000),
     },
     {
-      kind: 'Event', type: 'Normal', reason: 'ScalingReplicaSet', message: 'scaled up to 3',
-      involvedObject: { kind: 'Deployment', name: 'web' }, source: 'controller', timestamp: iso(30_000),
+      kind: 'Event',
+      type: 'Normal',
+      reason: 'ScalingReplicaSet',
+      message: 'scaled up to 3',
+      involvedObject: { kind: 'Deployment', name: 'web' },
+      source: 'controller',
+      timestamp: iso(30_000),
     },
   ],
 } satisfies Fixture<ListView<EventView>>;
@@ -251,7 +265,10 @@ const envFor = (...fakes: Array<Fake | string>) => ({
 function assertAligned(stdout: string, headers: string[]): string[][] {
   const lines = stdout.trimEnd().split('\n');
   const starts = headers.map((h) => lines[0].indexOf(h));
-  assert.ok(starts.every((s, i) => s >= 0 && (i === 0 || s > starts[i - 1])), `headers in order: ${lines[0]}`);
+  assert.ok(
+    starts.every((s, i) => s >= 0 && (i === 0 || s > starts[i - 1])),
+    `headers in order: ${lines[0]}`,
+  );
   return lines.slice(1).map((line) =>
     starts.map((s, i) => {
       assert.ok(s === 0 || line[s - 1] === ' ', `cell ${headers[i]} starts at a column boundary in "${line}"`);
@@ -308,12 +325,15 @@ describe('mo get', () => {
     const run = await mo(['get', 'units'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
     const rows = assertAligned(run.stdout, ['NAME', 'DEPLOYMENT', 'READY', 'STATUS', 'NODE', 'PID', 'AGE']);
-    assert.deepEqual(rows.map((r) => r.slice(0, 6)), [
-      ['web-2', 'web', '1/1', 'Running', 'node-b', '1234'],
-      // A failed unit shows why, as kubectl shows a pod's reason.
-      ['web-3', 'web', '0/1', 'Error', 'node-a', '<none>'],
-      ['web-10', 'web', '0/1', 'Running', 'node-b', '999'],
-    ]);
+    assert.deepEqual(
+      rows.map((r) => r.slice(0, 6)),
+      [
+        ['web-2', 'web', '1/1', 'Running', 'node-b', '1234'],
+        // A failed unit shows why, as kubectl shows a pod's reason.
+        ['web-3', 'web', '0/1', 'Error', 'node-a', '<none>'],
+        ['web-10', 'web', '0/1', 'Running', 'node-b', '999'],
+      ],
+    );
     assert.match(rows[0][6], /^\d+s$/);
   });
 
@@ -335,11 +355,14 @@ describe('mo get', () => {
     const run = await mo(['get', 'ev'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
     const rows = assertAligned(run.stdout, ['LAST SEEN', 'TYPE', 'REASON', 'OBJECT', 'MESSAGE']);
-    assert.deepEqual(rows.map((r) => r.slice(1, 4)), [
-      ['Normal', 'ScalingReplicaSet', 'deployment/web'],
-      ['Warning', 'FailedScheduling', 'unit/web-2'],
-      ['Normal', 'Scheduled', 'unit/web-2'],
-    ]);
+    assert.deepEqual(
+      rows.map((r) => r.slice(1, 4)),
+      [
+        ['Normal', 'ScalingReplicaSet', 'deployment/web'],
+        ['Warning', 'FailedScheduling', 'unit/web-2'],
+        ['Normal', 'Scheduled', 'unit/web-2'],
+      ],
+    );
     assert.equal(rows[1][4], EVENTS.items[0].message);
   });
 
@@ -387,11 +410,28 @@ describe('mo get', () => {
   test('-l key=value keeps the objects whose labels match (nodes, units, deployments)', async () => {
     let run = await mo(['get', 'nodes', '-l', 'zone=b'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
-    assert.deepEqual(run.stdout.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]), ['node-b']);
+    assert.deepEqual(
+      run.stdout
+        .trim()
+        .split('\n')
+        .slice(1)
+        .map((l) => l.split(/\s+/)[0]),
+      ['node-b'],
+    );
     run = await mo(['get', 'nodes', '--selector=zone!=b', '-o', 'json'], envFor(fake));
-    assert.deepEqual(JSON.parse(run.stdout).items.map((n: any) => n.metadata.name), ['node-c']);
+    assert.deepEqual(
+      JSON.parse(run.stdout).items.map((n: any) => n.metadata.name),
+      ['node-c'],
+    );
     run = await mo(['get', 'no', '-l', '!zone'], envFor(fake));
-    assert.deepEqual(run.stdout.trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]), ['node-c']);
+    assert.deepEqual(
+      run.stdout
+        .trim()
+        .split('\n')
+        .slice(1)
+        .map((l) => l.split(/\s+/)[0]),
+      ['node-c'],
+    );
     run = await mo(['get', 'nodes', '-l', 'zone=b,tier=x'], envFor(fake));
     assert.equal(run.code, 0, run.stderr);
     assert.equal(run.stdout, '');
@@ -501,9 +541,10 @@ describe('finding the leader and a reachable replica', () => {
       assert.equal(run.code, 0, run.stderr);
       assert.equal(run.stdout, 'deployment.apps/web scaled\n');
       assert.equal(follower.seen.length, 1);
-      assert.deepEqual(leader.seen.map((s) => [s.method, s.path, s.auth, JSON.parse(s.body)]), [
-        ['PATCH', '/v1/deployments/web/scale', `Bearer ${TOKEN}`, { replicas: 5 }],
-      ]);
+      assert.deepEqual(
+        leader.seen.map((s) => [s.method, s.path, s.auth, JSON.parse(s.body)]),
+        [['PATCH', '/v1/deployments/web/scale', `Bearer ${TOKEN}`, { replicas: 5 }]],
+      );
     } finally {
       await leader.close();
       await follower.close();
@@ -549,7 +590,10 @@ describe('finding the leader and a reachable replica', () => {
     try {
       const run = await mo(['get', 'nodes', '-o', 'json'], envFor(lost, ok));
       assert.equal(run.code, 0, run.stderr);
-      assert.deepEqual(JSON.parse(run.stdout).items.map((n: any) => n.metadata.name), ['node-b', 'node-c']);
+      assert.deepEqual(
+        JSON.parse(run.stdout).items.map((n: any) => n.metadata.name),
+        ['node-b', 'node-c'],
+      );
     } finally {
       await lost.close();
       await ok.close();
@@ -580,8 +624,7 @@ describe('errors a user can meet', () => {
     fake = await startFake(
       routes({
         'GET /v1/deployments/web': (_q, res) => sendJson(res, 404, { error: 'deployments "web" not found' }),
-        'DELETE /v1/deployments/web': (_q, res) =>
-          sendJson(res, 503, { error: 'no quorum: write refused, 1/3 replicas reachable (it will never apply)' }),
+        'DELETE /v1/deployments/web': (_q, res) => sendJson(res, 503, { error: 'no quorum: write refused, 1/3 replicas reachable (it will never apply)' }),
       }),
     );
   });
@@ -694,12 +737,15 @@ describe('mo get -w', () => {
       }
       assert.ok(stdout.includes('web-4'), `saw the new unit from the second replica; stdout: ${stdout} stderr: ${stderr}`);
       const rows = assertAligned(stdout, ['NAME', 'DEPLOYMENT', 'STATUS', 'NODE', 'PID', 'AGE']);
-      assert.deepEqual(rows.map((r) => [r[0], r[2], r[4]]), [
-        ['web-1', 'Pending', '<none>'],
-        ['web-2', 'Running', '222'],
-        ['web-1', 'Running', '111'],
-        ['web-4', 'Running', '444'],
-      ]);
+      assert.deepEqual(
+        rows.map((r) => [r[0], r[2], r[4]]),
+        [
+          ['web-1', 'Pending', '<none>'],
+          ['web-2', 'Running', '222'],
+          ['web-1', 'Running', '111'],
+          ['web-4', 'Running', '444'],
+        ],
+      );
       assert.match(stderr, /watch: stream from http:\/\/127\.0\.0\.1:\d+ (ended|broke|closed).*reconnecting/);
       assert.equal(second.seen[0]?.auth, `Bearer ${TOKEN}`);
     } finally {
@@ -787,7 +833,10 @@ describe('describe, cordon and drain', () => {
       assert.equal(c.stdout, 'node/node-a cordoned\n');
       const u = await mo(['uncordon', 'node-a'], envFor(fake));
       assert.equal(u.stdout, 'node/node-a uncordoned\n');
-      assert.deepEqual(fake.seen.map((s) => JSON.parse(s.body)), [{ unschedulable: true }, { unschedulable: false }]);
+      assert.deepEqual(
+        fake.seen.map((s) => JSON.parse(s.body)),
+        [{ unschedulable: true }, { unschedulable: false }],
+      );
     } finally {
       await fake.close();
     }
@@ -828,7 +877,10 @@ describe('describe, cordon and drain', () => {
       assert.deepEqual(lines.filter((l) => l.endsWith(' evicted')).sort(), ['unit/web-1 evicted', 'unit/web-3 evicted']);
       assert.equal(lines.at(-1), 'node/node-a drained');
       assert.deepEqual(
-        fake.seen.filter((s) => s.method === 'DELETE').map((s) => s.path).sort(),
+        fake.seen
+          .filter((s) => s.method === 'DELETE')
+          .map((s) => s.path)
+          .sort(),
         ['/v1/units/web-1', '/v1/units/web-3'],
       );
       assert.ok(units.has('web-2') && units.has('web-0'), 'units elsewhere and finished units are left alone');
@@ -851,7 +903,10 @@ describe('delete --force, apply with several errors, completion', () => {
       );
       const withGrace = await mo(['delete', 'po/web-5', '--force', '--grace-period', '0'], envFor(fake));
       assert.equal(withGrace.code, 0, withGrace.stderr);
-      assert.deepEqual(fake.seen.map((s) => s.path), ['/v1/units/web-5?gracePeriodSeconds=0&force=true', '/v1/units/web-5?gracePeriodSeconds=0&force=true']);
+      assert.deepEqual(
+        fake.seen.map((s) => s.path),
+        ['/v1/units/web-5?gracePeriodSeconds=0&force=true', '/v1/units/web-5?gracePeriodSeconds=0&force=true'],
+      );
       const plain = await mo(['delete', 'unit', 'web-5'], envFor(fake));
       assert.equal(plain.code, 1, 'without --force no force query is sent');
       assert.equal(fake.seen.at(-1)?.path, '/v1/units/web-5');
@@ -908,7 +963,10 @@ describe('delete --force, apply with several errors, completion', () => {
     // bash parses it, and completing `mo ge` offers get.
     const file = join(workDir, 'mo-completion.bash');
     writeFileSync(file, bash.stdout);
-    const probe = spawn('bash', ['-c', `source ${file} && COMP_WORDS=(mo ge) && COMP_CWORD=1 && _mo && echo "\${COMPREPLY[*]}" && COMP_WORDS=(mo get dep) && COMP_CWORD=2 && _mo && echo "\${COMPREPLY[*]}"`]);
+    const probe = spawn('bash', [
+      '-c',
+      `source ${file} && COMP_WORDS=(mo ge) && COMP_CWORD=1 && _mo && echo "\${COMPREPLY[*]}" && COMP_WORDS=(mo get dep) && COMP_CWORD=2 && _mo && echo "\${COMPREPLY[*]}"`,
+    ]);
     let out = '';
     let err = '';
     probe.stdout.on('data', (c) => (out += c));

@@ -16,7 +16,7 @@ const agentOf = (pid: number, agents: number[]): number => {
   return 0;
 };
 
-test('both lessons\' story: apply, scale, unit crash, node loss, scale down, delete, stop', { timeout: 120000 }, async (t) => {
+test("both lessons' story: apply, scale, unit crash, node loss, scale down, delete, stop", { timeout: 120000 }, async (t) => {
   const c = await Cluster.start();
   t.after(() => c.stop());
   const agentPid = (node: string) => c.agents.get(node)!.pid;
@@ -30,7 +30,14 @@ test('both lessons\' story: apply, scale, unit crash, node loss, scale down, del
   });
   for (const u of units) {
     assert.notEqual(u.spec.nodeName, 'node-c', 'node-c is tainted gpu-only and web does not tolerate it');
-    assert.equal(agentOf(u.status.pid, [...c.agents.values()].map((a) => a.pid)), agentPid(u.spec.nodeName), `${u.metadata.name} (pid ${u.status.pid}) must run under ${u.spec.nodeName}'s agent`);
+    assert.equal(
+      agentOf(
+        u.status.pid,
+        [...c.agents.values()].map((a) => a.pid),
+      ),
+      agentPid(u.spec.nodeName),
+      `${u.metadata.name} (pid ${u.status.pid}) must run under ${u.spec.nodeName}'s agent`,
+    );
     assert.match(u.metadata.name, /^web-[123]$/);
   }
   assert.ok(new Set(units.map((u) => u.spec.nodeName)).size >= 2, 'replicas spread over more than one node');
@@ -67,11 +74,22 @@ test('both lessons\' story: apply, scale, unit crash, node loss, scale down, del
   await deadAgent.exited;
   await waitFor(`the units of ${deadNode} to die with their agent`, () => deadUnits.every((u) => !pidAlive(u.status.pid)), 15000);
   await waitFor(`${deadNode} NotReady`, async () => (await c.api('GET', `/v1/nodes/${deadNode}`)).json.status.ready === false, 15000);
-  units = await waitFor('5 running units again, none on the dead node', async () => {
-    const u = await c.running('web');
-    return u.length === 5 && u.every((x) => x.spec.nodeName !== deadNode) ? u : null;
-  }, 10000);
-  for (const u of units) assert.equal(agentOf(u.status.pid, [...c.agents.values()].map((a) => a.pid)), agentPid(u.spec.nodeName));
+  units = await waitFor(
+    '5 running units again, none on the dead node',
+    async () => {
+      const u = await c.running('web');
+      return u.length === 5 && u.every((x) => x.spec.nodeName !== deadNode) ? u : null;
+    },
+    10000,
+  );
+  for (const u of units)
+    assert.equal(
+      agentOf(
+        u.status.pid,
+        [...c.agents.values()].map((a) => a.pid),
+      ),
+      agentPid(u.spec.nodeName),
+    );
 
   // the agent comes back: Ready again, and it runs nothing the cluster no longer wants
   c.startAgent(deadNode);
@@ -84,11 +102,15 @@ test('both lessons\' story: apply, scale, unit crash, node loss, scale down, del
   const stopped = (await c.running('web')).filter((u) => !keep.includes(u.metadata.name));
   r = await c.api('PATCH', '/v1/deployments/web/scale', { replicas: 2 });
   assert.equal(r.status, 200);
-  await waitFor('exactly the surplus stopped', async () => {
-    const u = await c.units();
-    const web = u.filter((x) => x.spec.deployment === 'web');
-    return web.length === 2 && web.every((x) => x.status.phase === 'Running') && stopped.every((s) => !pidAlive(s.status.pid));
-  }, 10000);
+  await waitFor(
+    'exactly the surplus stopped',
+    async () => {
+      const u = await c.units();
+      const web = u.filter((x) => x.spec.deployment === 'web');
+      return web.length === 2 && web.every((x) => x.status.phase === 'Running') && stopped.every((s) => !pidAlive(s.status.pid));
+    },
+    10000,
+  );
   assert.deepEqual((await c.running('web')).map((u) => u.metadata.name).sort(), keep.sort());
 
   // delete -> all gone
@@ -202,10 +224,14 @@ test('an agent restarted before its node turns NotReady runs nothing of its past
   agent.child.kill('SIGKILL');
   await agent.exited;
   c.startAgent('node-a'); // back well within the 1 s NotReady timeout
-  const after = await waitFor('2 new units running', async () => {
-    const u = await c.running('web');
-    return u.length === 2 && u.every((x) => !before.some((b) => b.metadata.name === x.metadata.name)) ? u : null;
-  }, 10000);
+  const after = await waitFor(
+    '2 new units running',
+    async () => {
+      const u = await c.running('web');
+      return u.length === 2 && u.every((x) => !before.some((b) => b.metadata.name === x.metadata.name)) ? u : null;
+    },
+    10000,
+  );
   assert.deepEqual(after.map((u) => u.metadata.name).sort(), ['web-3', 'web-4']);
   for (const b of before) assert.equal(pidAlive(b.status.pid), false);
 });

@@ -88,7 +88,10 @@ test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKi
   // The agent dies by SIGKILL: its units die with it, and its guard removes their cgroups.
   // The agent's parents: beside the probe's (the same place under the same cgroups).
   const parents = probe?.enabled ? probe.parentDirs().map((p) => path.join(path.dirname(p), agentName)) : [];
-  assert.ok(parents.every((p) => fs.existsSync(p)), parents.join(' '));
+  assert.ok(
+    parents.every((p) => fs.existsSync(p)),
+    parents.join(' '),
+  );
   const agent = c.agents.get(NODE)!;
   agent.child.kill('SIGKILL');
   await agent.exited;

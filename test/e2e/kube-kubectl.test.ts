@@ -86,11 +86,13 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
   // Every replica serves HTTPS with a certificate of the cluster CA, and answers for the cluster (followers proxy).
   for (let i = 1; i <= 3; i++) {
     const body = await new Promise<string>((resolve, reject) => {
-      https.get({ host: '127.0.0.1', port: base + 10 + i, path: '/api/v1/nodes', ca: caPem, headers: { authorization: `Bearer ${token}` } }, (res) => {
-        let s = '';
-        res.on('data', (c) => (s += c));
-        res.on('end', () => resolve(s));
-      }).on('error', reject);
+      https
+        .get({ host: '127.0.0.1', port: base + 10 + i, path: '/api/v1/nodes', ca: caPem, headers: { authorization: `Bearer ${token}` } }, (res) => {
+          let s = '';
+          res.on('data', (c) => (s += c));
+          res.on('end', () => resolve(s));
+        })
+        .on('error', reject);
     });
     assert.equal(JSON.parse(body).kind, 'NodeList', `replica ${i} answers over TLS verified by ca.crt`);
   }
@@ -127,20 +129,24 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
     return s;
   };
 
-  await t.test('kubectl: discovery, nodes, cluster-info, every replica as a context', { skip: !HAVE_KUBECTL && `kubectl not found at ${KUBECTL} (set MO_KUBECTL, or run .ci/run)` }, async () => {
-    assert.match(await ok(['version']), /Server Version: .*GitVersion:"v1\.20\.0-mo"/);
-    const nodesOut = await ok(['get', 'nodes']);
-    assert.match(nodesOut, /^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION\n/);
-    assert.equal((nodesOut.match(/ Ready /g) ?? []).length, 3, nodesOut);
-    assert.match(await ok(['get', 'nodes', '-o', 'wide']), /INTERNAL-IP.*\nnode-a\s+Ready\s+<none>\s+\S+\s+v1\.20\.0-mo\s+127\.0\.1\.1/);
-    for (const ctx of ['mo-cp-2', 'mo-cp-3']) assert.match(await ok(['--context', ctx, 'get', 'nodes', '-o', 'name']), /node\/node-a\nnode\/node-b\nnode\/node-c/);
-    // eslint-disable-next-line no-control-regex
-    assert.match((await ok(['cluster-info'])).replace(/\x1b\[[0-9;]*m/g, ''), /Kubernetes control plane is running at https:\/\/127\.0\.0\.1:\d+/);
-    assert.match(await ok(['get', 'namespaces']), /default\s+Active/);
-    const other = await kubectl(['get', 'pods', '-n', 'prod']);
-    assert.notEqual(other.code, 0);
-    assert.match(other.err, /namespaces "prod" not found \(only "default" exists\)/);
-  });
+  await t.test(
+    'kubectl: discovery, nodes, cluster-info, every replica as a context',
+    { skip: !HAVE_KUBECTL && `kubectl not found at ${KUBECTL} (set MO_KUBECTL, or run .ci/run)` },
+    async () => {
+      assert.match(await ok(['version']), /Server Version: .*GitVersion:"v1\.20\.0-mo"/);
+      const nodesOut = await ok(['get', 'nodes']);
+      assert.match(nodesOut, /^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION\n/);
+      assert.equal((nodesOut.match(/ Ready /g) ?? []).length, 3, nodesOut);
+      assert.match(await ok(['get', 'nodes', '-o', 'wide']), /INTERNAL-IP.*\nnode-a\s+Ready\s+<none>\s+\S+\s+v1\.20\.0-mo\s+127\.0\.1\.1/);
+      for (const ctx of ['mo-cp-2', 'mo-cp-3']) assert.match(await ok(['--context', ctx, 'get', 'nodes', '-o', 'name']), /node\/node-a\nnode\/node-b\nnode\/node-c/);
+      // eslint-disable-next-line no-control-regex
+      assert.match((await ok(['cluster-info'])).replace(/\x1b\[[0-9;]*m/g, ''), /Kubernetes control plane is running at https:\/\/127\.0\.0\.1:\d+/);
+      assert.match(await ok(['get', 'namespaces']), /default\s+Active/);
+      const other = await kubectl(['get', 'pods', '-n', 'prod']);
+      assert.notEqual(other.code, 0);
+      assert.match(other.err, /namespaces "prod" not found \(only "default" exists\)/);
+    },
+  );
 
   await t.test('kubectl: apply (client side), rollout status, pods with real processes, describe, logs', { skip: !HAVE_KUBECTL && 'kubectl not found' }, async () => {
     assert.match(await ok(['apply', '-f', '-'], WEB('sleep 3600')), /deployment\.apps\/web created/);
@@ -194,38 +200,49 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
     const before = (await ok(['get', 'pods', '-o', 'name'])).trim().split('\n');
     assert.match(await ok(['rollout', 'restart', 'deployment/web']), /deployment\.apps\/web restarted/);
     assert.match(await ok(['rollout', 'status', 'deployment/web', '--timeout=90s']), /successfully rolled out/);
-    await waitFor('every pod replaced by the restart', async () => {
-      const now = (await kubectl(['get', 'pods', '-o', 'name'])).out.trim().split('\n');
-      return now.length === 4 && now.every((p) => !before.includes(p));
-    }, 60_000, 300);
+    await waitFor(
+      'every pod replaced by the restart',
+      async () => {
+        const now = (await kubectl(['get', 'pods', '-o', 'name'])).out.trim().split('\n');
+        return now.length === 4 && now.every((p) => !before.includes(p));
+      },
+      60_000,
+      300,
+    );
     await waitFor('get -w to show the rollout', () => /Terminating/.test(watch.out) && /ContainerCreating|Running/.test(watch.out), 20_000, 100);
     watch.stop();
   });
 
-  await t.test('kubectl: cordon, drain (evictions), uncordon, delete a pod, delete with cascade, server-side apply, refusals', { skip: !HAVE_KUBECTL && 'kubectl not found' }, async () => {
-    assert.match(await ok(['cordon', 'node-a']), /node\/node-a cordoned/);
-    assert.match(await ok(['get', 'nodes']), /node-a\s+Ready,SchedulingDisabled/);
-    const onB = (await ok(['get', 'pods', '--field-selector', 'spec.nodeName=node-b', '-o', 'name'])).trim();
-    const drain = await kubectl(['drain', 'node-b', '--timeout=60s']);
-    assert.equal(drain.code, 0, drain.err + drain.out);
-    assert.match(drain.out, /node\/node-b cordoned/);
-    if (onB !== '') assert.match(drain.out, /evicted/);
-    await waitFor('no pod left on node-b', async () => (await kubectl(['get', 'pods', '--field-selector', 'spec.nodeName=node-b', '-o', 'name'])).out.trim() === '', 30_000, 300);
-    assert.match(await ok(['uncordon', 'node-a', 'node-b']), /node\/node-a uncordoned\nnode\/node-b uncordoned/);
-    const victim = (await ok(['get', 'pods', '-o', 'name'])).trim().split('\n')[0];
-    assert.match(await ok(['delete', victim, '--timeout=30s']), new RegExp(`${victim.replace('pod/', 'pod "')}" deleted`));
-    const bad = await kubectl(['apply', '-f', '-'], WEB('sleep 1').replace('      containers:', '      volumes: []\n      containers:'));
-    assert.notEqual(bad.code, 0);
-    assert.match(bad.err, /The Deployment "web" is invalid: spec\.template\.spec\.volumes: not supported/);
-    assert.match(await ok(['delete', 'deployment', 'web', '--timeout=60s']), /deployment\.apps "web" deleted/);
-    await waitFor('the deployment\'s pods to go (deleted server-side)', async () => /No resources found/.test((await kubectl(['get', 'pods', '-l', 'app=web'])).err), 30_000, 300);
-    const ssa = WEB('sleep 3600', 1).replace('name: web\n  labels', 'name: ssa\n  labels').replace(/app: web/g, 'app: ssa');
-    assert.match(await ok(['apply', '--server-side', '-f', '-'], ssa), /deployment\.apps\/ssa serverside-applied/);
-    assert.match(await ok(['apply', '--server-side', '-f', '-'], ssa.replace('replicas: 1', 'replicas: 2')), /serverside-applied/);
-    await waitFor('ssa at 2 replicas', async () => /ssa\s+2\/2/.test((await kubectl(['get', 'deployments'])).out), 60_000, 300);
-  });
+  await t.test(
+    'kubectl: cordon, drain (evictions), uncordon, delete a pod, delete with cascade, server-side apply, refusals',
+    { skip: !HAVE_KUBECTL && 'kubectl not found' },
+    async () => {
+      assert.match(await ok(['cordon', 'node-a']), /node\/node-a cordoned/);
+      assert.match(await ok(['get', 'nodes']), /node-a\s+Ready,SchedulingDisabled/);
+      const onB = (await ok(['get', 'pods', '--field-selector', 'spec.nodeName=node-b', '-o', 'name'])).trim();
+      const drain = await kubectl(['drain', 'node-b', '--timeout=60s']);
+      assert.equal(drain.code, 0, drain.err + drain.out);
+      assert.match(drain.out, /node\/node-b cordoned/);
+      if (onB !== '') assert.match(drain.out, /evicted/);
+      await waitFor('no pod left on node-b', async () => (await kubectl(['get', 'pods', '--field-selector', 'spec.nodeName=node-b', '-o', 'name'])).out.trim() === '', 30_000, 300);
+      assert.match(await ok(['uncordon', 'node-a', 'node-b']), /node\/node-a uncordoned\nnode\/node-b uncordoned/);
+      const victim = (await ok(['get', 'pods', '-o', 'name'])).trim().split('\n')[0];
+      assert.match(await ok(['delete', victim, '--timeout=30s']), new RegExp(`${victim.replace('pod/', 'pod "')}" deleted`));
+      const bad = await kubectl(['apply', '-f', '-'], WEB('sleep 1').replace('      containers:', '      volumes: []\n      containers:'));
+      assert.notEqual(bad.code, 0);
+      assert.match(bad.err, /The Deployment "web" is invalid: spec\.template\.spec\.volumes: not supported/);
+      assert.match(await ok(['delete', 'deployment', 'web', '--timeout=60s']), /deployment\.apps "web" deleted/);
+      await waitFor("the deployment's pods to go (deleted server-side)", async () => /No resources found/.test((await kubectl(['get', 'pods', '-l', 'app=web'])).err), 30_000, 300);
+      const ssa = WEB('sleep 3600', 1)
+        .replace('name: web\n  labels', 'name: ssa\n  labels')
+        .replace(/app: web/g, 'app: ssa');
+      assert.match(await ok(['apply', '--server-side', '-f', '-'], ssa), /deployment\.apps\/ssa serverside-applied/);
+      assert.match(await ok(['apply', '--server-side', '-f', '-'], ssa.replace('replicas: 1', 'replicas: 2')), /serverside-applied/);
+      await waitFor('ssa at 2 replicas', async () => /ssa\s+2\/2/.test((await kubectl(['get', 'deployments'])).out), 60_000, 300);
+    },
+  );
 
-  await t.test('client-node 1.x: list, watch from the list\'s resourceVersion, create, patch, Status errors', async () => {
+  await t.test("client-node 1.x: list, watch from the list's resourceVersion, create, patch, Status errors", async () => {
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(kubeconfig);
     const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -233,20 +250,48 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
     const list = await core.listNamespacedPod({ namespace: 'default' });
     assert.ok(list.metadata?.resourceVersion, 'a list carries a resourceVersion');
     const seen: string[] = [];
-    const watch = await new k8s.Watch(kc).watch('/api/v1/namespaces/default/pods', { resourceVersion: list.metadata!.resourceVersion, labelSelector: 'app=cn' }, (type, obj) => seen.push(`${type} ${obj.metadata.name} ${obj.status?.phase}`), () => {});
+    const watch = await new k8s.Watch(kc).watch(
+      '/api/v1/namespaces/default/pods',
+      { resourceVersion: list.metadata!.resourceVersion, labelSelector: 'app=cn' },
+      (type, obj) => seen.push(`${type} ${obj.metadata.name} ${obj.status?.phase}`),
+      () => {},
+    );
     try {
       const created = await apps.createNamespacedDeployment({
         namespace: 'default',
-        body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'cn' }, spec: { replicas: 1, selector: { matchLabels: { app: 'cn' } }, template: { metadata: { labels: { app: 'cn' } }, spec: { containers: [{ name: 'cn', image: 'x', command: ['sleep', '3600'] }] } } } },
+        body: {
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name: 'cn' },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: { app: 'cn' } },
+            template: { metadata: { labels: { app: 'cn' } }, spec: { containers: [{ name: 'cn', image: 'x', command: ['sleep', '3600'] }] } },
+          },
+        },
       });
       assert.equal(created.metadata?.name, 'cn');
       assert.ok(created.metadata?.uid);
-      const scaled = await apps.patchNamespacedDeploymentScale({ namespace: 'default', name: 'cn', body: { spec: { replicas: 2 } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+      const scaled = await apps.patchNamespacedDeploymentScale(
+        { namespace: 'default', name: 'cn', body: { spec: { replicas: 2 } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
       assert.equal(scaled.kind, 'Scale');
       assert.equal(scaled.spec?.replicas, 2);
-      await waitFor('the watch to see both pods Running', () => ['cn-1', 'cn-2'].every((n) => seen.includes(`MODIFIED ${n} Running`) || seen.includes(`ADDED ${n} Running`)), 60_000, 100);
-      assert.ok(seen.every((s) => s.startsWith('ADDED cn-') || s.startsWith('MODIFIED cn-')), `only the changes after the list, selected: ${seen.join('; ')}`);
-      const patched = await apps.patchNamespacedDeployment({ namespace: 'default', name: 'cn', body: { metadata: { labels: { team: 'x' } } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+      await waitFor(
+        'the watch to see both pods Running',
+        () => ['cn-1', 'cn-2'].every((n) => seen.includes(`MODIFIED ${n} Running`) || seen.includes(`ADDED ${n} Running`)),
+        60_000,
+        100,
+      );
+      assert.ok(
+        seen.every((s) => s.startsWith('ADDED cn-') || s.startsWith('MODIFIED cn-')),
+        `only the changes after the list, selected: ${seen.join('; ')}`,
+      );
+      const patched = await apps.patchNamespacedDeployment(
+        { namespace: 'default', name: 'cn', body: { metadata: { labels: { team: 'x' } } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
       assert.equal(patched.metadata?.labels?.team, 'x');
       await assert.rejects(core.readNamespacedPod({ namespace: 'default', name: 'nope' }), (e: { code?: number; body?: unknown }) => {
         const st = JSON.parse(String(e.body));
@@ -254,11 +299,16 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
       });
       // A watch from a version the history no longer holds (or never did) gets an ERROR event with a 410 Status.
       const gone = await new Promise<string>((resolve, reject) => {
-        https.get({ host: '127.0.0.1', port: base + 12, path: '/api/v1/namespaces/default/pods?watch=true&resourceVersion=stale.1', ca: caPem, headers: { authorization: `Bearer ${token}` } }, (res) => {
-          let b = '';
-          res.on('data', (c) => (b += c));
-          res.on('end', () => resolve(b));
-        }).on('error', reject);
+        https
+          .get(
+            { host: '127.0.0.1', port: base + 12, path: '/api/v1/namespaces/default/pods?watch=true&resourceVersion=stale.1', ca: caPem, headers: { authorization: `Bearer ${token}` } },
+            (res) => {
+              let b = '';
+              res.on('data', (c) => (b += c));
+              res.on('end', () => resolve(b));
+            },
+          )
+          .on('error', reject);
       });
       const ev = JSON.parse(gone.trim());
       assert.equal(ev.type, 'ERROR');

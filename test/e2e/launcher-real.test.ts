@@ -15,7 +15,11 @@ import { REPO, freeBasePort, pidAlive, waitFor, webManifest } from '../helpers/c
 test('npm start runs a real cluster, reports a dead agent with its restart command, and SIGTERM leaves no process behind', { timeout: 120000 }, async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-launch-'));
   const base = await freeBasePort(13);
-  const launcher = spawn(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--data-dir', dir, '--base-port', String(base)], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  const launcher = spawn(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--data-dir', dir, '--base-port', String(base)], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   let out = '';
   launcher.stdout!.on('data', (b) => (out += b));
   launcher.stderr!.on('data', (b) => (out += b));
@@ -40,14 +44,22 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
   assert.equal(page.status, 200);
   assert.match(await page.text(), /<title>mini-orchestrator<\/title>/);
   const api = async (method: string, p: string, body?: unknown) => {
-    const r = await fetch(cfg.servers[0] + p, { method, headers: { authorization: `Bearer ${cfg.token}`, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+    const r = await fetch(cfg.servers[0] + p, {
+      method,
+      headers: { authorization: `Bearer ${cfg.token}`, 'content-type': 'application/json' },
+      body: body ? JSON.stringify(body) : undefined,
+    });
     return { status: r.status, json: (await r.json()) as any };
   };
   assert.equal((await api('PUT', '/v1/deployments/web', webManifest('web', 3))).status, 201);
-  const units = await waitFor('3 running units', async () => {
-    const u = (await api('GET', '/v1/units')).json.items.filter((x: any) => x.status.phase === 'Running' && pidAlive(x.status.pid));
-    return u.length === 3 ? u : null;
-  }, 15000);
+  const units = await waitFor(
+    '3 running units',
+    async () => {
+      const u = (await api('GET', '/v1/units')).json.items.filter((x: any) => x.status.phase === 'Running' && pidAlive(x.status.pid));
+      return u.length === 3 ? u : null;
+    },
+    15000,
+  );
   const nodes = (await api('GET', '/v1/nodes')).json.items;
   const replicas = (await api('GET', '/v1/cluster')).json.replicas;
   for (const u of units) seen.add(u.status.pid);
@@ -58,7 +70,11 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
   // a dead agent is reported with the command line that restarts it
   const victim = nodes.find((n: any) => n.metadata.name === 'node-c');
   process.kill(victim.status.agent.pid, 'SIGKILL');
-  await waitFor('the death line', () => new RegExp(`node-c \\(pid ${victim.status.agent.pid}\\) exited: signal SIGKILL .*restart it by hand with: .*node-agent.* --name node-c`).test(out), 5000);
+  await waitFor(
+    'the death line',
+    () => new RegExp(`node-c \\(pid ${victim.status.agent.pid}\\) exited: signal SIGKILL .*restart it by hand with: .*node-agent.* --name node-c`).test(out),
+    5000,
+  );
 
   launcher.kill('SIGTERM');
   assert.equal(await exited, 0, out.slice(-2000));

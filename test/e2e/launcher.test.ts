@@ -85,10 +85,14 @@ class LauncherRun {
 
   async waitForLine(re: RegExp, timeoutMs = START_TIMEOUT_MS): Promise<RegExpExecArray> {
     let found: RegExpExecArray | null = null;
-    await eventually(`a line matching ${re}\n--- output so far:\n${this.lines.join('\n')}\n--- stderr:\n${this.stderr}`, () => {
-      for (const line of this.lines) if ((found = re.exec(line))) return true;
-      return false;
-    }, timeoutMs);
+    await eventually(
+      `a line matching ${re}\n--- output so far:\n${this.lines.join('\n')}\n--- stderr:\n${this.stderr}`,
+      () => {
+        for (const line of this.lines) if ((found = re.exec(line))) return true;
+        return false;
+      },
+      timeoutMs,
+    );
     return found!;
   }
 
@@ -130,92 +134,107 @@ function startLauncher(t: TestContext, args: string[], env?: Record<string, stri
   return run;
 }
 
-test('npm start runs every process with a real pid, streams prefixed whole lines, reports a killed process with a command that recreates it, restarts it with --restart-after, and Ctrl-C leaves nothing behind', { timeout: 120_000 }, async (t) => {
-  const dir = tempDir(t);
-  const dataDir = join(dir, 'data');
-  const base = randomBasePort();
-  const run = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(base), '--replicas', '3', '--nodes', nodesFile(dir, ['node-a', 'node-b']), '--restart-after', '1']);
+test(
+  'npm start runs every process with a real pid, streams prefixed whole lines, reports a killed process with a command that recreates it, restarts it with --restart-after, and Ctrl-C leaves nothing behind',
+  { timeout: 120_000 },
+  async (t) => {
+    const dir = tempDir(t);
+    const dataDir = join(dir, 'data');
+    const base = randomBasePort();
+    const run = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(base), '--replicas', '3', '--nodes', nodesFile(dir, ['node-a', 'node-b']), '--restart-after', '1']);
 
-  const banner = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\), leader (\S+), 2 node agent\(s\)/);
-  assert.equal(banner[1], 'cp-1', 'the banner names the leader that GET /v1/cluster reported (with the token)');
+    const banner = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\), leader (\S+), 2 node agent\(s\)/);
+    assert.equal(banner[1], 'cp-1', 'the banner names the leader that GET /v1/cluster reported (with the token)');
 
-  // Every process of the cluster is a real OS process running the command we built.
-  const names = ['cp-1', 'cp-2', 'cp-3', 'node-a', 'node-b'];
-  const pids = new Map<string, number>();
-  for (const name of names) {
-    const m = await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?started ${name} pid=(\\d+)$`));
-    const pid = Number(m[1]);
-    pids.set(name, pid);
-    assert.ok(alive(pid), `${name} pid ${pid} is in /proc`);
-    const argv = cmdline(pid);
-    assert.equal(argv[0], process.execPath, 'the pid we hold is node itself (setpriv exec\'d), not a shell');
-    assert.ok(argv.includes(FAKE), `${name} runs the entry script: ${argv.join(' ')}`);
-    assert.equal(argv[argv.indexOf(name.startsWith('cp-') ? '--id' : '--name') + 1], name);
-    // Each child's own output comes through under its name, whole, stdout and stderr alike.
-    await run.waitForLine(new RegExp(`^${name} *\\| hello from ${name} pid=${pid}$`));
-    await run.waitForLine(new RegExp(`^${name} *\\| part-one part-two from ${name}$`));
-    await run.waitForLine(new RegExp(`^${name} *\\| a stderr line from ${name}$`));
-  }
-  const cp2 = cmdline(pids.get('cp-2')!);
-  assert.equal(cp2[cp2.indexOf('--listen') + 1], `127.0.0.1:${base + 2}`);
-  assert.equal(cp2[cp2.indexOf('--data-dir') + 1], join(dataDir, 'cp-2'));
-  assert.ok(run.lines.every((l) => /^(launcher|cp-\d|node-[ab]) *\| /.test(l)), 'every line carries a prefix');
-  assert.equal(new Set(run.lines.map((l) => l.indexOf('|'))).size, 1, 'all prefixes have the same width');
+    // Every process of the cluster is a real OS process running the command we built.
+    const names = ['cp-1', 'cp-2', 'cp-3', 'node-a', 'node-b'];
+    const pids = new Map<string, number>();
+    for (const name of names) {
+      const m = await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?started ${name} pid=(\\d+)$`));
+      const pid = Number(m[1]);
+      pids.set(name, pid);
+      assert.ok(alive(pid), `${name} pid ${pid} is in /proc`);
+      const argv = cmdline(pid);
+      assert.equal(argv[0], process.execPath, "the pid we hold is node itself (setpriv exec'd), not a shell");
+      assert.ok(argv.includes(FAKE), `${name} runs the entry script: ${argv.join(' ')}`);
+      assert.equal(argv[argv.indexOf(name.startsWith('cp-') ? '--id' : '--name') + 1], name);
+      // Each child's own output comes through under its name, whole, stdout and stderr alike.
+      await run.waitForLine(new RegExp(`^${name} *\\| hello from ${name} pid=${pid}$`));
+      await run.waitForLine(new RegExp(`^${name} *\\| part-one part-two from ${name}$`));
+      await run.waitForLine(new RegExp(`^${name} *\\| a stderr line from ${name}$`));
+    }
+    const cp2 = cmdline(pids.get('cp-2')!);
+    assert.equal(cp2[cp2.indexOf('--listen') + 1], `127.0.0.1:${base + 2}`);
+    assert.equal(cp2[cp2.indexOf('--data-dir') + 1], join(dataDir, 'cp-2'));
+    assert.ok(
+      run.lines.every((l) => /^(launcher|cp-\d|node-[ab]) *\| /.test(l)),
+      'every line carries a prefix',
+    );
+    assert.equal(new Set(run.lines.map((l) => l.indexOf('|'))).size, 1, 'all prefixes have the same width');
 
-  // The token is made once, private, and config.json points the CLI at this cluster.
-  const token = readFileSync(join(dataDir, 'token'), 'utf8').trim();
-  assert.match(token, /^[0-9a-f]{32}$/);
-  assert.equal(statSync(join(dataDir, 'token')).mode & 0o777, 0o600);
-  assert.deepEqual(JSON.parse(readFileSync(join(dataDir, 'config.json'), 'utf8')), {
-    servers: [1, 2, 3].map((i) => `http://127.0.0.1:${base + i}`),
-    token,
-    // Each node's own address, where its Service proxy listens.
-    nodes: [
-      { name: 'node-a', address: '127.0.1.1' },
-      { name: 'node-b', address: '127.0.1.2' },
-    ],
-  });
-  assert.equal(cp2[cp2.indexOf('--token') + 1], token);
+    // The token is made once, private, and config.json points the CLI at this cluster.
+    const token = readFileSync(join(dataDir, 'token'), 'utf8').trim();
+    assert.match(token, /^[0-9a-f]{32}$/);
+    assert.equal(statSync(join(dataDir, 'token')).mode & 0o777, 0o600);
+    assert.deepEqual(JSON.parse(readFileSync(join(dataDir, 'config.json'), 'utf8')), {
+      servers: [1, 2, 3].map((i) => `http://127.0.0.1:${base + i}`),
+      token,
+      // Each node's own address, where its Service proxy listens.
+      nodes: [
+        { name: 'node-a', address: '127.0.1.1' },
+        { name: 'node-b', address: '127.0.1.2' },
+      ],
+    });
+    assert.equal(cp2[cp2.indexOf('--token') + 1], token);
 
-  // A second launcher on the same data dir is refused, naming the one that holds it.
-  const second = spawnSync(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--data-dir', dataDir, '--base-port', String(base + 10)], {
-    cwd: REPO, encoding: 'utf8', env: { ...process.env, MO_LAUNCHER_CP_SCRIPT: FAKE, MO_LAUNCHER_AGENT_SCRIPT: FAKE }, timeout: 30_000,
-  });
-  assert.equal(second.status, 1);
-  assert.equal(second.stderr, `launcher: data dir ${dataDir} is in use by the launcher with pid ${run.pid} (stop it first, or use another --data-dir)\n`);
+    // A second launcher on the same data dir is refused, naming the one that holds it.
+    const second = spawnSync(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--data-dir', dataDir, '--base-port', String(base + 10)], {
+      cwd: REPO,
+      encoding: 'utf8',
+      env: { ...process.env, MO_LAUNCHER_CP_SCRIPT: FAKE, MO_LAUNCHER_AGENT_SCRIPT: FAKE },
+      timeout: 30_000,
+    });
+    assert.equal(second.status, 1);
+    assert.equal(second.stderr, `launcher: data dir ${dataDir} is in use by the launcher with pid ${run.pid} (stop it first, or use another --data-dir)\n`);
 
-  // Kill an agent: the stream says so, with a command line that recreates it exactly.
-  const oldPid = pids.get('node-b')!;
-  process.kill(oldPid, 'SIGKILL');
-  const death = await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?node-b \\(pid ${oldPid}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`), 15_000);
-  assert.ok(alive(run.pid), 'the launcher keeps running');
-  await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?restarting node-b in 1 s \(--restart-after\)$/);
-  const restarted = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-b pid=(\d+) \(restart #1\)$/, 15_000);
-  const newPid = Number(restarted[1]);
-  assert.notEqual(newPid, oldPid);
-  assert.ok(alive(newPid), `restarted node-b pid ${newPid} is in /proc`);
-  assert.ok(!alive(oldPid));
-  // What a shell makes of the printed command is exactly the argv of the running process.
-  const parsed = spawnSync('sh', ['-c', `printf '%s\\0' ${death[1]}`], { cwd: REPO, encoding: 'utf8' });
-  assert.equal(parsed.status, 0, parsed.stderr);
-  assert.deepEqual(parsed.stdout.split('\0').slice(0, -1), cmdline(newPid));
+    // Kill an agent: the stream says so, with a command line that recreates it exactly.
+    const oldPid = pids.get('node-b')!;
+    process.kill(oldPid, 'SIGKILL');
+    const death = await run.waitForLine(
+      new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?node-b \\(pid ${oldPid}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`),
+      15_000,
+    );
+    assert.ok(alive(run.pid), 'the launcher keeps running');
+    await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?restarting node-b in 1 s \(--restart-after\)$/);
+    const restarted = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-b pid=(\d+) \(restart #1\)$/, 15_000);
+    const newPid = Number(restarted[1]);
+    assert.notEqual(newPid, oldPid);
+    assert.ok(alive(newPid), `restarted node-b pid ${newPid} is in /proc`);
+    assert.ok(!alive(oldPid));
+    // What a shell makes of the printed command is exactly the argv of the running process.
+    const parsed = spawnSync('sh', ['-c', `printf '%s\\0' ${death[1]}`], { cwd: REPO, encoding: 'utf8' });
+    assert.equal(parsed.status, 0, parsed.stderr);
+    assert.deepEqual(parsed.stdout.split('\0').slice(0, -1), cmdline(newPid));
 
-  // Ctrl-C: SIGINT to the launcher's whole process group, as a terminal sends it.
-  await eventually('six grandchildren reported (five children and the restarted one)', () => run.grandchildPids.size >= 6);
-  for (const name of names.filter((n) => n !== 'node-b')) assert.ok(alive(pids.get(name)!), `${name} still runs`);
-  process.kill(-run.pid, 'SIGINT');
-  const exit = await run.exited;
-  assert.deepEqual(exit, { code: 0, signal: null }, `launcher exit; stderr: ${run.stderr}`);
-  for (const pid of run.allPids()) assert.ok(!alive(pid), `pid ${pid} (${cmdline(pid).join(' ')}) is gone`);
-  assert.ok(run.lines.some((l) => /^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?\d\d:\d\d:\d\d\.\d{3} stopped: every process of the cluster has exited$/.test(l)));
-  assert.ok(!run.lines.some((l) => l.includes('got SIGINT')), 'the terminal\'s Ctrl-C reached only the launcher, which stopped the children with SIGTERM');
-  assert.ok(!run.lines.some((l) => l.includes('again: SIGKILL')), 'one Ctrl-C is one stop, not a forced kill');
-  assert.ok(!existsSync(join(dataDir, 'launcher.pid')), 'the data dir lock is released');
-});
+    // Ctrl-C: SIGINT to the launcher's whole process group, as a terminal sends it.
+    await eventually('six grandchildren reported (five children and the restarted one)', () => run.grandchildPids.size >= 6);
+    for (const name of names.filter((n) => n !== 'node-b')) assert.ok(alive(pids.get(name)!), `${name} still runs`);
+    process.kill(-run.pid, 'SIGINT');
+    const exit = await run.exited;
+    assert.deepEqual(exit, { code: 0, signal: null }, `launcher exit; stderr: ${run.stderr}`);
+    for (const pid of run.allPids()) assert.ok(!alive(pid), `pid ${pid} (${cmdline(pid).join(' ')}) is gone`);
+    assert.ok(run.lines.some((l) => /^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?\d\d:\d\d:\d\d\.\d{3} stopped: every process of the cluster has exited$/.test(l)));
+    assert.ok(!run.lines.some((l) => l.includes('got SIGINT')), "the terminal's Ctrl-C reached only the launcher, which stopped the children with SIGTERM");
+    assert.ok(!run.lines.some((l) => l.includes('again: SIGKILL')), 'one Ctrl-C is one stop, not a forced kill');
+    assert.ok(!existsSync(join(dataDir, 'launcher.pid')), 'the data dir lock is released');
+  },
+);
 
 test('SIGTERM to the launcher stops a child that ignores SIGTERM with SIGKILL after the grace period, and the launcher exits 0', { timeout: 60_000 }, async (t) => {
   const dir = tempDir(t);
-  const run = startLauncher(t, ['--data-dir', join(dir, 'data'), '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodesFile(dir, ['node-a'])], { FAKE_CHILD_STUBBORN: 'node-a' });
+  const run = startLauncher(t, ['--data-dir', join(dir, 'data'), '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodesFile(dir, ['node-a'])], {
+    FAKE_CHILD_STUBBORN: 'node-a',
+  });
   await run.waitForLine(/cluster is up/);
   const nodeA = Number((await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-a pid=(\d+)$/))[1]);
   await run.waitForLine(/^node-a *\| grandchild pid=\d+$/);
@@ -230,27 +249,31 @@ test('SIGTERM to the launcher stops a child that ignores SIGTERM with SIGKILL af
   for (const pid of run.allPids()) assert.ok(!alive(pid), `pid ${pid} is gone`);
 });
 
-test('a SIGKILLed launcher takes its children and their children with it, and the next start reuses the data dir and the token', { timeout: 90_000, skip: HAS_SETPRIV ? false : 'setpriv (util-linux) is not installed' }, async (t) => {
-  const dir = tempDir(t);
-  const dataDir = join(dir, 'data');
-  const nodes = nodesFile(dir, ['node-a']);
-  const first = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodes]);
-  await first.waitForLine(/cluster is up/);
-  await first.waitForLine(/^node-a *\| grandchild pid=\d+$/);
-  const token = readFileSync(join(dataDir, 'token'), 'utf8');
-  assert.equal(first.allPids().length, 4);
+test(
+  'a SIGKILLed launcher takes its children and their children with it, and the next start reuses the data dir and the token',
+  { timeout: 90_000, skip: HAS_SETPRIV ? false : 'setpriv (util-linux) is not installed' },
+  async (t) => {
+    const dir = tempDir(t);
+    const dataDir = join(dir, 'data');
+    const nodes = nodesFile(dir, ['node-a']);
+    const first = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodes]);
+    await first.waitForLine(/cluster is up/);
+    await first.waitForLine(/^node-a *\| grandchild pid=\d+$/);
+    const token = readFileSync(join(dataDir, 'token'), 'utf8');
+    assert.equal(first.allPids().length, 4);
 
-  process.kill(first.pid, 'SIGKILL');
-  await first.exited;
-  await eventually('every child and grandchild of the killed launcher is gone', () => first.allPids().every((pid) => !alive(pid)));
+    process.kill(first.pid, 'SIGKILL');
+    await first.exited;
+    await eventually('every child and grandchild of the killed launcher is gone', () => first.allPids().every((pid) => !alive(pid)));
 
-  const second = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodes]);
-  await second.waitForLine(/cluster is up/);
-  assert.equal(readFileSync(join(dataDir, 'token'), 'utf8'), token, 'the token survives restarts');
-  process.kill(second.pid, 'SIGTERM');
-  assert.deepEqual(await second.exited, { code: 0, signal: null });
-  for (const pid of second.allPids()) assert.ok(!alive(pid), `pid ${pid} is gone`);
-});
+    const second = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodes]);
+    await second.waitForLine(/cluster is up/);
+    assert.equal(readFileSync(join(dataDir, 'token'), 'utf8'), token, 'the token survives restarts');
+    process.kill(second.pid, 'SIGTERM');
+    assert.deepEqual(await second.exited, { code: 0, signal: null });
+    for (const pid of second.allPids()) assert.ok(!alive(pid), `pid ${pid} is gone`);
+  },
+);
 
 test('a port already in use stops the start with exit 1 and a line naming the port, before any process is started', { timeout: 30_000 }, async (t) => {
   const dir = tempDir(t);
@@ -273,7 +296,10 @@ test('a bad option exits 2 with one line naming it, and --help exits 0 with the 
   const help = startLauncher(t, ['--help']);
   assert.deepEqual(await help.exited, { code: 0, signal: null });
   for (const flag of ['--data-dir', '--base-port', '--replicas', '--nodes', '--restart-after']) {
-    assert.ok(help.lines.some((l) => l.includes(flag)), `--help mentions ${flag}`);
+    assert.ok(
+      help.lines.some((l) => l.includes(flag)),
+      `--help mentions ${flag}`,
+    );
   }
 });
 

@@ -52,18 +52,27 @@ test('mo logs: tail, timestamps, follow, a SIGKILLed unit readable through every
   const counter = ['sh', '-c', 'i=0; while true; do i=$((i+1)); echo line $i; sleep 0.2; done'];
   const put = await c.api('PUT', '/v1/deployments/counter', webManifest('counter', 2, { command: counter, cpu: '100m', memory: '64Mi' }));
   assert.ok(put.status === 200 || put.status === 201, put.text);
-  const units = await waitFor('2 counter units Running', async () => {
-    const r = await c.running('counter');
-    return r.length === 2 ? r.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)) : null;
-  }, 15000);
+  const units = await waitFor(
+    '2 counter units Running',
+    async () => {
+      const r = await c.running('counter');
+      return r.length === 2 ? r.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)) : null;
+    },
+    15000,
+  );
   const [u1, u2] = units;
   const name1: string = u1.metadata.name;
 
   // The API straight: a plain-text answer from the agent that holds the unit.
-  await waitFor(`${name1} to have written 5 lines`, async () => {
-    const r = await c.api('GET', `/v1/units/${name1}/log`);
-    return r.status === 200 && numbers(r.text).length >= 5;
-  }, 10000, 100);
+  await waitFor(
+    `${name1} to have written 5 lines`,
+    async () => {
+      const r = await c.api('GET', `/v1/units/${name1}/log`);
+      return r.status === 200 && numbers(r.text).length >= 5;
+    },
+    10000,
+    100,
+  );
 
   // --tail 3: the last three lines, consecutive, nothing else.
   let r = await run(['logs', name1, '--tail', '3']);
@@ -84,7 +93,11 @@ test('mo logs: tail, timestamps, follow, a SIGKILLed unit readable through every
   const first = await waitFor('the follower to print a line', () => numbers(f1.out())[0], 10000);
   await waitFor('the follower to print 3 new lines', () => numbers(f1.out()).some((n) => n >= first + 3), 10000);
   const followed = numbers(f1.out());
-  assert.deepEqual(followed, followed.map((_, i) => first + i), 'every line once, in order');
+  assert.deepEqual(
+    followed,
+    followed.map((_, i) => first + i),
+    'every line once, in order',
+  );
   f1.child.kill('SIGTERM');
   await f1.exited;
 
@@ -112,14 +125,19 @@ test('mo logs: tail, timestamps, follow, a SIGKILLed unit readable through every
   }
 
   // A deployment: every unit, each line prefixed with its name.
-  await waitFor('the replacement to write a line', async () => {
-    const running = await c.running('counter');
-    for (const u of running) {
-      const l = await c.api('GET', `/v1/units/${u.metadata.name}/log`);
-      if (l.status !== 200 || numbers(l.text).length === 0) return false;
-    }
-    return running.length === 2;
-  }, 10000, 100);
+  await waitFor(
+    'the replacement to write a line',
+    async () => {
+      const running = await c.running('counter');
+      for (const u of running) {
+        const l = await c.api('GET', `/v1/units/${u.metadata.name}/log`);
+        if (l.status !== 200 || numbers(l.text).length === 0) return false;
+      }
+      return running.length === 2;
+    },
+    10000,
+    100,
+  );
   r = await run(['logs', 'deployment/counter', '--tail', '2']);
   assert.equal(r.code, 0, r.err);
   const prefixed = r.out.trim().split('\n');

@@ -71,10 +71,14 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
   assert.equal((await scrape(c.urls[0], 'wrong')).status, 401);
 
   // Each replica answers for itself: exactly one says it leads.
-  const all = await waitFor('one leader among the scrapes', async () => {
-    const s = await Promise.all(c.urls.map((u) => scrape(u)));
-    return s.filter((x) => value(x.text, 'mo_raft_is_leader') === 1).length === 1 ? s : null;
-  }, 20000);
+  const all = await waitFor(
+    'one leader among the scrapes',
+    async () => {
+      const s = await Promise.all(c.urls.map((u) => scrape(u)));
+      return s.filter((x) => value(x.text, 'mo_raft_is_leader') === 1).length === 1 ? s : null;
+    },
+    20000,
+  );
   for (const s of all) {
     assert.equal(s.status, 200);
     assert.equal(s.type, 'text/plain; version=0.0.4; charset=utf-8');
@@ -89,10 +93,14 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
   // once a second, after the time asked for, with their summary and the
   // replica's term; a time that is not a number is refused.
   const since = Date.now();
-  const loops = await waitFor('two event-loop windows on every replica', async () => {
-    const rs = await Promise.all(c.urls.map(async (u) => (await fetch(`${u}/v1/replica?eventLoopSince=${since}`, { headers: { authorization: `Bearer ${c.token}` } })).json()));
-    return rs.every((r) => r.eventLoop?.windows?.length >= 2) ? rs : null;
-  }, 20000);
+  const loops = await waitFor(
+    'two event-loop windows on every replica',
+    async () => {
+      const rs = await Promise.all(c.urls.map(async (u) => (await fetch(`${u}/v1/replica?eventLoopSince=${since}`, { headers: { authorization: `Bearer ${c.token}` } })).json()));
+      return rs.every((r) => r.eventLoop?.windows?.length >= 2) ? rs : null;
+    },
+    20000,
+  );
   for (const r of loops) {
     assert.equal(r.eventLoop.windowMs, 1000);
     assert.ok(r.eventLoop.windows.every((w: { end: number; ms: number; maxMs: number }) => w.end > since && w.ms > 0 && w.maxMs >= 0));
@@ -108,10 +116,18 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
 
   // Every replica shows every agent's own figures: the round trip to each replica, and its units.
   for (const url of c.urls) {
-    await waitFor(`every agent's heartbeat round trips in ${url}/metrics`, async () => {
-      const s = await scrape(url);
-      return LESSON.every((n) => replicaIds.every((r) => (value(s.text, `mo_agent_heartbeat_rtt_seconds_count{node="${n.name}",replica="${r}"}`) ?? 0) > 0) && value(s.text, `mo_agent_units{node="${n.name}",phase="Running"}`) === 0);
-    }, 20000);
+    await waitFor(
+      `every agent's heartbeat round trips in ${url}/metrics`,
+      async () => {
+        const s = await scrape(url);
+        return LESSON.every(
+          (n) =>
+            replicaIds.every((r) => (value(s.text, `mo_agent_heartbeat_rtt_seconds_count{node="${n.name}",replica="${r}"}`) ?? 0) > 0) &&
+            value(s.text, `mo_agent_units{node="${n.name}",phase="Running"}`) === 0,
+        );
+      },
+      20000,
+    );
   }
 
   // The controller's counters live on whichever replica leads; on a busy
@@ -130,16 +146,20 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
   // The leader placed them (each binding committed), created them through
   // reconcile actions, committed through Raft; the agents timed the spawns
   // and ran the readiness probes.
-  const after = await waitFor('the apply in the replicas\' /metrics', async () => {
-    const s = (await Promise.all(c.urls.map((u) => scrape(u)))).map((x) => x.text);
-    const l = s[leaderIndex];
-    return total(s, 'mo_scheduler_placements_total') >= total(before, 'mo_scheduler_placements_total') + 3 &&
-      value(l, 'mo_deployment_replicas_available{deployment="metered"}') === 3 &&
-      sum(l, 'mo_agent_spawn_duration_seconds_count') >= 3 &&
-      sum(l, 'mo_agent_probe_results_total', 'probe="readiness"', 'result="success"') >= 3
-      ? s
-      : null;
-  }, 30000);
+  const after = await waitFor(
+    "the apply in the replicas' /metrics",
+    async () => {
+      const s = (await Promise.all(c.urls.map((u) => scrape(u)))).map((x) => x.text);
+      const l = s[leaderIndex];
+      return total(s, 'mo_scheduler_placements_total') >= total(before, 'mo_scheduler_placements_total') + 3 &&
+        value(l, 'mo_deployment_replicas_available{deployment="metered"}') === 3 &&
+        sum(l, 'mo_agent_spawn_duration_seconds_count') >= 3 &&
+        sum(l, 'mo_agent_probe_results_total', 'probe="readiness"', 'result="success"') >= 3
+        ? s
+        : null;
+    },
+    30000,
+  );
   assert.equal(total(after, 'mo_scheduler_placements_total'), total(before, 'mo_scheduler_placements_total') + 3, 'exactly 3 placements');
   assert.ok(total(after, 'mo_reconcile_actions_total{action="create"}') >= total(before, 'mo_reconcile_actions_total{action="create"}') + 3);
   assert.ok(total(after, 'mo_reconcile_passes_total') > total(before, 'mo_reconcile_passes_total'));
@@ -161,10 +181,14 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
 
   // Every replica wrote the log to its disk, and sees the apply.
   for (const url of c.urls) {
-    const s = await waitFor(`the apply in ${url}/metrics`, async () => {
-      const x = await scrape(url);
-      return value(x.text, 'mo_deployment_replicas_available{deployment="metered"}') === 3 ? x : null;
-    }, 20000);
+    const s = await waitFor(
+      `the apply in ${url}/metrics`,
+      async () => {
+        const x = await scrape(url);
+        return value(x.text, 'mo_deployment_replicas_available{deployment="metered"}') === 3 ? x : null;
+      },
+      20000,
+    );
     assert.ok(value(s.text, 'mo_raft_fsync_duration_seconds_count')! > 0, `${url} fsynced`);
     assert.equal(value(s.text, 'mo_deployments'), 1);
     assert.equal(value(s.text, 'mo_deployment_replicas_desired{deployment="metered"}'), 3);
@@ -172,21 +196,31 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
 
   // The leader dies: a survivor wins an election; both survivors saw a new
   // leader and measured how long they were without one.
-  const now = await waitFor('one leader before the kill', async () => {
-    const s = await Promise.all(c.urls.map((u) => scrape(u)));
-    const leaders = s.flatMap((x, i) => (value(x.text, 'mo_raft_is_leader') === 1 ? [i] : []));
-    return leaders.length === 1 ? { index: leaders[0], scrapes: s } : null;
-  }, 20000);
+  const now = await waitFor(
+    'one leader before the kill',
+    async () => {
+      const s = await Promise.all(c.urls.map((u) => scrape(u)));
+      const leaders = s.flatMap((x, i) => (value(x.text, 'mo_raft_is_leader') === 1 ? [i] : []));
+      return leaders.length === 1 ? { index: leaders[0], scrapes: s } : null;
+    },
+    20000,
+  );
   const survivors = c.urls.filter((_, i) => i !== now.index);
   const survivorsBefore = now.scrapes.filter((_, i) => i !== now.index);
   c.cps[now.index].child.kill('SIGKILL');
   // The role flips the moment the votes are counted; the counters once the
   // Raft shell has worked off that step (after its fsync): wait for both.
-  const newLeader = await waitFor('a new leader in the survivors\' /metrics, with its won election counted', async () => {
-    const s = await Promise.all(survivors.map((u) => scrape(u)));
-    const i = s.findIndex((x, k) => value(x.text, 'mo_raft_is_leader') === 1 && value(x.text, 'mo_raft_elections_won_total')! > value(survivorsBefore[k].text, 'mo_raft_elections_won_total')!);
-    return i >= 0 ? { i, text: s[i].text } : null;
-  }, 20000);
+  const newLeader = await waitFor(
+    "a new leader in the survivors' /metrics, with its won election counted",
+    async () => {
+      const s = await Promise.all(survivors.map((u) => scrape(u)));
+      const i = s.findIndex(
+        (x, k) => value(x.text, 'mo_raft_is_leader') === 1 && value(x.text, 'mo_raft_elections_won_total')! > value(survivorsBefore[k].text, 'mo_raft_elections_won_total')!,
+      );
+      return i >= 0 ? { i, text: s[i].text } : null;
+    },
+    20000,
+  );
   const was = survivorsBefore[newLeader.i].text;
   assert.ok(value(newLeader.text, 'mo_raft_elections_total')! > value(was, 'mo_raft_elections_total')!, 'the new leader started an election');
   assert.ok(value(newLeader.text, 'mo_raft_leader_changes_total')! > value(was, 'mo_raft_leader_changes_total')!);
@@ -197,10 +231,14 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
   t.diagnostic(`leader SIGKILL -> new leader, as its /metrics says: ${failover.toFixed(3)} s`);
   // The other survivor follows the new leader and counted the change too.
   const other = 1 - newLeader.i;
-  await waitFor('the other survivor sees the new leader', async () => {
-    const s = await scrape(survivors[other]);
-    return value(s.text, 'mo_raft_leader_changes_total')! > value(survivorsBefore[other].text, 'mo_raft_leader_changes_total')!;
-  }, 20000);
+  await waitFor(
+    'the other survivor sees the new leader',
+    async () => {
+      const s = await scrape(survivors[other]);
+      return value(s.text, 'mo_raft_leader_changes_total')! > value(survivorsBefore[other].text, 'mo_raft_leader_changes_total')!;
+    },
+    20000,
+  );
   // The agents' figures still reach the survivors.
   const s = await scrape(survivors[newLeader.i]);
   assert.equal(sum(s.text, 'mo_agent_units', 'phase="Running"'), 3);

@@ -22,11 +22,7 @@ const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
 const START_TIMEOUT_MS = 90_000;
 const IS_ROOT = process.getuid?.() === 0;
-const NETNS_SKIP = !IS_ROOT
-  ? 'needs root (network namespaces)'
-  : spawnSync('ip', ['netns', 'list']).status !== 0
-    ? 'needs `ip netns` (iproute2) working here'
-    : undefined;
+const NETNS_SKIP = !IS_ROOT ? 'needs root (network namespaces)' : spawnSync('ip', ['netns', 'list']).status !== 0 ? 'needs `ip netns` (iproute2) working here' : undefined;
 
 /** Base ports whose subnets (base % 256) other tests are unlikely to use at the same time. */
 function randomBasePort(): number {
@@ -45,7 +41,10 @@ async function eventually(what: string, check: () => boolean, timeoutMs = 10_000
 
 function ourNamespaces(basePort: number): string[] {
   const out = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
-  return out.split('\n').map((l) => l.trim().split(/\s+/)[0]).filter((n) => n.startsWith(`mo-${basePort}-`));
+  return out
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0])
+    .filter((n) => n.startsWith(`mo-${basePort}-`));
 }
 
 function linkExists(name: string): boolean {
@@ -91,10 +90,14 @@ class LauncherRun {
 
   async waitForLine(re: RegExp, timeoutMs = START_TIMEOUT_MS): Promise<RegExpExecArray> {
     let found: RegExpExecArray | null = null;
-    await eventually(`a line matching ${re}\n--- output so far:\n${this.lines.slice(-60).join('\n')}\n--- stderr:\n${this.stderr}`, () => {
-      for (const line of this.lines) if ((found = re.exec(line))) return true;
-      return false;
-    }, timeoutMs);
+    await eventually(
+      `a line matching ${re}\n--- output so far:\n${this.lines.slice(-60).join('\n')}\n--- stderr:\n${this.stderr}`,
+      () => {
+        for (const line of this.lines) if ((found = re.exec(line))) return true;
+        return false;
+      },
+      timeoutMs,
+    );
     return found!;
   }
 }
@@ -230,141 +233,158 @@ test('npm start -- --netns as a non-root user is refused with one line and exit 
   assert.equal(existsSync(dataDir), false);
 });
 
-test('with --netns every replica and agent runs in its own namespace, a cut between cp-1 and node-a stops only their traffic until healed, and a SIGKILLed launcher leaves no namespace, veth or process', { timeout: 240_000 }, async (t) => {
-  if (NETNS_SKIP) {
-    t.skip(NETNS_SKIP);
-    return;
-  }
-  const dir = tempDir(t);
-  const dataDir = join(dir, 'data');
-  const base = randomBasePort();
-  const run = startLauncher(t, dataDir, base, ['--restart-after', '1']);
-  await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\).*, 4 node agent\(s\)/);
+test(
+  'with --netns every replica and agent runs in its own namespace, a cut between cp-1 and node-a stops only their traffic until healed, and a SIGKILLed launcher leaves no namespace, veth or process',
+  { timeout: 240_000 },
+  async (t) => {
+    if (NETNS_SKIP) {
+      t.skip(NETNS_SKIP);
+      return;
+    }
+    const dir = tempDir(t);
+    const dataDir = join(dir, 'data');
+    const base = randomBasePort();
+    const run = startLauncher(t, dataDir, base, ['--restart-after', '1']);
+    await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\).*, 4 node agent\(s\)/);
 
-  // The layout the CLI and the chaos scripts read, and config.json pointing at the namespace addresses.
-  const layout = readLayout(dataDir);
-  const octet = base % 256;
-  assert.equal(layout.subnet, `10.213.${octet}.0/24`);
-  const addr = (name: string): string => layout.processes.find((p) => p.name === name)!.address;
-  const config = JSON.parse(readFileSync(join(dataDir, 'config.json'), 'utf8')) as { servers: string[] };
-  assert.deepEqual(config.servers, [1, 2, 3].map((i) => `http://10.213.${octet}.${10 + i}:${base + i}`));
-  const names = ['cp-1', 'cp-2', 'cp-3', 'node-a', 'node-b', 'node-c', 'node-d'];
-  assert.deepEqual(ourNamespaces(base).sort(), [...names, 'hub'].map((n) => `mo-${base}-${n}`).sort());
-  assert.ok(linkExists(`mo-${base}-host`), 'the host has its veth into the hub');
+    // The layout the CLI and the chaos scripts read, and config.json pointing at the namespace addresses.
+    const layout = readLayout(dataDir);
+    const octet = base % 256;
+    assert.equal(layout.subnet, `10.213.${octet}.0/24`);
+    const addr = (name: string): string => layout.processes.find((p) => p.name === name)!.address;
+    const config = JSON.parse(readFileSync(join(dataDir, 'config.json'), 'utf8')) as { servers: string[] };
+    assert.deepEqual(
+      config.servers,
+      [1, 2, 3].map((i) => `http://10.213.${octet}.${10 + i}:${base + i}`),
+    );
+    const names = ['cp-1', 'cp-2', 'cp-3', 'node-a', 'node-b', 'node-c', 'node-d'];
+    assert.deepEqual(ourNamespaces(base).sort(), [...names, 'hub'].map((n) => `mo-${base}-${n}`).sort());
+    assert.ok(linkExists(`mo-${base}-host`), 'the host has its veth into the hub');
 
-  // Each process is node itself (nsenter exec'd), in its own namespace, and that namespace is the named one.
-  const ownNet = readlinkSync('/proc/self/ns/net');
-  for (const name of names) {
-    const pid = run.pids.get(name)!;
-    assert.ok(alive(pid), `${name} pid ${pid} runs`);
-    assert.equal(readlinkSync(`/proc/${pid}/exe`), readlinkSync(`/proc/${process.pid}/exe`), `${name}'s pid is node, not a wrapper`);
-    const net = readlinkSync(`/proc/${pid}/ns/net`);
-    assert.notEqual(net, ownNet, `${name} is not in the host's network namespace`);
-    const identify = spawnSync('ip', ['netns', 'identify', String(pid)], { encoding: 'utf8' }).stdout.trim();
-    assert.equal(identify, `mo-${base}-${name}`);
-  }
-  assert.notEqual(readlinkSync(`/proc/${run.pids.get('cp-1')}/ns/net`), readlinkSync(`/proc/${run.pids.get('node-a')}/ns/net`));
+    // Each process is node itself (nsenter exec'd), in its own namespace, and that namespace is the named one.
+    const ownNet = readlinkSync('/proc/self/ns/net');
+    for (const name of names) {
+      const pid = run.pids.get(name)!;
+      assert.ok(alive(pid), `${name} pid ${pid} runs`);
+      assert.equal(readlinkSync(`/proc/${pid}/exe`), readlinkSync(`/proc/${process.pid}/exe`), `${name}'s pid is node, not a wrapper`);
+      const net = readlinkSync(`/proc/${pid}/ns/net`);
+      assert.notEqual(net, ownNet, `${name} is not in the host's network namespace`);
+      const identify = spawnSync('ip', ['netns', 'identify', String(pid)], { encoding: 'utf8' }).stdout.trim();
+      assert.equal(identify, `mo-${base}-${name}`);
+    }
+    assert.notEqual(readlinkSync(`/proc/${run.pids.get('cp-1')}/ns/net`), readlinkSync(`/proc/${run.pids.get('node-a')}/ns/net`));
 
-  const cp1 = `http://${addr('cp-1')}:${base + 1}/healthz`;
-  const cp2 = `http://${addr('cp-2')}:${base + 2}/healthz`;
-  const nsA = `mo-${base}-node-a`;
-  assert.ok(reachableFrom(nsA, cp1), 'before the cut node-a reaches cp-1');
+    const cp1 = `http://${addr('cp-1')}:${base + 1}/healthz`;
+    const cp2 = `http://${addr('cp-2')}:${base + 2}/healthz`;
+    const nsA = `mo-${base}-node-a`;
+    assert.ok(reachableFrom(nsA, cp1), 'before the cut node-a reaches cp-1');
 
-  // Cut cp-1 <-> node-a: node-a no longer reaches cp-1, but still cp-2; the host still reaches cp-1.
-  const cut = net(dataDir, 'cut', 'cp-1', 'node-a');
-  assert.equal(cut.status, 0, cut.stderr);
-  assert.equal(cut.stdout, 'cut cp-1 <-> node-a\n');
-  assert.equal(reachableFrom(nsA, cp1), false, 'after the cut node-a does not reach cp-1');
-  assert.ok(reachableFrom(nsA, cp2), 'node-a still reaches cp-2');
-  assert.ok(await reachableFromHost(cp1), 'the host still reaches cp-1');
-  assert.match(net(dataDir, 'status').stdout, /faults:\n {2}cp-1 <-> node-a: cut\n$/);
+    // Cut cp-1 <-> node-a: node-a no longer reaches cp-1, but still cp-2; the host still reaches cp-1.
+    const cut = net(dataDir, 'cut', 'cp-1', 'node-a');
+    assert.equal(cut.status, 0, cut.stderr);
+    assert.equal(cut.stdout, 'cut cp-1 <-> node-a\n');
+    assert.equal(reachableFrom(nsA, cp1), false, 'after the cut node-a does not reach cp-1');
+    assert.ok(reachableFrom(nsA, cp2), 'node-a still reaches cp-2');
+    assert.ok(await reachableFromHost(cp1), 'the host still reaches cp-1');
+    assert.match(net(dataDir, 'status').stdout, /faults:\n {2}cp-1 <-> node-a: cut\n$/);
 
-  const healed = net(dataDir, 'heal', 'cp-1', 'node-a');
-  assert.equal(healed.status, 0, healed.stderr);
-  assert.ok(reachableFrom(nsA, cp1), 'after heal node-a reaches cp-1 again');
-  assert.match(net(dataDir, 'status').stdout, /faults: none\n$/);
+    const healed = net(dataDir, 'heal', 'cp-1', 'node-a');
+    assert.equal(healed.status, 0, healed.stderr);
+    assert.ok(reachableFrom(nsA, cp1), 'after heal node-a reaches cp-1 again');
+    assert.match(net(dataDir, 'status').stdout, /faults: none\n$/);
 
-  // Loss shows in status and heal-all removes it; delay either works or says the kernel lacks netem, leaving nothing.
-  assert.equal(net(dataDir, 'loss', 'cp-2', 'node-b', '30%').status, 0);
-  assert.match(net(dataDir, 'status').stdout, /cp-2 <-> node-b: loss 30%/);
-  const delayed = net(dataDir, 'delay', 'cp-2', 'node-b', '200ms');
-  if (delayed.status === 0) {
-    assert.match(net(dataDir, 'status').stdout, /cp-2 <-> node-b: delay 200ms/);
-  } else {
-    assert.equal(delayed.status, 1);
-    assert.match(delayed.stderr, /^net: delay needs the kernel's netem queueing discipline \(sch_netem\)/);
-    assert.doesNotMatch(net(dataDir, 'status').stdout, /delay/);
-  }
-  assert.equal(net(dataDir, 'heal-all').status, 0);
-  assert.match(net(dataDir, 'status').stdout, /faults: none\n$/);
+    // Loss shows in status and heal-all removes it; delay either works or says the kernel lacks netem, leaving nothing.
+    assert.equal(net(dataDir, 'loss', 'cp-2', 'node-b', '30%').status, 0);
+    assert.match(net(dataDir, 'status').stdout, /cp-2 <-> node-b: loss 30%/);
+    const delayed = net(dataDir, 'delay', 'cp-2', 'node-b', '200ms');
+    if (delayed.status === 0) {
+      assert.match(net(dataDir, 'status').stdout, /cp-2 <-> node-b: delay 200ms/);
+    } else {
+      assert.equal(delayed.status, 1);
+      assert.match(delayed.stderr, /^net: delay needs the kernel's netem queueing discipline \(sch_netem\)/);
+      assert.doesNotMatch(net(dataDir, 'status').stdout, /delay/);
+    }
+    assert.equal(net(dataDir, 'heal-all').status, 0);
+    assert.match(net(dataDir, 'status').stdout, /faults: none\n$/);
 
-  // The programmatic API (for the chaos scripts): isolate cuts cp-3 from all six others, both ways.
-  await isolate(layout, 'cp-3');
-  const faults = await linkStatus(layout);
-  assert.equal(faults.length, 12);
-  assert.ok(faults.every((f) => f.kind === 'cut' && (f.from === 'cp-3' || f.to === 'cp-3')));
-  assert.equal(reachableFrom(nsA, `http://${addr('cp-3')}:${base + 3}/healthz`), false);
-  await healProcess(layout, 'cp-3');
-  assert.deepEqual(await linkStatus(layout), []);
+    // The programmatic API (for the chaos scripts): isolate cuts cp-3 from all six others, both ways.
+    await isolate(layout, 'cp-3');
+    const faults = await linkStatus(layout);
+    assert.equal(faults.length, 12);
+    assert.ok(faults.every((f) => f.kind === 'cut' && (f.from === 'cp-3' || f.to === 'cp-3')));
+    assert.equal(reachableFrom(nsA, `http://${addr('cp-3')}:${base + 3}/healthz`), false);
+    await healProcess(layout, 'cp-3');
+    assert.deepEqual(await linkStatus(layout), []);
 
-  // Bad usage names its cause.
-  const typo = net(dataDir, 'cut', 'cp-1', 'node-z');
-  assert.equal(typo.status, 2);
-  assert.match(typo.stderr, /^net: no process "node-z" in this cluster/);
+    // Bad usage names its cause.
+    const typo = net(dataDir, 'cut', 'cp-1', 'node-z');
+    assert.equal(typo.status, 2);
+    assert.match(typo.stderr, /^net: no process "node-z" in this cluster/);
 
-  // A killed agent: the death line's command enters the namespace; --restart-after brings it back inside it.
-  const oldB = run.pids.get('node-b')!;
-  process.kill(oldB, 'SIGKILL');
-  const death = await run.waitForLine(new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?node-b \\(pid ${oldB}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`), 15_000);
-  assert.ok(death[1].startsWith(`nsenter --net=/var/run/netns/mo-${base}-node-b -- ${process.execPath} `), death[1]);
-  const restarted = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-b pid=(\d+) \(restart #1\)$/, 15_000);
-  const newB = Number(restarted[1]);
-  assert.equal(spawnSync('ip', ['netns', 'identify', String(newB)], { encoding: 'utf8' }).stdout.trim(), `mo-${base}-node-b`);
+    // A killed agent: the death line's command enters the namespace; --restart-after brings it back inside it.
+    const oldB = run.pids.get('node-b')!;
+    process.kill(oldB, 'SIGKILL');
+    const death = await run.waitForLine(
+      new RegExp(`^launcher\\| (?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?node-b \\(pid ${oldB}\\) exited: signal SIGKILL — restart it by hand with: (.+)$`),
+      15_000,
+    );
+    assert.ok(death[1].startsWith(`nsenter --net=/var/run/netns/mo-${base}-node-b -- ${process.execPath} `), death[1]);
+    const restarted = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-b pid=(\d+) \(restart #1\)$/, 15_000);
+    const newB = Number(restarted[1]);
+    assert.equal(spawnSync('ip', ['netns', 'identify', String(newB)], { encoding: 'utf8' }).stdout.trim(), `mo-${base}-node-b`);
 
-  // SIGKILL the launcher: the guard removes every namespace and the host veth, pdeathsig ends every process.
-  const pids = [...run.allPids].filter(alive);
-  process.kill(run.pid, 'SIGKILL');
-  await run.exited;
-  await eventually('every namespace and the host veth gone', () => ourNamespaces(base).length === 0 && !linkExists(`mo-${base}-host`), 5000);
-  await eventually(`every process gone: ${pids.filter(alive).join(' ')}`, () => pids.every((p) => !alive(p)), 15_000);
-  const after = net(dataDir, 'status');
-  assert.equal(after.status, 1);
-  assert.match(after.stderr, /namespaces are gone/);
-});
+    // SIGKILL the launcher: the guard removes every namespace and the host veth, pdeathsig ends every process.
+    const pids = [...run.allPids].filter(alive);
+    process.kill(run.pid, 'SIGKILL');
+    await run.exited;
+    await eventually('every namespace and the host veth gone', () => ourNamespaces(base).length === 0 && !linkExists(`mo-${base}-host`), 5000);
+    await eventually(`every process gone: ${pids.filter(alive).join(' ')}`, () => pids.every((p) => !alive(p)), 15_000);
+    const after = net(dataDir, 'status');
+    assert.equal(after.status, 1);
+    assert.match(after.stderr, /namespaces are gone/);
+  },
+);
 
-test('with --netns a second cluster on the same base port is refused without harming the first, a crashed run\'s namespace is removed at start, and Ctrl-C removes everything', { timeout: 120_000 }, async (t) => {
-  if (NETNS_SKIP) {
-    t.skip(NETNS_SKIP);
-    return;
-  }
-  const dir = tempDir(t);
-  const base = randomBasePort();
-  // A leftover of a "crashed" run: an empty namespace with this cluster's prefix.
-  const stale = `mo-${base}-node-z`;
-  assert.equal(spawnSync('ip', ['netns', 'add', stale]).status, 0);
-  t.after(() => void spawnSync('ip', ['netns', 'del', stale], { stdio: 'ignore' }));
+test(
+  "with --netns a second cluster on the same base port is refused without harming the first, a crashed run's namespace is removed at start, and Ctrl-C removes everything",
+  { timeout: 120_000 },
+  async (t) => {
+    if (NETNS_SKIP) {
+      t.skip(NETNS_SKIP);
+      return;
+    }
+    const dir = tempDir(t);
+    const base = randomBasePort();
+    // A leftover of a "crashed" run: an empty namespace with this cluster's prefix.
+    const stale = `mo-${base}-node-z`;
+    assert.equal(spawnSync('ip', ['netns', 'add', stale]).status, 0);
+    t.after(() => void spawnSync('ip', ['netns', 'del', stale], { stdio: 'ignore' }));
 
-  const fakes = { MO_LAUNCHER_CP_SCRIPT: FAKE, MO_LAUNCHER_AGENT_SCRIPT: FAKE };
-  const dataDir = join(dir, 'one');
-  const run = startLauncher(t, dataDir, base, ['--replicas', '1'], fakes);
-  await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 1 control-plane replica\(s\)/, 60_000);
-  assert.ok(!ourNamespaces(base).includes(stale), 'the stale namespace was removed');
-  const before = ourNamespaces(base).sort();
-  assert.equal(before.length, 6);
+    const fakes = { MO_LAUNCHER_CP_SCRIPT: FAKE, MO_LAUNCHER_AGENT_SCRIPT: FAKE };
+    const dataDir = join(dir, 'one');
+    const run = startLauncher(t, dataDir, base, ['--replicas', '1'], fakes);
+    await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 1 control-plane replica\(s\)/, 60_000);
+    assert.ok(!ourNamespaces(base).includes(stale), 'the stale namespace was removed');
+    const before = ourNamespaces(base).sort();
+    assert.equal(before.length, 6);
 
-  const second = spawnSync(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--netns', '--replicas', '1', '--data-dir', join(dir, 'two'), '--base-port', String(base)], {
-    cwd: REPO, encoding: 'utf8', env: { ...process.env, ...fakes }, timeout: 60_000,
-  });
-  assert.equal(second.status, 1);
-  assert.equal(second.stderr, `launcher: --netns: another --netns cluster on base port ${base} is running (pid ${run.pid}); stop it or use another --base-port\n`);
-  assert.deepEqual(ourNamespaces(base).sort(), before, 'the refused launcher left the running cluster\'s namespaces alone');
-  assert.ok(await reachableFromHost(`http://${readLayout(dataDir).processes[0].address}:${base + 1}/healthz`));
+    const second = spawnSync(process.execPath, ['--import', 'tsx', 'launcher/main.ts', '--netns', '--replicas', '1', '--data-dir', join(dir, 'two'), '--base-port', String(base)], {
+      cwd: REPO,
+      encoding: 'utf8',
+      env: { ...process.env, ...fakes },
+      timeout: 60_000,
+    });
+    assert.equal(second.status, 1);
+    assert.equal(second.stderr, `launcher: --netns: another --netns cluster on base port ${base} is running (pid ${run.pid}); stop it or use another --base-port\n`);
+    assert.deepEqual(ourNamespaces(base).sort(), before, "the refused launcher left the running cluster's namespaces alone");
+    assert.ok(await reachableFromHost(`http://${readLayout(dataDir).processes[0].address}:${base + 1}/healthz`));
 
-  process.kill(run.pid, 'SIGINT');
-  const exit = await run.exited;
-  assert.deepEqual(exit, { code: 0, signal: null });
-  assert.ok(run.lines.some((l) => l.startsWith('launcher| ') && l.endsWith(` netns: removed the namespaces mo-${base}-* and mo-${base}-host`)));
-  assert.deepEqual(ourNamespaces(base), []);
-  assert.equal(linkExists(`mo-${base}-host`), false);
-  assert.equal(existsSync(join(dataDir, 'netns.json')), false);
-});
+    process.kill(run.pid, 'SIGINT');
+    const exit = await run.exited;
+    assert.deepEqual(exit, { code: 0, signal: null });
+    assert.ok(run.lines.some((l) => l.startsWith('launcher| ') && l.endsWith(` netns: removed the namespaces mo-${base}-* and mo-${base}-host`)));
+    assert.deepEqual(ourNamespaces(base), []);
+    assert.equal(linkExists(`mo-${base}-host`), false);
+    assert.equal(existsSync(join(dataDir, 'netns.json')), false);
+  },
+);

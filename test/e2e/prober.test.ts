@@ -73,7 +73,14 @@ test('httpGet: 200-399 succeed, 500 fails with the status, refused and timeouts 
     server.close();
   });
   const port = (server.address() as net.AddressInfo).port;
-  for (const [urlPath, ok] of [['/200', true], ['/204', true], ['/302', true], ['/399', true], ['/404', false], ['/500', false]] as const) {
+  for (const [urlPath, ok] of [
+    ['/200', true],
+    ['/204', true],
+    ['/302', true],
+    ['/399', true],
+    ['/404', false],
+    ['/500', false],
+  ] as const) {
     const o = await outcome((done) => runHttpProbe(port, urlPath, 1000, done));
     assert.equal(o.ok, ok, `${urlPath}: ${o.detail}`);
     assert.equal(o.detail, `HTTP GET :${port}${urlPath}: ${urlPath.slice(1)}`);

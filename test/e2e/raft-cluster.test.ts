@@ -21,12 +21,16 @@ async function clusterStatus(c: Cluster): Promise<any> {
 }
 
 async function leaderOf(c: Cluster, notId?: string): Promise<{ id: string; term: number; index: number }> {
-  return waitFor('a leader', async () => {
-    const s = await clusterStatus(c);
-    const l = s.replicas.find((r: any) => r.id === s.leader);
-    if (!l || l.id === notId) return null;
-    return { id: l.id as string, term: l.term as number, index: Number(l.id.split('-')[1]) };
-  }, 10000);
+  return waitFor(
+    'a leader',
+    async () => {
+      const s = await clusterStatus(c);
+      const l = s.replicas.find((r: any) => r.id === s.leader);
+      if (!l || l.id === notId) return null;
+      return { id: l.id as string, term: l.term as number, index: Number(l.id.split('-')[1]) };
+    },
+    10000,
+  );
 }
 
 test('SIGKILL of the leader: a new leader with a higher term, writes intact, new writes accepted, units untouched; the old one catches up', { timeout: 120000 }, async (t) => {
@@ -53,8 +57,14 @@ test('SIGKILL of the leader: a new leader with a higher term, writes intact, new
     const r = await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${c.token}` } });
     const evs = (await r.json()).items as any[];
     for (const u of before) {
-      assert.ok(evs.some((e) => e.reason === 'Scheduled' && e.involvedObject.name === u.metadata.name), `${url}: the Scheduled event of ${u.metadata.name} from before the failover`);
-      assert.ok(evs.some((e) => e.reason === 'Started' && e.involvedObject.name === u.metadata.name && e.source === old.id), `${url}: its Started event, recorded by ${old.id}`);
+      assert.ok(
+        evs.some((e) => e.reason === 'Scheduled' && e.involvedObject.name === u.metadata.name),
+        `${url}: the Scheduled event of ${u.metadata.name} from before the failover`,
+      );
+      assert.ok(
+        evs.some((e) => e.reason === 'Started' && e.involvedObject.name === u.metadata.name && e.source === old.id),
+        `${url}: its Started event, recorded by ${old.id}`,
+      );
     }
     const unit = await (await fetch(`${url}/v1/units/${before[0].metadata.name}`, { headers: { authorization: `Bearer ${c.token}` } })).json();
     assert.ok(unit.status.scheduling?.message, `${url}: the scheduling decision of ${before[0].metadata.name}`);
@@ -69,12 +79,16 @@ test('SIGKILL of the leader: a new leader with a higher term, writes intact, new
   assert.deepEqual(after.map((u) => `${u.metadata.name}:${u.status.pid}`).sort(), before.map((u) => `${u.metadata.name}:${u.status.pid}`).sort());
   // restart the killed replica: it catches up as a follower
   c.startReplica(old.index);
-  await waitFor('the restarted replica caught up as follower', async () => {
-    const s = await clusterStatus(c);
-    const me = s.replicas.find((r: any) => r.id === old.id);
-    const lead = s.replicas.find((r: any) => r.id === s.leader);
-    return me?.reachable && me.role === 'follower' && me.commitIndex === lead.commitIndex;
-  }, 15000);
+  await waitFor(
+    'the restarted replica caught up as follower',
+    async () => {
+      const s = await clusterStatus(c);
+      const me = s.replicas.find((r: any) => r.id === old.id);
+      const lead = s.replicas.find((r: any) => r.id === s.leader);
+      return me?.reachable && me.role === 'follower' && me.commitIndex === lead.commitIndex;
+    },
+    15000,
+  );
 });
 
 test('without a quorum writes fail fast with "no quorum" and nothing is started; service resumes when replicas return', { timeout: 120000 }, async (t) => {
@@ -113,12 +127,16 @@ test('without a quorum writes fail fast with "no quorum" and nothing is started;
   // A refused write never applies; one that timed out after it was proposed
   // may apply once the quorum is back (2 or 3 replicas then).
   const refused = /will never apply/.test(r.json.error);
-  await waitFor('web back to its desired count with a replacement', async () => {
-    const d = (await c.api('GET', '/v1/deployments/web')).json;
-    if (refused && d.spec.replicas !== 2) throw new Error(`a refused write applied: replicas=${d.spec.replicas}`);
-    const u = await c.running('web');
-    return u.length === d.spec.replicas && !u.some((x) => x.metadata.name === units[0].metadata.name);
-  }, 20000);
+  await waitFor(
+    'web back to its desired count with a replacement',
+    async () => {
+      const d = (await c.api('GET', '/v1/deployments/web')).json;
+      if (refused && d.spec.replicas !== 2) throw new Error(`a refused write applied: replicas=${d.spec.replicas}`);
+      const u = await c.running('web');
+      return u.length === d.spec.replicas && !u.some((x) => x.metadata.name === units[0].metadata.name);
+    },
+    20000,
+  );
 });
 
 test('a full stop and restart with the same data dirs brings back every deployment and binding', { timeout: 120000 }, async (t) => {
@@ -135,10 +153,14 @@ test('a full stop and restart with the same data dirs brings back every deployme
   await Promise.all(c.cps.map((p) => p.exited));
   for (let i = 1; i <= 3; i++) c.startReplica(i);
   await leaderOf(c);
-  const back = await waitFor('the same units reported again', async () => {
-    const u = await c.running('web');
-    return u.length === 3 ? u : null;
-  }, 20000);
+  const back = await waitFor(
+    'the same units reported again',
+    async () => {
+      const u = await c.running('web');
+      return u.length === 3 ? u : null;
+    },
+    20000,
+  );
   assert.deepEqual(back.map((u) => `${u.metadata.name}@${u.spec.nodeName}`).sort(), bindings);
   assert.deepEqual(back.map((u) => u.status.pid).sort(), units.map((u) => u.status.pid).sort());
   const node = (await c.api('GET', '/v1/nodes/node-b')).json;
@@ -162,11 +184,15 @@ test('a leader paused with SIGSTOP is replaced; after SIGCONT it steps down and 
   assert.equal((await c.api('PATCH', '/v1/deployments/web/scale', { replicas: 4 })).status, 200);
   await waitFor('4 running', async () => (await c.running('web')).length === 4);
   paused.child.kill('SIGCONT');
-  await waitFor('the old leader stepped down', async () => {
-    const s = await clusterStatus(c);
-    const me = s.replicas.find((r: any) => r.id === old.id);
-    return me?.reachable && me.role === 'follower' && me.term >= next.term;
-  }, 10000);
+  await waitFor(
+    'the old leader stepped down',
+    async () => {
+      const s = await clusterStatus(c);
+      const me = s.replicas.find((r: any) => r.id === old.id);
+      return me?.reachable && me.role === 'follower' && me.term >= next.term;
+    },
+    10000,
+  );
   // A negative check (nothing from the old term gets through now that it is
   // back) has no event to wait for: a bounded observation window of 0.5 s.
   await sleep(500);
@@ -196,22 +222,30 @@ test('a replica that fell behind a compacted log catches up by InstallSnapshot a
   await waitFor('a compaction on the leader', () => c.cps[lead.index - 1].output.some((l) => /log compacted/.test(l)), 10000);
   const restarted = c.startReplica(lagging);
   await waitFor('the snapshot installed on the restarted replica', () => restarted.output.some((l) => /installed a snapshot from the leader/.test(l)), 20000);
-  await waitFor('the restarted replica applied everything', async () => {
-    const s = await clusterStatus(c);
-    const me = s.replicas.find((r: any) => r.id === `cp-${lagging}`);
-    const l = s.replicas.find((r: any) => r.id === s.leader);
-    return me?.reachable && me.commitIndex === l.commitIndex;
-  }, 20000);
+  await waitFor(
+    'the restarted replica applied everything',
+    async () => {
+      const s = await clusterStatus(c);
+      const me = s.replicas.find((r: any) => r.id === `cp-${lagging}`);
+      const l = s.replicas.find((r: any) => r.id === s.leader);
+      return me?.reachable && me.commitIndex === l.commitIndex;
+    },
+    20000,
+  );
   // Applied through the same index as the leader: the desired-state machine
   // is deterministic, so it holds the same deployments. Then make it needed:
   // with the third replica gone, every answer needs the restarted one.
   // The leader keeps committing a little on its own (status and event
   // batches), so compare against its commit index as read just before.
-  await waitFor('the restarted replica applied through the leader commit index', async () => {
-    const theirs = await (await fetch(`${c.urls[lead.index - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } })).json();
-    const mine = await (await fetch(`${c.urls[lagging - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } })).json();
-    return mine.appliedIndex >= theirs.commitIndex - 1;
-  }, 20000);
+  await waitFor(
+    'the restarted replica applied through the leader commit index',
+    async () => {
+      const theirs = await (await fetch(`${c.urls[lead.index - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } })).json();
+      const mine = await (await fetch(`${c.urls[lagging - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } })).json();
+      return mine.appliedIndex >= theirs.commitIndex - 1;
+    },
+    20000,
+  );
   const other = [1, 2, 3].find((i) => i !== lead.index && i !== lagging)!;
   c.cps[other - 1].child.kill('SIGKILL');
   await c.cps[other - 1].exited;

@@ -73,25 +73,30 @@ test('a child killed with SIGKILL at a random moment while appending loses no ac
   await writeFile(childFile, CHILD_SOURCE);
   const seed = Date.now();
   let rng = seed >>> 0;
-  const random = () => ((rng = (rng * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  const random = () => (rng = (rng * 1664525 + 1013904223) >>> 0) / 2 ** 32;
   t.diagnostic(`kill-timing seed ${seed}`);
 
   let acked = 0;
   for (let round = 0; round < 4; round++) {
     const child = spawn(process.execPath, ['--import', 'tsx', childFile, dir], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
     let out = '';
     let err = '';
-    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
     const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
     // Wait until it is appending, then kill it a random 20-220 ms later.
     const started = Date.now();
     while (!out.includes('ack') && child.exitCode === null && Date.now() - started < 20_000) await new Promise((r) => setTimeout(r, 10));
     assert.ok(out.includes('ack'), `round ${round}: the child never acknowledged a save (seed ${seed}); stderr: ${err}`);
     if (round === 0) {
-      await assert.rejects(DiskStorage.open(dir, { log: () => {} }), (e: unknown) =>
-        e instanceof RaftStorageError && e.code === 'LOCKED' && e.message.includes(String(child.pid)));
+      await assert.rejects(DiskStorage.open(dir, { log: () => {} }), (e: unknown) => e instanceof RaftStorageError && e.code === 'LOCKED' && e.message.includes(String(child.pid)));
     }
     await new Promise((r) => setTimeout(r, 20 + Math.floor(random() * 200)));
     child.kill('SIGKILL');

@@ -44,10 +44,14 @@ test('a NodePort Service answers every request through unit, agent and leader ki
   assert.equal(clash.status, 409);
   assert.match(clash.json.error, /nodePort 30080 of service other is already used by service hello/);
 
-  const ready = await waitFor('3 ready endpoints', async () => {
-    const e = (await c.api('GET', '/v1/endpoints')).json.items.find((x: any) => x.metadata.name === 'hello');
-    return e?.subsets[0].addresses.length === 3 ? e.subsets[0].addresses : null;
-  }, 30000);
+  const ready = await waitFor(
+    '3 ready endpoints',
+    async () => {
+      const e = (await c.api('GET', '/v1/endpoints')).json.items.find((x: any) => x.metadata.name === 'hello');
+      return e?.subsets[0].addresses.length === 3 ? e.subsets[0].addresses : null;
+    },
+    30000,
+  );
   // Each endpoint is its node's address and the unit's host port, which the unit got as PORT.
   const units = await c.running('hello');
   for (const u of units) {

@@ -18,7 +18,6 @@ const isAlive = pidAlive; // in /proc and not a zombie
 
 const pgidOf = (pid: number): number => readStat(pid)?.pgid ?? 0;
 
-
 function killQuietly(pid: number | undefined): void {
   if (pid === undefined) return;
   try {
@@ -297,7 +296,10 @@ test('a unit gets only a minimal environment plus its own variables and MO_UNIT_
   await h.next('env-1', 'Succeeded');
   await waitUntil(() => fs.readFileSync(h.sup.logPath('env-1'), 'utf8').includes('PATH='), 2000, 'log output');
   // Records are `<RFC 3339 time> <stdout|stderr> <text>` (unit-log.ts): keep the text.
-  const lines = fs.readFileSync(h.sup.logPath('env-1'), 'utf8').split('\n').map((l) => l.replace(/^\S+ stdout /, ''));
+  const lines = fs
+    .readFileSync(h.sup.logPath('env-1'), 'utf8')
+    .split('\n')
+    .map((l) => l.replace(/^\S+ stdout /, ''));
   assert.ok(lines.includes('GREETING=hello'));
   assert.ok(lines.includes('MO_UNIT_NAME=env-1'));
   assert.ok(lines.includes('MO_NODE_NAME=node-t'));

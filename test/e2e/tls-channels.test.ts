@@ -33,7 +33,12 @@ test('--tls: peers and agents over wss, /v1 over https with the cluster CA', { t
   const token = 'tls-token';
   const peers = [1, 2, 3].map((i) => `cp-${i}=wss://127.0.0.1:${base + i}`).join(',');
   const replica = (i: number, env: Record<string, string>) =>
-    startProcess(`cp-${i}`, 'control-plane/main.ts', ['--id', `cp-${i}`, '--listen', `127.0.0.1:${base + i}`, '--peers', peers, '--data-dir', path.join(dir, `cp-${i}`), '--token', token, '--tls', 'true'], env);
+    startProcess(
+      `cp-${i}`,
+      'control-plane/main.ts',
+      ['--id', `cp-${i}`, '--listen', `127.0.0.1:${base + i}`, '--peers', peers, '--data-dir', path.join(dir, `cp-${i}`), '--token', token, '--tls', 'true'],
+      env,
+    );
 
   // Without trusting the CA it cannot check its peers: refused at start, naming the fix.
   const untrusting = replica(1, { NODE_EXTRA_CA_CERTS: '' });
@@ -54,13 +59,42 @@ test('--tls: peers and agents over wss, /v1 over https with the cluster CA', { t
       req.on('error', reject);
       req.end(body);
     });
-  const cluster = await waitFor('a leader among the TLS replicas', async () => {
-    const r = await get(base + 1, '/v1/cluster');
-    return r.status === 200 && r.json.leader && r.json.replicas.every((x: any) => x.reachable) ? r.json : undefined;
-  }, 60_000, 200);
+  const cluster = await waitFor(
+    'a leader among the TLS replicas',
+    async () => {
+      const r = await get(base + 1, '/v1/cluster');
+      return r.status === 200 && r.json.leader && r.json.replicas.every((x: any) => x.reachable) ? r.json : undefined;
+    },
+    60_000,
+    200,
+  );
   assert.equal(cluster.replicas.length, 3);
 
-  procs.push(startProcess('node-a', 'node-agent/main.ts', ['--name', 'node-a', '--cpu', '2000', '--memory', '2048', '--control-plane', [1, 2, 3].map((i) => `wss://127.0.0.1:${base + i}`).join(','), '--token', token, '--state-dir', path.join(dir, 'agent'), '--address', '127.0.0.1', '--port-range', '31000-31099'], env));
+  procs.push(
+    startProcess(
+      'node-a',
+      'node-agent/main.ts',
+      [
+        '--name',
+        'node-a',
+        '--cpu',
+        '2000',
+        '--memory',
+        '2048',
+        '--control-plane',
+        [1, 2, 3].map((i) => `wss://127.0.0.1:${base + i}`).join(','),
+        '--token',
+        token,
+        '--state-dir',
+        path.join(dir, 'agent'),
+        '--address',
+        '127.0.0.1',
+        '--port-range',
+        '31000-31099',
+      ],
+      env,
+    ),
+  );
   await waitFor('node-a Ready over wss', async () => (await get(base + 2, '/v1/nodes')).json?.items?.[0]?.status?.ready === true, 30_000, 200);
 
   // A follower forwards a write to the leader over https.
@@ -71,6 +105,9 @@ test('--tls: peers and agents over wss, /v1 over https with the cluster CA', { t
   await waitFor('the unit running', async () => (await get(base + 1, '/v1/units')).json?.items?.[0]?.status?.phase === 'Running', 30_000, 200);
 
   // Plain http to a TLS port gets no API answer.
-  const plain = await fetch(`http://127.0.0.1:${base + 1}/v1/nodes`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status, () => 'refused');
+  const plain = await fetch(`http://127.0.0.1:${base + 1}/v1/nodes`, { headers: { authorization: `Bearer ${token}` } }).then(
+    (r) => r.status,
+    () => 'refused',
+  );
   assert.equal(plain, 'refused');
 });

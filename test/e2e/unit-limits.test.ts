@@ -42,7 +42,12 @@ function cpuSeconds(pid: number): number {
 test('without cgroups, a unit with limits runs unenforced and its status message says so', async (t) => {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-iso-test-'));
   const reports: UnitReport[] = [];
-  const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', cgroups: new UnitCgroups({ version: 'none', reason: 'CgroupNotWritable', detail: 'cgroup v1: cannot create /x: EACCES' }), onChange: (r) => reports.push(r) });
+  const sup = new UnitSupervisor({
+    stateDir,
+    nodeName: 'node-t',
+    cgroups: new UnitCgroups({ version: 'none', reason: 'CgroupNotWritable', detail: 'cgroup v1: cannot create /x: EACCES' }),
+    onChange: (r) => reports.push(r),
+  });
   t.after(() => {
     sup.killAllNow();
     sup.close();
@@ -60,7 +65,8 @@ test('without cgroups, a unit with limits runs unenforced and its status message
 
 const NODE = `iso-${process.pid}-${Math.random().toString(36).slice(2, 7)}`;
 const probe = process.platform === 'linux' && process.getuid?.() === 0 ? UnitCgroups.detect(NODE) : null;
-const skip = process.platform !== 'linux' ? 'not Linux' : process.getuid?.() !== 0 ? 'needs root to create cgroups' : !probe!.enabled ? `no usable cgroups: ${probe!.disabledReason}` : false;
+const skip =
+  process.platform !== 'linux' ? 'not Linux' : process.getuid?.() !== 0 ? 'needs root to create cgroups' : !probe!.enabled ? `no usable cgroups: ${probe!.disabledReason}` : false;
 probe?.removeParents();
 
 let harnesses = 0;
@@ -74,7 +80,13 @@ function harness(t: TestContext) {
   const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', cgroups, onChange: (r) => reports.push({ ...r }) });
   t.after(async () => {
     sup.killAllNow();
-    for (const r of sup.list()) if (r.pid) try { process.kill(r.pid, 'SIGKILL'); } catch { /* gone */ }
+    for (const r of sup.list())
+      if (r.pid)
+        try {
+          process.kill(r.pid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
     await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
     await sup.cgroupsRemoved();
     sup.close();
@@ -91,7 +103,6 @@ function harness(t: TestContext) {
   return { sup, cgroups, node, reports, start, final };
 }
 
-
 test('a unit runs in a cgroup of its own (in /proc/PID/cgroup), which is gone after it stops', { skip }, async (t) => {
   const h = harness(t);
   h.start('own-1', spec(['sleep', '30'], { limits: { memory: 256 } }));
@@ -100,7 +111,7 @@ test('a unit runs in a cgroup of its own (in /proc/PID/cgroup), which is gone af
   const dirs = h.cgroups.dirs('own-1');
   assert.ok(dirs.length > 0 && dirs.every((d) => fs.existsSync(d)));
   // 'spawn' (Running) fires when setpriv is exec'd; the join happens before the program's exec.
-  await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the program to be exec\'d');
+  await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, "the program to be exec'd");
   const cg = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8');
   const mine = cg.split('\n').filter((l) => l.endsWith(`/mini-orchestrator/${h.node}/own-1`));
   // v2: the one line; v1: cpu, memory (and pids) each name it.
@@ -196,7 +207,11 @@ test('namespaces: own PID, UTS (hostname = unit name), IPC and mount (private /t
   for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
   assert.match(fs.readFileSync(`/proc/${pid}/status`, 'utf8'), new RegExp(`^NSpid:\\s+${pid}\\s+3$`, 'm'));
   await waitUntil(() => fs.readFileSync(h.sup.logPath('ns-web-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
-  const lines = fs.readFileSync(h.sup.logPath('ns-web-1'), 'utf8').trim().split('\n').map((l) => l.replace(/^\S+ stdout /, ''));
+  const lines = fs
+    .readFileSync(h.sup.logPath('ns-web-1'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => l.replace(/^\S+ stdout /, ''));
   assert.deepEqual(lines, ['ns-web-1', '3', '3'], 'hostname, its pid inside, and a /tmp with only its own file (. .. and it)');
   assert.equal(fs.existsSync(`/tmp/${marker}`), false, "the unit's /tmp is its own");
   // A graceful stop still works: SIGTERM reaches the command through the namespace's init.
@@ -231,88 +246,121 @@ const warmSkip = skip || nsSkip;
 const statusOf = (pid: number) => fs.readFileSync(`/proc/${pid}/status`, 'utf8');
 const ppidOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(statusOf(pid))![1]);
 
-test('a unit started from a warm sandbox is a cold start\'s twin: namespaces, hostname, private /tmp, exactly its env, all its processes in its cgroup, stop with grace', { skip: warmSkip }, async (t) => {
-  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-warm-test-'));
-  const node = `${NODE}-warm`;
-  const cgroups = UnitCgroups.detect(node);
-  const problems: string[] = [];
-  const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', cgroups, namespaces: nsSupport, warmSandboxes: 1, defaultGracePeriodMs: 3000, onChange: () => {}, onSandboxProblem: (r) => problems.push(r) });
-  t.after(async () => {
-    sup.killAllNow();
-    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+test(
+  "a unit started from a warm sandbox is a cold start's twin: namespaces, hostname, private /tmp, exactly its env, all its processes in its cgroup, stop with grace",
+  { skip: warmSkip },
+  async (t) => {
+    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-warm-test-'));
+    const node = `${NODE}-warm`;
+    const cgroups = UnitCgroups.detect(node);
+    const problems: string[] = [];
+    const sup = new UnitSupervisor({
+      stateDir,
+      nodeName: 'node-t',
+      cgroups,
+      namespaces: nsSupport,
+      warmSandboxes: 1,
+      defaultGracePeriodMs: 3000,
+      onChange: () => {},
+      onSandboxProblem: (r) => problems.push(r),
+    });
+    t.after(async () => {
+      sup.killAllNow();
+      await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+      await sup.cgroupsRemoved();
+      sup.close();
+      for (const u of cgroups.leftovers()) await cgroups.remove(u);
+      cgroups.removeParents();
+      fs.rmSync(stateDir, { recursive: true, force: true });
+    });
+    // The sandbox is made ahead: an unshare P below us, its init (PID 1 inside) below it, nothing else yet.
+    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
+    const sandboxes = childrenOf(process.pid).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init'));
+    assert.equal(sandboxes.length, 1, 'one warm sandbox process below this process');
+    const [P] = sandboxes;
+    const [init] = childrenOf(P);
+    assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
+    // ...and PID 3, made ahead too, waiting to become the unit's command.
+    const [pre] = childrenOf(init);
+    assert.match(statusOf(pre), /^NSpid:\s+\d+\s+3$/m);
+
+    const marker = `mo-warm-${process.pid}-${Date.now()}`;
+    const r = sup.start({
+      name: 'warm-1',
+      deployment: 'd',
+      spec: spec(['/bin/sh', '-c', `hostname; echo $$; echo x > /tmp/${marker}; ls -a /tmp | wc -l; exec sleep 30`], {
+        env: [{ name: 'QUOTED', value: 'it\'s\na "$HOME"' }],
+        limits: { memory: 256 },
+      }),
+      term: 1,
+      specHash: 'h',
+      revision: 7,
+    });
+    assert.ok(r.ok);
+    await waitUntil(() => sup.get('warm-1')?.phase === 'Running', 5000, 'warm-1 Running');
+    const pid = sup.get('warm-1')!.pid!;
+    assert.equal(pid, pre, 'the command is the process made ahead (exec keeps its pid)');
+    assert.equal(ppidOf(pid), init, 'the command runs in the sandbox made ahead (its init is the parent)');
+    assert.equal(ppidOf(init), P);
+    await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
+    assert.match(statusOf(pid), new RegExp(`^NSpid:\\s+${pid}\\s+3$`, 'm'), 'status.pid is the host pid of PID 3 inside');
+    for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
+    await waitUntil(() => fs.readFileSync(sup.logPath('warm-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
+    const lines = fs
+      .readFileSync(sup.logPath('warm-1'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => l.replace(/^\S+ stdout /, ''));
+    assert.deepEqual(lines, ['warm-1', '3', '3'], 'hostname = unit name, PID 3 inside, a /tmp of its own');
+    assert.equal(fs.existsSync(`/tmp/${marker}`), false);
+    // Exactly the unit's environment (the sandbox itself ran with none); sh adds PWD as a cold start's init does.
+    const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+    assert.deepEqual(env.map((e) => e.slice(0, e.indexOf('='))).sort(), ['HOME', 'LANG', 'MO_DEPLOYMENT', 'MO_NODE_NAME', 'MO_REVISION', 'MO_UNIT_NAME', 'PATH', 'PWD', 'QUOTED']);
+    assert.ok(env.includes('QUOTED=it\'s\na "$HOME"'), 'a value with a quote, a newline and a $ arrives as it was');
+    assert.ok(env.includes('MO_REVISION=7'));
+    // The limits hold for every process of the unit: P, the init and the command are all in its cgroup.
+    for (const p of [P, init, pid]) {
+      const mine = fs
+        .readFileSync(`/proc/${p}/cgroup`, 'utf8')
+        .split('\n')
+        .filter((l) => l.endsWith(`/mini-orchestrator/${node}/warm-1`));
+      assert.ok(mine.length >= (cgroups.setup.version === 'v2' ? 1 : 3), `pid ${p} in warm-1's cgroup`);
+    }
+    // The pool makes the next one.
+    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'the next warm sandbox');
+    // A graceful stop reaches the command through the init, well within the grace period; the cgroup goes.
+    const t0 = Date.now();
+    const fin = await sup.stop('warm-1', 3000)!;
+    assert.ok(Date.now() - t0 < 2000, `stopped in ${Date.now() - t0}ms`);
+    assert.match(fin.message ?? '', /^stopped within grace period 3000ms: signal SIGTERM after/);
+    assert.equal(pidAlive(pid), false, 'the command is gone when its end is reported');
+    // The init reports the end itself (fd 3); the sandbox's other two processes are SIGKILLed then and go right after.
+    await waitUntil(() => !pidAlive(P) && !pidAlive(init), 2000, 'the init and unshare to be gone');
     await sup.cgroupsRemoved();
+    for (const d of cgroups.dirs('warm-1')) assert.equal(fs.existsSync(d), false);
+
+    // kill -9 of a warm unit's pid is a SIGKILL, as cold; a unit sh cannot say (env name with a dash) starts cold and still runs.
+    assert.ok(sup.start({ name: 'warm-2', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
+    await waitUntil(() => sup.get('warm-2')?.phase === 'Running', 5000, 'warm-2 Running');
+    process.kill(sup.get('warm-2')!.pid!, 'SIGKILL');
+    await waitUntil(() => sup.get('warm-2')?.phase === 'Failed', 5000, 'warm-2 to end');
+    assert.equal(sup.get('warm-2')!.signal, 'SIGKILL');
+    assert.ok(sup.start({ name: 'cold-1', deployment: 'd', spec: spec(['sleep', '30'], { env: [{ name: 'A-B', value: '1' }] }), term: 1, specHash: 'h', revision: 1 }).ok);
+    await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
+    const cold = sup.get('cold-1')!.pid!;
+    assert.match(statusOf(cold), /^NSpid:\s+\d+\s+3$/m);
+    assert.ok(fs.readFileSync(`/proc/${cold}/environ`, 'utf8').split('\0').includes('MO_UNIT_NAME=cold-1'));
+    assert.deepEqual(problems, []);
+    // Closing the supervisor kills the idle sandbox too.
+    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
+    const idle = childrenOf(process.pid).filter(
+      (p) =>
+        fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init') && !sup.list().some((u) => u.pid !== undefined && childrenOf(p).some((i) => childrenOf(i).includes(u.pid!))),
+    );
+    assert.equal(idle.length, 1);
+    sup.killAllNow();
+    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end');
     sup.close();
-    for (const u of cgroups.leftovers()) await cgroups.remove(u);
-    cgroups.removeParents();
-    fs.rmSync(stateDir, { recursive: true, force: true });
-  });
-  // The sandbox is made ahead: an unshare P below us, its init (PID 1 inside) below it, nothing else yet.
-  await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
-  const sandboxes = childrenOf(process.pid).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init'));
-  assert.equal(sandboxes.length, 1, 'one warm sandbox process below this process');
-  const [P] = sandboxes;
-  const [init] = childrenOf(P);
-  assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
-  // ...and PID 3, made ahead too, waiting to become the unit's command.
-  const [pre] = childrenOf(init);
-  assert.match(statusOf(pre), /^NSpid:\s+\d+\s+3$/m);
-
-  const marker = `mo-warm-${process.pid}-${Date.now()}`;
-  const r = sup.start({ name: 'warm-1', deployment: 'd', spec: spec(['/bin/sh', '-c', `hostname; echo $$; echo x > /tmp/${marker}; ls -a /tmp | wc -l; exec sleep 30`], { env: [{ name: 'QUOTED', value: "it's\na \"$HOME\"" }], limits: { memory: 256 } }), term: 1, specHash: 'h', revision: 7 });
-  assert.ok(r.ok);
-  await waitUntil(() => sup.get('warm-1')?.phase === 'Running', 5000, 'warm-1 Running');
-  const pid = sup.get('warm-1')!.pid!;
-  assert.equal(pid, pre, 'the command is the process made ahead (exec keeps its pid)');
-  assert.equal(ppidOf(pid), init, 'the command runs in the sandbox made ahead (its init is the parent)');
-  assert.equal(ppidOf(init), P);
-  await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
-  assert.match(statusOf(pid), new RegExp(`^NSpid:\\s+${pid}\\s+3$`, 'm'), 'status.pid is the host pid of PID 3 inside');
-  for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
-  await waitUntil(() => fs.readFileSync(sup.logPath('warm-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
-  const lines = fs.readFileSync(sup.logPath('warm-1'), 'utf8').trim().split('\n').map((l) => l.replace(/^\S+ stdout /, ''));
-  assert.deepEqual(lines, ['warm-1', '3', '3'], 'hostname = unit name, PID 3 inside, a /tmp of its own');
-  assert.equal(fs.existsSync(`/tmp/${marker}`), false);
-  // Exactly the unit's environment (the sandbox itself ran with none); sh adds PWD as a cold start's init does.
-  const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
-  assert.deepEqual(env.map((e) => e.slice(0, e.indexOf('='))).sort(), ['HOME', 'LANG', 'MO_DEPLOYMENT', 'MO_NODE_NAME', 'MO_REVISION', 'MO_UNIT_NAME', 'PATH', 'PWD', 'QUOTED']);
-  assert.ok(env.includes("QUOTED=it's\na \"$HOME\""), 'a value with a quote, a newline and a $ arrives as it was');
-  assert.ok(env.includes('MO_REVISION=7'));
-  // The limits hold for every process of the unit: P, the init and the command are all in its cgroup.
-  for (const p of [P, init, pid]) {
-    const mine = fs.readFileSync(`/proc/${p}/cgroup`, 'utf8').split('\n').filter((l) => l.endsWith(`/mini-orchestrator/${node}/warm-1`));
-    assert.ok(mine.length >= (cgroups.setup.version === 'v2' ? 1 : 3), `pid ${p} in warm-1's cgroup`);
-  }
-  // The pool makes the next one.
-  await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'the next warm sandbox');
-  // A graceful stop reaches the command through the init, well within the grace period; the cgroup goes.
-  const t0 = Date.now();
-  const fin = await sup.stop('warm-1', 3000)!;
-  assert.ok(Date.now() - t0 < 2000, `stopped in ${Date.now() - t0}ms`);
-  assert.match(fin.message ?? '', /^stopped within grace period 3000ms: signal SIGTERM after/);
-  assert.equal(pidAlive(pid), false, 'the command is gone when its end is reported');
-  // The init reports the end itself (fd 3); the sandbox's other two processes are SIGKILLed then and go right after.
-  await waitUntil(() => !pidAlive(P) && !pidAlive(init), 2000, 'the init and unshare to be gone');
-  await sup.cgroupsRemoved();
-  for (const d of cgroups.dirs('warm-1')) assert.equal(fs.existsSync(d), false);
-
-  // kill -9 of a warm unit's pid is a SIGKILL, as cold; a unit sh cannot say (env name with a dash) starts cold and still runs.
-  assert.ok(sup.start({ name: 'warm-2', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
-  await waitUntil(() => sup.get('warm-2')?.phase === 'Running', 5000, 'warm-2 Running');
-  process.kill(sup.get('warm-2')!.pid!, 'SIGKILL');
-  await waitUntil(() => sup.get('warm-2')?.phase === 'Failed', 5000, 'warm-2 to end');
-  assert.equal(sup.get('warm-2')!.signal, 'SIGKILL');
-  assert.ok(sup.start({ name: 'cold-1', deployment: 'd', spec: spec(['sleep', '30'], { env: [{ name: 'A-B', value: '1' }] }), term: 1, specHash: 'h', revision: 1 }).ok);
-  await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
-  const cold = sup.get('cold-1')!.pid!;
-  assert.match(statusOf(cold), /^NSpid:\s+\d+\s+3$/m);
-  assert.ok(fs.readFileSync(`/proc/${cold}/environ`, 'utf8').split('\0').includes('MO_UNIT_NAME=cold-1'));
-  assert.deepEqual(problems, []);
-  // Closing the supervisor kills the idle sandbox too.
-  await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
-  const idle = childrenOf(process.pid).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init') && !sup.list().some((u) => u.pid !== undefined && childrenOf(p).some((i) => childrenOf(i).includes(u.pid!))));
-  assert.equal(idle.length, 1);
-  sup.killAllNow();
-  await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end');
-  sup.close();
-  await waitUntil(() => !pidAlive(idle[0]), 5000, 'the idle sandbox to be killed');
-});
+    await waitUntil(() => !pidAlive(idle[0]), 5000, 'the idle sandbox to be killed');
+  },
+);

@@ -60,32 +60,41 @@ test('mo get units -w survives the death of the replica it watched through, and 
   await waitFor('the first units in the watch', () => out.includes('"w-3"'), 15000);
   // The leader dies; meanwhile the cluster changes: scale 3 -> 1 (two units go), then up to 4.
   process.kill(leader.pid, 'SIGKILL');
-  await waitFor('a new leader', async () => {
-    const s = (await c.api('GET', '/v1/cluster')).json;
-    return s.leader && s.leader !== leader.id;
-  }, 15000);
+  await waitFor(
+    'a new leader',
+    async () => {
+      const s = (await c.api('GET', '/v1/cluster')).json;
+      return s.leader && s.leader !== leader.id;
+    },
+    15000,
+  );
   assert.equal((await c.api('PATCH', '/v1/deployments/w/scale', { replicas: 1 })).status, 200);
   await waitFor('1 running', async () => (await c.units()).filter((u) => u.spec.deployment === 'w').length === 1, 20000);
   assert.equal((await c.api('PATCH', '/v1/deployments/w/scale', { replicas: 4 })).status, 200);
   await waitFor('4 running', async () => (await c.running('w')).length === 4, 20000);
   // What the watch says now must be what a list says.
   const final = (await c.units()).filter((u) => u.spec.deployment === 'w');
-  await waitFor('the watch caught up with the list', () => {
-    const state = new Map<string, any>();
-    for (const line of out.split('\n')) {
-      if (!line.trim()) continue;
-      let ev: any;
-      try {
-        ev = JSON.parse(line);
-      } catch {
-        continue; // -o json prints one pretty event per object; whole-line parse only for compact lines
+  await waitFor(
+    'the watch caught up with the list',
+    () => {
+      const state = new Map<string, any>();
+      for (const line of out.split('\n')) {
+        if (!line.trim()) continue;
+        let ev: any;
+        try {
+          ev = JSON.parse(line);
+        } catch {
+          continue; // -o json prints one pretty event per object; whole-line parse only for compact lines
+        }
+        if (ev.type === 'DELETED') state.delete(ev.object.metadata.name);
+        else state.set(ev.object.metadata.name, ev.object);
       }
-      if (ev.type === 'DELETED') state.delete(ev.object.metadata.name);
-      else state.set(ev.object.metadata.name, ev.object);
-    }
-    const names = [...state.keys()].sort();
-    return JSON.stringify(names) === JSON.stringify(final.map((u) => u.metadata.name).sort()) && final.every((u) => state.get(u.metadata.name)?.status.phase === 'Running');
-  }, 20000, 100);
+      const names = [...state.keys()].sort();
+      return JSON.stringify(names) === JSON.stringify(final.map((u) => u.metadata.name).sort()) && final.every((u) => state.get(u.metadata.name)?.status.phase === 'Running');
+    },
+    20000,
+    100,
+  );
 });
 
 test('mo get -w against a cluster with no replica left exits 1 within a few seconds', { timeout: 60000 }, async () => {

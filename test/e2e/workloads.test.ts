@@ -138,42 +138,46 @@ function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: str
   });
 }
 
-test('a rolling update (maxUnavailable 1, maxSurge 0) never has fewer than 4 available or more than 5 alive, ends with the new env in every process, and undo goes back the same way', { timeout: 120000 }, async (t) => {
-  const c = await Cluster.start({ replicas: 1 });
-  t.after(() => c.stop());
-  assert.equal((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'hello'))).status, 201);
-  await waitFor('5 units of revision 1', () => rolledOut(c, 'roll', 1), 20000);
+test(
+  'a rolling update (maxUnavailable 1, maxSurge 0) never has fewer than 4 available or more than 5 alive, ends with the new env in every process, and undo goes back the same way',
+  { timeout: 120000 },
+  async (t) => {
+    const c = await Cluster.start({ replicas: 1 });
+    t.after(() => c.stop());
+    assert.equal((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'hello'))).status, 201);
+    await waitFor('5 units of revision 1', () => rolledOut(c, 'roll', 1), 20000);
 
-  assert.equal((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'world'))).status, 200);
-  const forward = await sample(c, 'roll', () => rolledOut(c, 'roll', 2), 60000);
-  assert.ok(forward.samples > 20, `sampled often (${forward.samples})`);
-  assert.ok(forward.minAvailable >= 4, `never below 4 available (min ${forward.minAvailable})`);
-  assert.ok(forward.maxAlive <= 5, `never above 5 processes alive (max ${forward.maxAlive})`);
-  const pids = aliveByOs(c, 'roll');
-  assert.equal(pids.length, 5);
-  for (const pid of pids) {
-    assert.equal(environOf(pid).GREETING, 'world', `pid ${pid} runs the new env`);
-    assert.equal(environOf(pid).MO_REVISION, '2');
-  }
+    assert.equal((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'world'))).status, 200);
+    const forward = await sample(c, 'roll', () => rolledOut(c, 'roll', 2), 60000);
+    assert.ok(forward.samples > 20, `sampled often (${forward.samples})`);
+    assert.ok(forward.minAvailable >= 4, `never below 4 available (min ${forward.minAvailable})`);
+    assert.ok(forward.maxAlive <= 5, `never above 5 processes alive (max ${forward.maxAlive})`);
+    const pids = aliveByOs(c, 'roll');
+    assert.equal(pids.length, 5);
+    for (const pid of pids) {
+      assert.equal(environOf(pid).GREETING, 'world', `pid ${pid} runs the new env`);
+      assert.equal(environOf(pid).MO_REVISION, '2');
+    }
 
-  let r = await mo(c, ['rollout', 'history', 'deployment/roll']);
-  assert.equal(r.code, 0, r.err);
-  assert.match(r.out, /^1\s+apply/m);
-  assert.match(r.out, /^2\s+\*\s+apply/m);
+    let r = await mo(c, ['rollout', 'history', 'deployment/roll']);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /^1\s+apply/m);
+    assert.match(r.out, /^2\s+\*\s+apply/m);
 
-  r = await mo(c, ['rollout', 'undo', 'deployment/roll']);
-  assert.equal(r.code, 0, r.err);
-  const back = await sample(c, 'roll', () => rolledOut(c, 'roll', 3), 60000);
-  assert.ok(back.minAvailable >= 4 && back.maxAlive <= 5, `undo within the same bounds (min ${back.minAvailable} available, max ${back.maxAlive} alive)`);
-  for (const pid of aliveByOs(c, 'roll')) assert.equal(environOf(pid).GREETING, 'hello', 'undo brings back the first template');
+    r = await mo(c, ['rollout', 'undo', 'deployment/roll']);
+    assert.equal(r.code, 0, r.err);
+    const back = await sample(c, 'roll', () => rolledOut(c, 'roll', 3), 60000);
+    assert.ok(back.minAvailable >= 4 && back.maxAlive <= 5, `undo within the same bounds (min ${back.minAvailable} available, max ${back.maxAlive} alive)`);
+    for (const pid of aliveByOs(c, 'roll')) assert.equal(environOf(pid).GREETING, 'hello', 'undo brings back the first template');
 
-  r = await mo(c, ['rollout', 'status', 'deployment/roll', '--timeout', '10s']);
-  assert.equal(r.code, 0, r.err);
-  assert.match(r.out, /successfully rolled out/);
-  r = await mo(c, ['rollout', 'undo', 'deployment/roll', '--to-revision', '9']);
-  assert.equal(r.code, 1);
-  assert.match(r.err, /^error: revision 9 of deployment roll not found \(revisions: 2, 3\)\n$/);
-});
+    r = await mo(c, ['rollout', 'status', 'deployment/roll', '--timeout', '10s']);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /successfully rolled out/);
+    r = await mo(c, ['rollout', 'undo', 'deployment/roll', '--to-revision', '9']);
+    assert.equal(r.code, 1);
+    assert.match(r.err, /^error: revision 9 of deployment roll not found \(revisions: 2, 3\)\n$/);
+  },
+);
 
 test('the leader SIGKILLed mid-rollout: the next leader completes it within the same bounds', { timeout: 120000 }, async (t) => {
   const c = await Cluster.start({ replicas: 3 });
@@ -228,7 +232,11 @@ test('crash loops back off and stay bounded while a healthy deployment is still 
   await c.api('PUT', '/v1/deployments/typo', dep('typo', 2, ['sleeeep', '10']));
 
   // The typo's units say why they cannot start, and wait in CrashLoopBackOff.
-  const typo = await waitFor('a typo unit in CrashLoopBackOff', async () => (await c.units()).find((u) => u.spec.deployment === 'typo' && u.status.reason === 'CrashLoopBackOff'), 15000);
+  const typo = await waitFor(
+    'a typo unit in CrashLoopBackOff',
+    async () => (await c.units()).find((u) => u.spec.deployment === 'typo' && u.status.reason === 'CrashLoopBackOff'),
+    15000,
+  );
   assert.match(typo.status.message, /StartError.*sleeeep.*ENOENT/, typo.status.message);
   const g = await mo(c, ['get', 'units']);
   assert.match(g.out, /^typo-\d+\s+typo\s+0\/1\s+CrashLoopBackOff/m);
@@ -240,10 +248,15 @@ test('crash loops back off and stay bounded while a healthy deployment is still 
   const victim = (await c.running('good'))[0];
   const killedAt = Date.now();
   process.kill(victim.status.pid, 'SIGKILL');
-  const healed = await waitFor('a replacement for the killed unit', async () => {
-    const now = await c.running('good');
-    return now.length === 2 && !now.some((u) => u.metadata.name === victim.metadata.name) ? Date.now() - killedAt : 0;
-  }, 10000, 5);
+  const healed = await waitFor(
+    'a replacement for the killed unit',
+    async () => {
+      const now = await c.running('good');
+      return now.length === 2 && !now.some((u) => u.metadata.name === victim.metadata.name) ? Date.now() - killedAt : 0;
+    },
+    10000,
+    5,
+  );
   assert.ok(healed < 3000, `replaced in ${healed} ms, not held back by the other deployments' back-off`);
 
   // Bounded: with back-off 1, 2, 4, 8 s, 3 + 2 replicas make a few dozen units, not thousands.
@@ -251,10 +264,15 @@ test('crash loops back off and stay bounded while a healthy deployment is still 
   const highest = (prefix: string) => Math.max(0, ...deployments.filter((u) => u.spec.deployment === prefix).map((u) => Number(u.metadata.name.split('-').pop())));
   assert.ok(highest('bad') <= 3 * 6, `bad made ${highest('bad')} units in ~15 s`);
   assert.ok(highest('typo') <= 2 * 6, `typo made ${highest('typo')} units in ~15 s`);
-  const backoff = await waitFor('a BackOff event for bad', async () => ((await c.api('GET', '/v1/events')).json.items as any[]).find((e) => e.reason === 'BackOff' && e.involvedObject.name.startsWith('bad-')));
+  const backoff = await waitFor('a BackOff event for bad', async () =>
+    ((await c.api('GET', '/v1/events')).json.items as any[]).find((e) => e.reason === 'BackOff' && e.involvedObject.name.startsWith('bad-')),
+  );
   const events = (await c.api('GET', '/v1/events')).json.items as any[];
   assert.match(backoff.message, /exit code 1 after [\d.]+s\); next try at \d\d:\d\d:\d\d/);
-  assert.ok(events.some((e) => e.reason === 'Scheduled' && e.involvedObject.name === 'good-1'), "the healthy deployment's early events are still there");
+  assert.ok(
+    events.some((e) => e.reason === 'Scheduled' && e.involvedObject.name === 'good-1'),
+    "the healthy deployment's early events are still there",
+  );
 });
 
 test('a readiness probe that never passes stops the rollout with ProgressDeadlineExceeded and keeps the old units; --grace-period is honoured', { timeout: 120000 }, async (t) => {
@@ -271,12 +289,14 @@ test('a readiness probe that never passes stops the rollout with ProgressDeadlin
         spec: {
           // It ignores SIGTERM: only the grace period's SIGKILL stops it.
           terminationGracePeriodSeconds: 60,
-          containers: [{
-            name: 'web',
-            command: ['sh', '-c', 'trap "" TERM; while true; do sleep 0.2; done'],
-            resources: { requests: { cpu: '100m', memory: '64Mi' } },
-            ...(probe ? { readinessProbe: probe } : {}),
-          }],
+          containers: [
+            {
+              name: 'web',
+              command: ['sh', '-c', 'trap "" TERM; while true; do sleep 0.2; done'],
+              resources: { requests: { cpu: '100m', memory: '64Mi' } },
+              ...(probe ? { readinessProbe: probe } : {}),
+            },
+          ],
         },
       },
     },
@@ -301,10 +321,14 @@ test('a readiness probe that never passes stops the rollout with ProgressDeadlin
   // Undo: the unready unit is stopped (it ignores SIGTERM and has 60 s of
   // grace, so it stays Terminating a while), back to the 3 ready units.
   assert.equal((await c.api('POST', '/v1/deployments/web/undo', {})).status, 200);
-  await waitFor('back to 3 ready units, the unready one stopping', async () => {
-    const units = (await c.units()).filter((u) => u.spec.deployment === 'web' && u.status.phase !== 'Terminating');
-    return units.length === 3 && units.every((u) => u.status.ready && before.includes(u.status.pid));
-  }, 30000);
+  await waitFor(
+    'back to 3 ready units, the unready one stopping',
+    async () => {
+      const units = (await c.units()).filter((u) => u.spec.deployment === 'web' && u.status.phase !== 'Terminating');
+      return units.length === 3 && units.every((u) => u.status.ready && before.includes(u.status.pid));
+    },
+    30000,
+  );
 
   // A unit that ignores SIGTERM goes within its --grace-period (1 s), not its template's 60 s.
   const victim = (await c.running('web'))[0];

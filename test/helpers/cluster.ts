@@ -116,7 +116,11 @@ export class Cluster {
   readonly cps: Proc[] = [];
   readonly agents = new Map<string, Proc>();
   readonly token = 'test-token-' + Math.random().toString(36).slice(2);
-  private constructor(readonly dir: string, readonly basePort: number, readonly opts: Required<ClusterOptions>) {}
+  private constructor(
+    readonly dir: string,
+    readonly basePort: number,
+    readonly opts: Required<ClusterOptions>,
+  ) {}
 
   static async start(opts: ClusterOptions = {}): Promise<Cluster> {
     const full: Required<ClusterOptions> = { nodes: LESSON, replicas: 1, cpArgs: [], agentArgs: [], ...opts };
@@ -127,10 +131,14 @@ export class Cluster {
       for (let i = 1; i <= full.replicas; i++) c.startReplica(i);
       await waitFor('the API to answer', () => c.healthy(), 20000);
       for (const n of full.nodes) c.startAgent(n.name);
-      await waitFor('every node to be Ready', async () => {
-        const r = await c.api('GET', '/v1/nodes');
-        return r.status === 200 && r.json.items.length === full.nodes.length && r.json.items.every((n: any) => n.status.ready);
-      }, 20000);
+      await waitFor(
+        'every node to be Ready',
+        async () => {
+          const r = await c.api('GET', '/v1/nodes');
+          return r.status === 200 && r.json.items.length === full.nodes.length && r.json.items.every((n: any) => n.status.ready);
+        },
+        20000,
+      );
     } catch (e) {
       await c.stop();
       throw e;
@@ -157,8 +165,17 @@ export class Cluster {
 
   startReplica(i: number): Proc {
     const p = startProcess(`cp-${i}`, 'control-plane/main.ts', [
-      '--id', `cp-${i}`, '--listen', `127.0.0.1:${this.basePort + i}`, '--peers', this.peersArg(),
-      '--data-dir', path.join(this.dir, `cp-${i}`), '--token', this.token, ...this.opts.cpArgs,
+      '--id',
+      `cp-${i}`,
+      '--listen',
+      `127.0.0.1:${this.basePort + i}`,
+      '--peers',
+      this.peersArg(),
+      '--data-dir',
+      path.join(this.dir, `cp-${i}`),
+      '--token',
+      this.token,
+      ...this.opts.cpArgs,
     ]);
     this.cps[i - 1] = p;
     return p;
@@ -172,7 +189,15 @@ export class Cluster {
     // Its own loopback address and a slice of host ports, as npm start gives each node.
     const i = this.opts.nodes.indexOf(n);
     args.push('--address', this.nodeAddress(name), '--port-range', `${this.portBase + i * 200}-${this.portBase + i * 200 + 199}`);
-    args.push('--control-plane', this.urls.map((u) => u.replace('http', 'ws')).join(','), '--token', this.token, '--state-dir', path.join(this.dir, 'agents', n.name), ...this.opts.agentArgs);
+    args.push(
+      '--control-plane',
+      this.urls.map((u) => u.replace('http', 'ws')).join(','),
+      '--token',
+      this.token,
+      '--state-dir',
+      path.join(this.dir, 'agents', n.name),
+      ...this.opts.agentArgs,
+    );
     const p = startProcess(name, 'node-agent/main.ts', args);
     this.agents.set(name, p);
     return p;
@@ -245,7 +270,11 @@ export class Cluster {
   }
 }
 
-export function webManifest(name = 'web', replicas = 3, extra: { command?: string[]; cpu?: string; memory?: string; env?: Array<{ name: string; value: string }>; tolerations?: unknown[] } = {}): unknown {
+export function webManifest(
+  name = 'web',
+  replicas = 3,
+  extra: { command?: string[]; cpu?: string; memory?: string; env?: Array<{ name: string; value: string }>; tolerations?: unknown[] } = {},
+): unknown {
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -254,7 +283,14 @@ export function webManifest(name = 'web', replicas = 3, extra: { command?: strin
       replicas,
       template: {
         spec: {
-          containers: [{ name, command: extra.command ?? ['sleep', '3600'], ...(extra.env ? { env: extra.env } : {}), resources: { requests: { cpu: extra.cpu ?? '1000m', memory: extra.memory ?? '2048Mi' } } }],
+          containers: [
+            {
+              name,
+              command: extra.command ?? ['sleep', '3600'],
+              ...(extra.env ? { env: extra.env } : {}),
+              resources: { requests: { cpu: extra.cpu ?? '1000m', memory: extra.memory ?? '2048Mi' } },
+            },
+          ],
           ...(extra.tolerations ? { tolerations: extra.tolerations } : {}),
         },
       },

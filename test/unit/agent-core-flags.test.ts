@@ -22,8 +22,7 @@ function err(argv: string[], env: Record<string, string> = {}): string {
 }
 
 test('the docs/contract.md example parses into the node the agent registers', () => {
-  const c = ok(['--name', 'node-a', '--cpu', '4000', '--memory', '8192', '--taint', 'gpu-only',
-    '--control-plane', 'ws://h1:7001,ws://h2:7002,ws://h3:7003', '--token', 'T']);
+  const c = ok(['--name', 'node-a', '--cpu', '4000', '--memory', '8192', '--taint', 'gpu-only', '--control-plane', 'ws://h1:7001,ws://h2:7002,ws://h3:7003', '--token', 'T']);
   assert.equal(c.name, 'node-a');
   assert.deepEqual(c.capacity, { cpu: 4000, memory: 8192 });
   assert.deepEqual(c.taints, [{ key: 'gpu-only', effect: 'NoSchedule' }]);
@@ -35,13 +34,21 @@ test('the docs/contract.md example parses into the node the agent registers', ()
 
 test('environment variables configure the agent, and flags win over them', () => {
   const env = {
-    MO_NODE_NAME: 'node-b', MO_CPU: '8000m', MO_MEMORY: '16Gi', MO_TAINTS: 'gpu-only,zone=eu:PreferNoSchedule',
-    MO_LABELS: 'zone=eu,disk=ssd', MO_CONTROL_PLANE: 'ws://cp-1:7001', MO_TOKEN: 'env-token',
+    MO_NODE_NAME: 'node-b',
+    MO_CPU: '8000m',
+    MO_MEMORY: '16Gi',
+    MO_TAINTS: 'gpu-only,zone=eu:PreferNoSchedule',
+    MO_LABELS: 'zone=eu,disk=ssd',
+    MO_CONTROL_PLANE: 'ws://cp-1:7001',
+    MO_TOKEN: 'env-token',
   };
   const c = ok([], env);
   assert.equal(c.name, 'node-b');
   assert.deepEqual(c.capacity, { cpu: 8000, memory: 16384 });
-  assert.deepEqual(c.taints, [{ key: 'gpu-only', effect: 'NoSchedule' }, { key: 'zone', value: 'eu', effect: 'PreferNoSchedule' }]);
+  assert.deepEqual(c.taints, [
+    { key: 'gpu-only', effect: 'NoSchedule' },
+    { key: 'zone', value: 'eu', effect: 'PreferNoSchedule' },
+  ]);
   assert.deepEqual(c.labels, { zone: 'eu', disk: 'ssd' });
   assert.equal(c.token, 'env-token');
   const o = ok(['--name', 'node-c', '--token', 'flag-token', '--taint', 'x:NoExecute'], env);

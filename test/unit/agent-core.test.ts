@@ -18,7 +18,13 @@ function spawnCmd(commandId: string, term: number, leaderId = 'cp-1'): SpawnComm
     commandId,
     term,
     leaderId,
-    unit: { name: 'web-1', deployment: 'web', spec: { containerName: 'web', command: ['sleep', '1'], env: [], resources: { cpu: 1, memory: 1 }, tolerations: [] }, revision: 1, specHash: '0123456789abcdef' },
+    unit: {
+      name: 'web-1',
+      deployment: 'web',
+      spec: { containerName: 'web', command: ['sleep', '1'], env: [], resources: { cpu: 1, memory: 1 }, tolerations: [] },
+      revision: 1,
+      specHash: '0123456789abcdef',
+    },
   };
 }
 
@@ -100,4 +106,3 @@ test('heartbeats count up from 1 and carry the time they are given', () => {
     assert.ok(decodeAgentMessage(encodeMessage(msg)).ok, `${msg.type} frame is valid on the wire`);
   }
 });
-

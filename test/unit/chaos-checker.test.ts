@@ -6,7 +6,16 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULT_BOUNDS, InvariantChecker, possibleFinalStates, type NodeObservation, type SnapshotObservation, type UnitObservation, type Verdict, type WriteObservation } from '../../chaos/checker.ts';
+import {
+  DEFAULT_BOUNDS,
+  InvariantChecker,
+  possibleFinalStates,
+  type NodeObservation,
+  type SnapshotObservation,
+  type UnitObservation,
+  type Verdict,
+  type WriteObservation,
+} from '../../chaos/checker.ts';
 import { formatReport } from '../../chaos/report.ts';
 import { parseChaosArgs, ChaosUsageError } from '../../chaos/args.ts';
 
@@ -18,7 +27,21 @@ function node(name: string, o: Partial<NodeObservation> = {}): NodeObservation {
 
 let nextPid = 1000;
 function unit(name: string, o: Partial<UnitObservation> = {}): UnitObservation {
-  return { name, deployment: name.slice(0, name.lastIndexOf('-')), node: 'node-a', phase: 'Running', pid: nextPid++, pidAlive: true, term: 1, startedAtMs: T0, cpu: 500, memory: 256, tolerations: [], bound: true, ...o };
+  return {
+    name,
+    deployment: name.slice(0, name.lastIndexOf('-')),
+    node: 'node-a',
+    phase: 'Running',
+    pid: nextPid++,
+    pidAlive: true,
+    term: 1,
+    startedAtMs: T0,
+    cpu: 500,
+    memory: 256,
+    tolerations: [],
+    bound: true,
+    ...o,
+  };
 }
 
 function snap(t: number, units: UnitObservation[], deployments: Array<[string, number]>, nodes: NodeObservation[] = [node('node-a')]): SnapshotObservation {
@@ -26,7 +49,12 @@ function snap(t: number, units: UnitObservation[], deployments: Array<[string, n
 }
 
 function finish(c: InvariantChecker, o: { quietAt?: number; t?: number; final?: Array<[string, number, string?]> | null; orphans?: boolean } = {}): Verdict {
-  return c.finish({ t: o.t ?? 100000, quietAt: o.quietAt ?? 0, finalDeployments: o.final === undefined ? [] : o.final === null ? null : o.final.map(([name, replicas, marker]) => ({ name, replicas, marker: marker ?? null })), orphansChecked: o.orphans ?? false });
+  return c.finish({
+    t: o.t ?? 100000,
+    quietAt: o.quietAt ?? 0,
+    finalDeployments: o.final === undefined ? [] : o.final === null ? null : o.final.map(([name, replicas, marker]) => ({ name, replicas, marker: marker ?? null })),
+    orphansChecked: o.orphans ?? false,
+  });
 }
 
 const count = (v: Verdict, id: number) => v.invariants.find((i) => i.id === id)!.violations;
@@ -166,7 +194,7 @@ test('a unit whose term no replica ever reported violates fencing', () => {
   assert.equal(count(finish(c, { quietAt: 0 }), 3), 1);
 });
 
-test("a unit still alive well after its agent died violates invariant 6, and outliving the cluster violates 8", () => {
+test('a unit still alive well after its agent died violates invariant 6, and outliving the cluster violates 8', () => {
   const c = new InvariantChecker(DEFAULT_BOUNDS, T0);
   const u = unit('web-1');
   const a = node('node-a');
@@ -218,7 +246,17 @@ test('requests beyond a node capacity, or a unit on a tainted node it does not t
   const c = new InvariantChecker(DEFAULT_BOUNDS, T0);
   const a = node('node-a', { capacity: { cpu: 1000, memory: 8192 } });
   const gpu = node('node-c', { taints: [{ key: 'gpu-only', effect: 'NoSchedule' }] });
-  c.observe(snap(0, [unit('web-1'), unit('web-2'), unit('web-3'), unit('web-4', { node: 'node-c' }), unit('gpu-1', { node: 'node-c', tolerations: [{ key: 'gpu-only', operator: 'Exists' }] })], [['web', 4], ['gpu', 1]], [a, gpu]));
+  c.observe(
+    snap(
+      0,
+      [unit('web-1'), unit('web-2'), unit('web-3'), unit('web-4', { node: 'node-c' }), unit('gpu-1', { node: 'node-c', tolerations: [{ key: 'gpu-only', operator: 'Exists' }] })],
+      [
+        ['web', 4],
+        ['gpu', 1],
+      ],
+      [a, gpu],
+    ),
+  );
   const v = finish(c, { quietAt: 0 });
   assert.equal(count(v, 7), 2);
   assert.match(v.invariants[6].examples.map((e) => e.message).join('\n'), /node-a: units bound request cpu=1500m/);
@@ -231,7 +269,10 @@ test('the chaos command line takes a scenario and its options, and refuses bad o
   assert.equal(o.durationS, 20);
   assert.equal(o.seed, 7);
   assert.equal(o.replicas, 1);
-  assert.throws(() => parseChaosArgs([]), (e: Error) => e instanceof ChaosUsageError && /scenario is missing/.test(e.message));
+  assert.throws(
+    () => parseChaosArgs([]),
+    (e: Error) => e instanceof ChaosUsageError && /scenario is missing/.test(e.message),
+  );
   assert.throws(() => parseChaosArgs(['nap']), /unknown scenario "nap"/);
   assert.throws(() => parseChaosArgs(['soak', '--replicas', '2']), /expected 1, 3 or 5/);
   assert.throws(() => parseChaosArgs(['soak', '--duration', 'x']), /--duration: expected a number/);

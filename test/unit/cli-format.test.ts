@@ -29,7 +29,13 @@ describe('ages read like kubectl', () => {
 });
 
 test('table pads every column to its widest cell with three spaces and no trailing blanks', () => {
-  const out = table(['NAME', 'STATUS'], [['web-1', 'Running'], ['web-10', 'Pending']]);
+  const out = table(
+    ['NAME', 'STATUS'],
+    [
+      ['web-1', 'Running'],
+      ['web-10', 'Pending'],
+    ],
+  );
   assert.equal(out, 'NAME     STATUS\nweb-1    Running\nweb-10   Pending\n');
 });
 
@@ -78,7 +84,10 @@ describe('reading manifests for apply', () => {
   });
 
   test('refuses a file with no manifest or one that is not an object', () => {
-    assert.throws(() => parseManifests('', 'f.yaml'), (e: unknown) => e instanceof RequestError && /f.yaml: no manifest found/.test(e.message));
+    assert.throws(
+      () => parseManifests('', 'f.yaml'),
+      (e: unknown) => e instanceof RequestError && /f.yaml: no manifest found/.test(e.message),
+    );
     assert.throws(() => parseManifests('- a\n- b\n', 'f.yaml'), /invalid manifest: f.yaml: expected an object/);
   });
 

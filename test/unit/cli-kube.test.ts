@@ -21,7 +21,11 @@ test('kubeNotation: cpu/memory numbers under resource objects get units, epoch-m
     timestamp: t,
   };
   assert.deepEqual(kubeNotation(input), {
-    spec: { replicas: 3, resources: { cpu: '100m', memory: '128Mi' }, template: { spec: { containers: [{ resources: { requests: { cpu: '250m' }, limits: { cpu: '500m', memory: '64Mi' } } }] } } },
+    spec: {
+      replicas: 3,
+      resources: { cpu: '100m', memory: '128Mi' },
+      template: { spec: { containers: [{ resources: { requests: { cpu: '250m' }, limits: { cpu: '500m', memory: '64Mi' } } }] } },
+    },
     status: {
       capacity: { cpu: '8000m', memory: '16384Mi', pods: 110 },
       cpu: 5,

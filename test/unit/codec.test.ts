@@ -54,11 +54,7 @@ const spec: UnitSpec = {
   command: ['sleep', '3600'],
   env: [{ name: 'GREETING', value: 'hello' }],
   resources: { cpu: 1000, memory: 2048 },
-  tolerations: [
-    { key: 'gpu-only', operator: 'Exists' },
-    { key: 'zone', operator: 'Equal', value: 'b', effect: 'NoExecute' },
-    { operator: 'Exists' },
-  ],
+  tolerations: [{ key: 'gpu-only', operator: 'Exists' }, { key: 'zone', operator: 'Equal', value: 'b', effect: 'NoExecute' }, { operator: 'Exists' }],
 };
 
 const agentMessages: AgentMessage[] = [
@@ -68,7 +64,10 @@ const agentMessages: AgentMessage[] = [
     node: {
       name: 'node-c',
       capacity: { cpu: 4000, memory: 8192 },
-      taints: [{ key: 'gpu-only', effect: 'NoSchedule' }, { key: 'zone', value: 'b', effect: 'PreferNoSchedule' }],
+      taints: [
+        { key: 'gpu-only', effect: 'NoSchedule' },
+        { key: 'zone', value: 'b', effect: 'PreferNoSchedule' },
+      ],
       labels: { zone: 'b', 'kubernetes.io/hostname': 'node-c' },
     },
     agentPid: 1234,
@@ -192,14 +191,8 @@ test('an unknown message type is refused naming the type', () => {
 });
 
 test('a message sent in the wrong direction is refused as unknown to that side', () => {
-  assert.equal(
-    refusedAsAgent(encodeMessage(controlPlaneMessages[0])),
-    'unknown message type "welcome" (not a message an agent sends)',
-  );
-  assert.equal(
-    refusedAsControlPlane(encodeMessage(agentMessages[0])),
-    'unknown message type "hello" (not a message the control plane sends)',
-  );
+  assert.equal(refusedAsAgent(encodeMessage(controlPlaneMessages[0])), 'unknown message type "welcome" (not a message an agent sends)');
+  assert.equal(refusedAsControlPlane(encodeMessage(agentMessages[0])), 'unknown message type "hello" (not a message the control plane sends)');
 });
 
 test('wrong or missing fields are refused with the path of the field at fault', () => {
@@ -257,8 +250,16 @@ test('a map key of __proto__ cannot change the prototype of a decoded object', (
   // Hand-built: {v:1, type:'heartbeat', seq:1, sentAt:1, __proto__: {}}
   const frame = Buffer.concat([
     Buffer.from([0x85]),
-    forge('v'), forge(1), forge('type'), forge('heartbeat'), forge('seq'), forge(1), forge('sentAt'), forge(1),
-    forge('__proto__'), forge({ polluted: true }),
+    forge('v'),
+    forge(1),
+    forge('type'),
+    forge('heartbeat'),
+    forge('seq'),
+    forge(1),
+    forge('sentAt'),
+    forge(1),
+    forge('__proto__'),
+    forge({ polluted: true }),
   ]);
   const error = refusedAsAgent(frame);
   assert.match(error, /^heartbeat\.__proto_*: unknown field$/);
@@ -266,14 +267,8 @@ test('a map key of __proto__ cannot change the prototype of a decoded object', (
 });
 
 test('msgpack extension values (timestamps, bigints) are refused as wrong types', () => {
-  assert.equal(
-    refusedAsAgent(forge({ v: 1, type: 'heartbeat', seq: 1, sentAt: new Date(5) })),
-    'heartbeat.sentAt: expected a non-negative integer, got a timestamp',
-  );
-  assert.equal(
-    refusedAsAgent(forge({ v: 1, type: 'heartbeat', seq: 2n ** 63n, sentAt: 1 })),
-    'heartbeat.seq: expected a non-negative integer, got bigint 9223372036854775808',
-  );
+  assert.equal(refusedAsAgent(forge({ v: 1, type: 'heartbeat', seq: 1, sentAt: new Date(5) })), 'heartbeat.sentAt: expected a non-negative integer, got a timestamp');
+  assert.equal(refusedAsAgent(forge({ v: 1, type: 'heartbeat', seq: 2n ** 63n, sentAt: 1 })), 'heartbeat.seq: expected a non-negative integer, got bigint 9223372036854775808');
 });
 
 test('thousands of seeded random buffers are refused without a throw', () => {
@@ -352,8 +347,26 @@ test('thousands of seeded field replacements in valid messages never throw and a
   const seed = 4242;
   const rand = prng(seed);
   const oddValues: unknown[] = [
-    null, true, -1, 1.5, 2 ** 53, Number.NaN, '', 'x'.repeat(5000), 'a\u0000b', [], [1, 'two'], {}, { k: 1 },
-    new Date(0), 7n, Buffer.from('ab'), 'Exists', 'NoSchedule', 'Running', 0,
+    null,
+    true,
+    -1,
+    1.5,
+    2 ** 53,
+    Number.NaN,
+    '',
+    'x'.repeat(5000),
+    'a\u0000b',
+    [],
+    [1, 'two'],
+    {},
+    { k: 1 },
+    new Date(0),
+    7n,
+    Buffer.from('ab'),
+    'Exists',
+    'NoSchedule',
+    'Running',
+    0,
   ];
   const messages = [
     ...agentMessages.map((msg) => ({ msg, decode: decodeAgentMessage as (b: Uint8Array) => { ok: boolean; error?: string } })),
@@ -376,12 +389,13 @@ test('thousands of seeded field replacements in valid messages never throw and a
       refused++;
       // The error names the replaced field or something inside it, or, for
       // a replaced list entry, the list itself (argv[0] must be non-empty).
-      const render = (p: (string | number)[]) =>
-        p.reduce<string>((acc, k) => (typeof k === 'number' ? `${acc}[${k}]` : fieldPath(acc, k)), msg.type);
+      const render = (p: (string | number)[]) => p.reduce<string>((acc, k) => (typeof k === 'number' ? `${acc}[${k}]` : fieldPath(acc, k)), msg.type);
       const field = render(path);
       const parent = render(path.slice(0, -1));
       assert.ok(
-        result.error!.startsWith(`${field}:`) || result.error!.startsWith(`${field}.`) || result.error!.startsWith(`${field}[`) ||
+        result.error!.startsWith(`${field}:`) ||
+          result.error!.startsWith(`${field}.`) ||
+          result.error!.startsWith(`${field}[`) ||
           (typeof path[path.length - 1] === 'number' && result.error!.startsWith(`${parent}:`)),
         `seed ${seed} case ${i}: "${result.error}" should name ${field}`,
       );
@@ -416,20 +430,26 @@ test('store data written before the version existed (version 0, msgpackr default
 test('store data of another version, truncated or undecodable is refused with one line naming what and why', () => {
   const newer = encodeStoreData({ a: 1 });
   newer[1] = 7;
-  assert.throws(() => decodeStoreData(newer, 'raft log entry 12'), (err: unknown) => {
-    assert.ok(err instanceof StoreFormatError);
-    assert.equal(err.version, 7);
-    assert.equal(err.message, 'raft log entry 12 is in store format version 7; this build reads versions 0 and 1 only (written by a newer mini-orchestrator?)');
-    return true;
-  });
+  assert.throws(
+    () => decodeStoreData(newer, 'raft log entry 12'),
+    (err: unknown) => {
+      assert.ok(err instanceof StoreFormatError);
+      assert.equal(err.version, 7);
+      assert.equal(err.message, 'raft log entry 12 is in store format version 7; this build reads versions 0 and 1 only (written by a newer mini-orchestrator?)');
+      return true;
+    },
+  );
   assert.throws(() => decodeStoreData(new Uint8Array([0xc1]), 'snapshot at index 9'), /^StoreFormatError: snapshot at index 9 is truncated: a format marker without a version$/);
   assert.throws(() => decodeStoreData(new Uint8Array([]), 'x'), /x is empty/);
-  assert.throws(() => decodeStoreData(new Uint8Array([0xc1, 1, 0xd9]), 'entry 3'), (err: unknown) => {
-    assert.ok(err instanceof StoreFormatError);
-    assert.match(err.message, /^entry 3 \(store format version 1\) does not decode: /);
-    assert.ok(!err.message.includes('\n'));
-    return true;
-  });
+  assert.throws(
+    () => decodeStoreData(new Uint8Array([0xc1, 1, 0xd9]), 'entry 3'),
+    (err: unknown) => {
+      assert.ok(err instanceof StoreFormatError);
+      assert.match(err.message, /^entry 3 \(store format version 1\) does not decode: /);
+      assert.ok(!err.message.includes('\n'));
+      return true;
+    },
+  );
 });
 
 test('shared/codec.ts is the only code that imports msgpackr (one owner of every msgpack setting)', () => {

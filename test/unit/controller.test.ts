@@ -119,7 +119,17 @@ function setup() {
   const running = (node: string, cmd: Command) => {
     assert.equal(cmd.type, 'spawn');
     if (cmd.type !== 'spawn') return;
-    registry.unitStatus(node, { name: cmd.unit.name, deployment: cmd.unit.deployment, phase: 'Running', pid: 4242, resources: cmd.unit.spec.resources, term: cmd.term, ready: true, specHash: cmd.unit.specHash, revision: cmd.unit.revision });
+    registry.unitStatus(node, {
+      name: cmd.unit.name,
+      deployment: cmd.unit.deployment,
+      phase: 'Running',
+      pid: 4242,
+      resources: cmd.unit.spec.resources,
+      term: cmd.term,
+      ready: true,
+      specHash: cmd.unit.specHash,
+      revision: cmd.unit.revision,
+    });
   };
   return { clock, store, registry, controller, sent, advance, deploy, running, silent };
 }
@@ -146,7 +156,12 @@ test('a follower sends nothing; once it leads, its next pass acts', async () => 
   const h = setup();
   h.store.leader = false;
   h.controller.start();
-  const { manifest, unitSpec } = validateManifest({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'web' }, spec: { replicas: 1, template: { spec: { containers: [{ name: 'web', command: ['sleep', '1'] }] } } } });
+  const { manifest, unitSpec } = validateManifest({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'web' },
+    spec: { replicas: 1, template: { spec: { containers: [{ name: 'web', command: ['sleep', '1'] }] } } },
+  });
   h.store.state.apply(10, { type: 'deployment.apply', at: 1, uid: 'u', manifest, unitSpec, specHash: unitSpecHash(unitSpec) });
   await h.advance(2500);
   assert.deepEqual(h.sent, []);

@@ -77,7 +77,11 @@ test('unit names come from a counter that is never reused, even across a delete 
 test('a bound unit is never rebound; unknown objects are 404s that change nothing', () => {
   const s = replay(LOG);
   const before = JSON.stringify(s.snapshot().units);
-  assert.deepEqual(s.apply(50, { type: 'unit.bind', at: NOW, name: 'web-1', nodeName: 'node-b', scheduling: null }), { ok: false, code: 409, error: 'unit web-1 is already bound to node-a' });
+  assert.deepEqual(s.apply(50, { type: 'unit.bind', at: NOW, name: 'web-1', nodeName: 'node-b', scheduling: null }), {
+    ok: false,
+    code: 409,
+    error: 'unit web-1 is already bound to node-a',
+  });
   const r = s.apply(51, { type: 'deployment.scale', at: NOW, name: 'nope', replicas: 1 });
   assert.equal(r.ok, false);
   assert.equal(!r.ok && r.code, 404);
@@ -91,13 +95,19 @@ test('views: a unit bound but not reported is Pending; reported Running it is Ru
   registry.hello(NODE, 77, [], 3, NOW);
   const run = (name: string): UnitReport => ({ name, deployment: 'web', phase: 'Running', pid: 1234, resources: { cpu: 200, memory: 64 }, term: 3, ready: true });
   let views = allUnitViews({ state: s, observed: registry.nodes, now: NOW });
-  assert.deepEqual(views.map((v) => v.metadata.name), ['web-1', 'web-2']);
+  assert.deepEqual(
+    views.map((v) => v.metadata.name),
+    ['web-1', 'web-2'],
+  );
   const phase = (v: (typeof views)[number]) => (v.status as { phase?: string }).phase;
   assert.deepEqual(views.map(phase), ['Pending', 'Pending']);
   registry.unitStatus('node-a', run('web-1'));
   registry.unitStatus('node-a', run('web-9'));
   views = allUnitViews({ state: s, observed: registry.nodes, now: NOW });
-  assert.deepEqual(views.map((v) => v.metadata.name), ['web-1', 'web-2', 'web-9']);
+  assert.deepEqual(
+    views.map((v) => v.metadata.name),
+    ['web-1', 'web-2', 'web-9'],
+  );
   assert.equal(phase(views[0]), 'Running');
   const nodes = allNodeViews({ state: s, observed: registry.nodes, now: NOW });
   assert.equal(nodes.length, 1);

@@ -14,9 +14,18 @@ test('the ring keeps the newest windows, oldest first, and answers those closed 
   const r = new WindowRing(3);
   for (let i = 1; i <= 5; i++) r.push(w(i * 1000, i, i * 10));
   assert.equal(r.size, 3);
-  assert.deepEqual(r.since(0).map((x) => x.end), [3000, 4000, 5000]);
-  assert.deepEqual(r.since(3000).map((x) => x.end), [4000, 5000]);
-  assert.deepEqual(r.since(3500).map((x) => x.end), [4000, 5000]);
+  assert.deepEqual(
+    r.since(0).map((x) => x.end),
+    [3000, 4000, 5000],
+  );
+  assert.deepEqual(
+    r.since(3000).map((x) => x.end),
+    [4000, 5000],
+  );
+  assert.deepEqual(
+    r.since(3500).map((x) => x.end),
+    [4000, 5000],
+  );
   assert.deepEqual(r.since(5000), []);
 });
 

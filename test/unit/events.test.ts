@@ -35,8 +35,14 @@ test("a deployment crash-looping for 10,000 rounds keeps at most MAX_EVENTS_PER_
   const list = log.list();
   assert.ok(list.length <= MAX_EVENTS);
   assert.equal(list.filter((e) => e.involvedObject.name.startsWith('bad-')).length, MAX_EVENTS_PER_OWNER);
-  assert.ok(list.some((e) => e.involvedObject.name === 'good-1' && e.reason === 'Scheduled'), "good-1's first event is still there");
-  assert.ok(list.some((e) => e.involvedObject.name === 'bad-10000'), 'the newest of the loop is kept');
+  assert.ok(
+    list.some((e) => e.involvedObject.name === 'good-1' && e.reason === 'Scheduled'),
+    "good-1's first event is still there",
+  );
+  assert.ok(
+    list.some((e) => e.involvedObject.name === 'bad-10000'),
+    'the newest of the loop is kept',
+  );
 });
 
 test('owners: a unit belongs to its deployment, other objects to themselves', () => {

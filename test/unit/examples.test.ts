@@ -15,7 +15,10 @@ import { validateManifest, validateService } from '../../shared/manifest.ts';
 import { parseNodesFile } from '../../shared/nodes-file.ts';
 
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../examples');
-const FILES = fs.readdirSync(DIR).filter((f) => f.endsWith('.yaml') || f.endsWith('.yml') || f.endsWith('.json')).sort();
+const FILES = fs
+  .readdirSync(DIR)
+  .filter((f) => f.endsWith('.yaml') || f.endsWith('.yml') || f.endsWith('.json'))
+  .sort();
 /** Not manifests: `npm start -- --nodes FILE` input. */
 const NODE_FILES = new Set(['nodes.yaml']);
 
@@ -30,10 +33,12 @@ for (const file of FILES) {
       assert.ok(parseNodesFile(text).length > 0);
       return;
     }
-    const docs = parseAllDocuments(text).map((d) => {
-      assert.deepEqual(d.errors, [], `${file}: YAML errors`);
-      return d.toJS() as any;
-    }).filter((d) => d !== null && d !== undefined);
+    const docs = parseAllDocuments(text)
+      .map((d) => {
+        assert.deepEqual(d.errors, [], `${file}: YAML errors`);
+        return d.toJS() as any;
+      })
+      .filter((d) => d !== null && d !== undefined);
     assert.ok(docs.length > 0, `${file}: no manifest`);
     const templates: Array<Record<string, string>> = [];
     for (const doc of docs) {

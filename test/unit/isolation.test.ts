@@ -21,12 +21,26 @@ test('limit files: Kubernetes quota, shares and weight; memory without swap; pid
   assert.equal(cpuWeight(1), 1);
   const s = { resources: { cpu: 100, memory: 64 }, limits: { cpu: 200, memory: 64 } };
   assert.deepEqual(limitFiles('v2', s), {
-    cpu: [['cpu.weight', '4'], ['cpu.max', '20000 100000']],
-    memory: [['memory.max', String(64 * 1024 * 1024)], ['memory.swap.max', '0'], ['memory.oom.group', '1']],
+    cpu: [
+      ['cpu.weight', '4'],
+      ['cpu.max', '20000 100000'],
+    ],
+    memory: [
+      ['memory.max', String(64 * 1024 * 1024)],
+      ['memory.swap.max', '0'],
+      ['memory.oom.group', '1'],
+    ],
     pids: [['pids.max', '4096']],
   });
-  assert.deepEqual(limitFiles('v1', s).cpu, [['cpu.shares', '102'], ['cpu.cfs_period_us', '100000'], ['cpu.cfs_quota_us', '20000']]);
-  assert.deepEqual(limitFiles('v1', s).memory.map(([f]) => f), ['memory.limit_in_bytes', 'memory.memsw.limit_in_bytes', 'memory.swappiness']);
+  assert.deepEqual(limitFiles('v1', s).cpu, [
+    ['cpu.shares', '102'],
+    ['cpu.cfs_period_us', '100000'],
+    ['cpu.cfs_quota_us', '20000'],
+  ]);
+  assert.deepEqual(
+    limitFiles('v1', s).memory.map(([f]) => f),
+    ['memory.limit_in_bytes', 'memory.memsw.limit_in_bytes', 'memory.swappiness'],
+  );
   assert.deepEqual(limitFiles('v1', { resources: { cpu: 100, memory: 64 } }).memory, []); // no limit: nothing written
 });
 
@@ -95,7 +109,7 @@ test('the per-agent directory is the node name and a hash of the state dir', () 
   assert.notEqual(agentCgroupName('node-a', '/tmp/x'), agentCgroupName('node-a', '/tmp/y'));
 });
 
-test('a warm sandbox\'s claim line: one line, every word single-quoted for sh, and null for what sh cannot carry', () => {
+test("a warm sandbox's claim line: one line, every word single-quoted for sh, and null for what sh cannot carry", () => {
   const line = claimScript('web-1', { PATH: '/bin', Q: "it's\nhere $HOME" }, ['sh', '-c', 'echo "$0"', "a'b"])!;
   assert.equal(line.indexOf('\n'), line.length - 1, 'a newline only at the end (a value\'s newline is the init\'s "$nl")');
   assert.equal(line, `printf %s 'web-1' > /proc/sys/kernel/hostname || exit 125; export 'PATH=/bin' 'Q=it'\\''s'"$nl"'here $HOME'; set -- 'sh' '-c' 'echo "$0"' 'a'\\''b'\n`);

@@ -19,7 +19,10 @@ const manifest = (command = ['sleep', '3600']) => ({
   spec: {
     replicas: 2,
     selector: { matchLabels: { app: 'web' } },
-    template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'busybox', command, env: [{ name: 'A', value: '1' }], resources: { requests: { cpu: '250m', memory: '64Mi' } } }] } },
+    template: {
+      metadata: { labels: { app: 'web' } },
+      spec: { containers: [{ name: 'web', image: 'busybox', command, env: [{ name: 'A', value: '1' }], resources: { requests: { cpu: '250m', memory: '64Mi' } } }] },
+    },
   },
 });
 
@@ -60,27 +63,51 @@ test('fields we do not support are refused by name; server-filled fields and the
   m.spec.template.spec.volumes = [];
   assert.throws(() => deploymentIn(m), /spec\.template\.spec\.volumes: not supported/);
   assert.throws(() => deploymentIn({ ...manifest(), metadata: { name: 'web', namespace: 'prod' } }), /metadata\.namespace: only the namespace "default" exists/);
-  const fromServer = { ...manifest(), metadata: { ...manifest().metadata, namespace: 'default', uid: 'x', resourceVersion: '7', generation: 3, creationTimestamp: '2026-01-01T00:00:00Z', managedFields: [] }, status: { replicas: 2 } };
+  const fromServer = {
+    ...manifest(),
+    metadata: { ...manifest().metadata, namespace: 'default', uid: 'x', resourceVersion: '7', generation: 3, creationTimestamp: '2026-01-01T00:00:00Z', managedFields: [] },
+    status: { replicas: 2 },
+  };
   assert.equal(deploymentIn(fromServer).manifest.metadata.name, 'web');
-  assert.throws(() => serviceIn({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { type: 'ClusterIP', selector: { a: 'b' }, ports: [{ port: 1 }] } }), /spec\.type: only "NodePort" is supported/);
+  assert.throws(
+    () => serviceIn({ apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { type: 'ClusterIP', selector: { a: 'b' }, ports: [{ port: 1 }] } }),
+    /spec\.type: only "NodePort" is supported/,
+  );
 });
 
 test('one ReplicaSet per revision, owned by the deployment; pods point at theirs', () => {
   const s = stateWith(['sleep', '1'], ['sleep', '2']);
   const d = s.deployments.get('web')!;
   const rss = kubeReplicaSets(d, new Map([[d.specHash, { live: 1, ready: 0 }]]));
-  assert.deepEqual(rss.map((r) => (r.metadata.annotations as Record<string, string>)['deployment.kubernetes.io/revision']), ['1', '2']);
-  for (const r of rss) assert.deepEqual((r.metadata.ownerReferences as Array<{ uid: string; controller: boolean }>).map((o) => [o.uid, o.controller]), [['uid-web', true]]);
-  assert.deepEqual(rss.map((r) => (r.spec as { replicas: number }).replicas), [0, 2], 'only the current revision wants replicas');
+  assert.deepEqual(
+    rss.map((r) => (r.metadata.annotations as Record<string, string>)['deployment.kubernetes.io/revision']),
+    ['1', '2'],
+  );
+  for (const r of rss)
+    assert.deepEqual(
+      (r.metadata.ownerReferences as Array<{ uid: string; controller: boolean }>).map((o) => [o.uid, o.controller]),
+      [['uid-web', true]],
+    );
+  assert.deepEqual(
+    rss.map((r) => (r.spec as { replicas: number }).replicas),
+    [0, 2],
+    'only the current revision wants replicas',
+  );
   const unit = [...s.units.values()][0];
   const pod = kubePod(unitView(unit, undefined, new Map(), d, 0), unit, d, undefined);
   assert.equal((pod.metadata.ownerReferences as Array<{ name: string }>)[0].name, replicaSetName('web', unit.specHash));
   assert.equal((pod.status as { phase: string }).phase, 'Pending');
-  assert.deepEqual((pod.status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.map((c) => [c.type, c.status, c.reason]), [['PodScheduled', 'False', 'Unschedulable']]);
+  assert.deepEqual(
+    (pod.status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.map((c) => [c.type, c.status, c.reason]),
+    [['PodScheduled', 'False', 'Unschedulable']],
+  );
   assert.equal(JSON.stringify(pod).includes('"pid"'), false, 'no pid in a Pod');
   const t = table('Pod', [pod], Date.parse('2023-11-14T22:30:00Z'), {});
-  assert.deepEqual((t.columnDefinitions as Array<{ name: string; priority: number }>).filter((c) => c.priority === 0).map((c) => c.name), ['Name', 'Ready', 'Status', 'Restarts', 'Age']);
-  assert.deepEqual(((t.rows as Array<{ cells: unknown[] }>)[0].cells).slice(0, 4), [unit.name, '0/1', 'Pending', 0]);
+  assert.deepEqual(
+    (t.columnDefinitions as Array<{ name: string; priority: number }>).filter((c) => c.priority === 0).map((c) => c.name),
+    ['Name', 'Ready', 'Status', 'Restarts', 'Age'],
+  );
+  assert.deepEqual((t.rows as Array<{ cells: unknown[] }>)[0].cells.slice(0, 4), [unit.name, '0/1', 'Pending', 0]);
 });
 
 test('label and field selectors as kubectl and drain send them; unknown fields are refused', () => {
@@ -97,5 +124,15 @@ test('label and field selectors as kubectl and drain send them; unknown fields a
 });
 
 test('ages print as kubectl prints them', () => {
-  assert.deepEqual([5e3, 119e3, 150e3, 600e3, 3 * 3600e3, 7.5 * 3600e3, 30 * 3600e3, 50 * 3600e3, 10 * 86400e3].map(humanDuration), ['5s', '119s', '2m30s', '10m', '3h', '7h30m', '30h', '2d2h', '10d']);
+  assert.deepEqual([5e3, 119e3, 150e3, 600e3, 3 * 3600e3, 7.5 * 3600e3, 30 * 3600e3, 50 * 3600e3, 10 * 86400e3].map(humanDuration), [
+    '5s',
+    '119s',
+    '2m30s',
+    '10m',
+    '3h',
+    '7h30m',
+    '30h',
+    '2d2h',
+    '10d',
+  ]);
 });

@@ -20,7 +20,15 @@ const deployment = () => ({
       metadata: { labels: { app: 'web' } },
       spec: {
         containers: [
-          { name: 'web', command: ['sleep', '3600'], env: [{ name: 'A', value: '1' }, { name: 'B', value: '2' }], ports: [{ containerPort: 80, protocol: 'TCP' }] },
+          {
+            name: 'web',
+            command: ['sleep', '3600'],
+            env: [
+              { name: 'A', value: '1' },
+              { name: 'B', value: '2' },
+            ],
+            ports: [{ containerPort: 80, protocol: 'TCP' }],
+          },
           { name: 'side', command: ['sleep', '1'] },
         ],
       },
@@ -29,18 +37,36 @@ const deployment = () => ({
 });
 
 test('strategic merge: containers merge by name, env by name, ports by containerPort; other lists are replaced', () => {
-  const patched = strategicMerge(deployment(), {
-    spec: {
-      template: {
-        spec: {
-          containers: [{ name: 'web', command: ['sleep', '10'], env: [{ name: 'B', value: 'two' }, { name: 'C', value: '3' }], ports: [{ containerPort: 80, name: 'http' }] }],
+  const patched = strategicMerge(
+    deployment(),
+    {
+      spec: {
+        template: {
+          spec: {
+            containers: [
+              {
+                name: 'web',
+                command: ['sleep', '10'],
+                env: [
+                  { name: 'B', value: 'two' },
+                  { name: 'C', value: '3' },
+                ],
+                ports: [{ containerPort: 80, name: 'http' }],
+              },
+            ],
+          },
         },
       },
     },
-  }, SCHEMAS.Deployment) as ReturnType<typeof deployment>;
+    SCHEMAS.Deployment,
+  ) as ReturnType<typeof deployment>;
   const [web, side] = patched.spec.template.spec.containers;
   assert.deepEqual(web.command, ['sleep', '10'], 'command (no merge key) is replaced');
-  assert.deepEqual(web.env, [{ name: 'A', value: '1' }, { name: 'B', value: 'two' }, { name: 'C', value: '3' }]);
+  assert.deepEqual(web.env, [
+    { name: 'A', value: '1' },
+    { name: 'B', value: 'two' },
+    { name: 'C', value: '3' },
+  ]);
   assert.deepEqual(web.ports, [{ containerPort: 80, protocol: 'TCP', name: 'http' }]);
   assert.equal(side.name, 'side', 'a container the patch does not name stays');
 });
@@ -62,20 +88,28 @@ test('strategic merge: $patch delete, $setElementOrder, null and $retainKeys as 
   delete (patch.spec.template.spec as Record<string, unknown>).$setElementOrder;
   const out = strategicMerge(deployment(), patch, SCHEMAS.Deployment) as ReturnType<typeof deployment>;
   assert.deepEqual(out.spec.strategy, { type: 'Recreate' });
-  assert.deepEqual(out.spec.template.spec.containers.map((c) => c.name), ['side', 'web']);
+  assert.deepEqual(
+    out.spec.template.spec.containers.map((c) => c.name),
+    ['side', 'web'],
+  );
   assert.deepEqual(out.spec.template.spec.containers[1].env, [{ name: 'B', value: '2' }]);
   assert.equal('labels' in out.metadata, false);
 });
 
 test('strategic merge: rollout restart adds one template annotation and changes nothing else', () => {
   const before = deployment();
-  const out = strategicMerge(before, { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' } } } } }, SCHEMAS.Deployment) as { spec: { template: { metadata: unknown } } };
+  const out = strategicMerge(before, { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' } } } } }, SCHEMAS.Deployment) as {
+    spec: { template: { metadata: unknown } };
+  };
   assert.deepEqual(out.spec.template.metadata, { labels: { app: 'web' }, annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' } });
   assert.deepEqual(before, deployment(), 'the input is not changed');
 });
 
 test('strategic merge: a list item without its merge key and an unknown directive are refused by name', () => {
-  assert.throws(() => strategicMerge(deployment(), { spec: { template: { spec: { containers: [{ command: ['x'] }] } } } }, SCHEMAS.Deployment), /spec\.template\.spec\.containers: an item has no merge key "name"/);
+  assert.throws(
+    () => strategicMerge(deployment(), { spec: { template: { spec: { containers: [{ command: ['x'] }] } } } }, SCHEMAS.Deployment),
+    /spec\.template\.spec\.containers: an item has no merge key "name"/,
+  );
   assert.throws(() => strategicMerge(deployment(), { spec: { $patch: 'explode' } }, SCHEMAS.Deployment), /unknown \$patch directive "explode"/);
   assert.throws(() => strategicMerge(deployment(), [1], SCHEMAS.Deployment), PatchError);
 });
@@ -94,7 +128,15 @@ test('JSON patch (RFC 6902): rollout undo replaces the template and the annotati
   const out = jsonPatch(d, undo) as { spec: { template: { spec: { containers: Array<{ command: string[] }> } } }; metadata: { annotations: unknown } };
   assert.deepEqual(out.spec.template.spec.containers[0].command, ['old']);
   assert.deepEqual(out.metadata.annotations, { x: 'y' });
-  assert.deepEqual(jsonPatch({ l: [1, 3] }, [{ op: 'add', path: '/l/1', value: 2 }, { op: 'add', path: '/l/-', value: 4 }, { op: 'test', path: '/l/0', value: 1 }, { op: 'move', from: '/l', path: '/m' }]), { m: [1, 2, 3, 4] });
+  assert.deepEqual(
+    jsonPatch({ l: [1, 3] }, [
+      { op: 'add', path: '/l/1', value: 2 },
+      { op: 'add', path: '/l/-', value: 4 },
+      { op: 'test', path: '/l/0', value: 1 },
+      { op: 'move', from: '/l', path: '/m' },
+    ]),
+    { m: [1, 2, 3, 4] },
+  );
   assert.throws(() => jsonPatch({}, [{ op: 'replace', path: '/spec/x', value: 1 }]), /operation 0: path \/spec\/x does not exist/);
   assert.throws(() => jsonPatch({ a: 1 }, [{ op: 'test', path: '/a', value: 2 }]), /operation 0: test failed at \/a/);
   assert.throws(() => jsonPatch({}, [{ op: 'frobnicate', path: '/a' }]), /unknown op "frobnicate"/);

@@ -8,15 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { parseLauncherArgs, UsageError } from '../../launcher/args.ts';
-import {
-  clusterCommands,
-  controlPlaneCommands,
-  formatTaint,
-  nodeAgentCommands,
-  serverUrls,
-  shellQuote,
-  type ClusterLayout,
-} from '../../launcher/command-lines.ts';
+import { clusterCommands, controlPlaneCommands, formatTaint, nodeAgentCommands, serverUrls, shellQuote, type ClusterLayout } from '../../launcher/command-lines.ts';
 import { LineSplitter, LogStream, shouldUseColor } from '../../launcher/stream.ts';
 import { parseManifestObject, validateManifest } from '../../shared/manifest.ts';
 import type { NodeInfo } from '../../shared/model.ts';
@@ -28,10 +20,14 @@ describe('launcher flags', () => {
   });
 
   test('every option is read, in both the "--flag value" and "--flag=value" forms', () => {
-    assert.deepEqual(
-      parseLauncherArgs(['--data-dir', '/tmp/x', '--base-port=7100', '--replicas', '5', '--nodes=n.yaml', '--restart-after', '2.5']),
-      { dataDir: '/tmp/x', basePort: 7100, replicas: 5, nodesFile: 'n.yaml', restartAfterMs: 2500, help: false },
-    );
+    assert.deepEqual(parseLauncherArgs(['--data-dir', '/tmp/x', '--base-port=7100', '--replicas', '5', '--nodes=n.yaml', '--restart-after', '2.5']), {
+      dataDir: '/tmp/x',
+      basePort: 7100,
+      replicas: 5,
+      nodesFile: 'n.yaml',
+      restartAfterMs: 2500,
+      help: false,
+    });
   });
 
   test('--help and -h ask for the usage text', () => {
@@ -84,35 +80,63 @@ describe('launcher command lines', () => {
     assert.equal(cp2.kind, 'control-plane');
     assert.equal(cp2.port, 7002);
     assert.deepEqual(cp2.argv, [
-      NODE, '--import', 'tsx', 'control-plane/main.ts',
-      '--id', 'cp-2',
-      '--listen', '127.0.0.1:7002',
-      '--peers', 'cp-1=ws://127.0.0.1:7001,cp-2=ws://127.0.0.1:7002,cp-3=ws://127.0.0.1:7003',
-      '--data-dir', '.mo/cp-2',
-      '--token', 'tok',
-      '--kube-listen', '127.0.0.1:7012',
-      '--ca-dir', '.mo',
+      NODE,
+      '--import',
+      'tsx',
+      'control-plane/main.ts',
+      '--id',
+      'cp-2',
+      '--listen',
+      '127.0.0.1:7002',
+      '--peers',
+      'cp-1=ws://127.0.0.1:7001,cp-2=ws://127.0.0.1:7002,cp-3=ws://127.0.0.1:7003',
+      '--data-dir',
+      '.mo/cp-2',
+      '--token',
+      'tok',
+      '--kube-listen',
+      '127.0.0.1:7012',
+      '--ca-dir',
+      '.mo',
     ]);
   });
 
   test('an agent gets its capacity, taints in kubectl notation, labels, every replica, the token and its state dir', () => {
     const [, nodeC] = nodeAgentCommands(layout);
     assert.deepEqual(nodeC.argv, [
-      NODE, '--import', 'tsx', 'node-agent/main.ts',
-      '--name', 'node-c', '--cpu', '4000', '--memory', '8192',
-      '--taint', 'gpu-only',
-      '--label', 'zone=b',
-      '--control-plane', 'ws://127.0.0.1:7001,ws://127.0.0.1:7002,ws://127.0.0.1:7003',
-      '--token', 'tok',
-      '--state-dir', '.mo/agents/node-c',
+      NODE,
+      '--import',
+      'tsx',
+      'node-agent/main.ts',
+      '--name',
+      'node-c',
+      '--cpu',
+      '4000',
+      '--memory',
+      '8192',
+      '--taint',
+      'gpu-only',
+      '--label',
+      'zone=b',
+      '--control-plane',
+      'ws://127.0.0.1:7001,ws://127.0.0.1:7002,ws://127.0.0.1:7003',
+      '--token',
+      'tok',
+      '--state-dir',
+      '.mo/agents/node-c',
       // Its own loopback address (Service proxies on one machine) and a slice of host ports.
-      '--address', '127.0.1.2',
-      '--port-range', '20500-20999',
+      '--address',
+      '127.0.1.2',
+      '--port-range',
+      '20500-20999',
     ]);
   });
 
   test('replicas come before agents, one process per replica and per node', () => {
-    assert.deepEqual(clusterCommands({ ...layout, replicas: 1 }).map((s) => s.name), ['cp-1', 'node-a', 'node-c']);
+    assert.deepEqual(
+      clusterCommands({ ...layout, replicas: 1 }).map((s) => s.name),
+      ['cp-1', 'node-a', 'node-c'],
+    );
   });
 
   test('an absolute data dir with a trailing slash still gives clean sub-folders', () => {
@@ -125,7 +149,7 @@ describe('launcher command lines', () => {
     assert.deepEqual(cp1.argv.slice(3, 6), ['test/fixtures/fake-child.ts', '--id', 'cp-1']);
   });
 
-  test('config.json servers are the replicas\' HTTP URLs on base+1 ... base+N', () => {
+  test("config.json servers are the replicas' HTTP URLs on base+1 ... base+N", () => {
     assert.deepEqual(serverUrls(7100, 3), ['http://127.0.0.1:7101', 'http://127.0.0.1:7102', 'http://127.0.0.1:7103']);
   });
 
@@ -202,11 +226,23 @@ describe('launcher examples', () => {
 
   test('the default agents get the default capacities and node-c its gpu-only taint', () => {
     const specs = nodeAgentCommands({ ...layout, nodes: LESSON_NODES });
-    assert.deepEqual(specs.map((s) => s.name), ['node-a', 'node-b', 'node-c', 'node-d']);
+    assert.deepEqual(
+      specs.map((s) => s.name),
+      ['node-a', 'node-b', 'node-c', 'node-d'],
+    );
     const flag = (argv: string[], name: string): string[] => argv.flatMap((a, i) => (a === name ? [argv[i + 1]] : []));
-    assert.deepEqual(specs.map((s) => [flag(s.argv, '--cpu')[0], flag(s.argv, '--memory')[0]]), [
-      ['4000', '8192'], ['8000', '16384'], ['4000', '8192'], ['8000', '16384'],
-    ]);
-    assert.deepEqual(specs.map((s) => flag(s.argv, '--taint')), [[], [], ['gpu-only'], []]);
+    assert.deepEqual(
+      specs.map((s) => [flag(s.argv, '--cpu')[0], flag(s.argv, '--memory')[0]]),
+      [
+        ['4000', '8192'],
+        ['8000', '16384'],
+        ['4000', '8192'],
+        ['8000', '16384'],
+      ],
+    );
+    assert.deepEqual(
+      specs.map((s) => flag(s.argv, '--taint')),
+      [[], [], ['gpu-only'], []],
+    );
   });
 });

@@ -34,7 +34,11 @@ test('parseLogQuery: Kubernetes names, and a 400 naming the parameter', () => {
     ['container=x', /unknown query parameter "container"/],
   ];
   for (const [s, re] of bad) {
-    assert.throws(() => q(s), (e: unknown) => e instanceof HttpError && e.status === 400 && re.test(e.message), s);
+    assert.throws(
+      () => q(s),
+      (e: unknown) => e instanceof HttpError && e.status === 400 && re.test(e.message),
+      s,
+    );
   }
 });
 
@@ -78,7 +82,11 @@ function report(name: string): UnitReport {
   return { name, deployment: 'web', phase: 'Running', resources: { cpu: 100, memory: 64 }, term: 1 } as UnitReport;
 }
 
-async function server(t: TestContext, scripts: Record<string, Script>, opts: { bound?: Record<string, string>; notReady?: string[]; disconnected?: string[]; reports?: Record<string, string[]> } = {}) {
+async function server(
+  t: TestContext,
+  scripts: Record<string, Script>,
+  opts: { bound?: Record<string, string>; notReady?: string[]; disconnected?: string[]; reports?: Record<string, string[]> } = {},
+) {
   const registry = new NodeRegistry(1000);
   for (const n of Object.keys(scripts)) registry.hello(info(n), 100, (opts.reports?.[n] ?? []).map(report), 1, NOW);
   for (const n of opts.notReady ?? []) {
@@ -126,20 +134,27 @@ async function server(t: TestContext, scripts: Record<string, Script>, opts: { b
   return { base, opened, closedIds };
 }
 
-const has = (lines: string): Script => (_p, h) => {
-  h.onData(lines);
-  h.onEnd();
-};
-const none = (node: string): Script => (p, h) => h.onEnd(`no log for unit ${p.name} on node ${node}`);
+const has =
+  (lines: string): Script =>
+  (_p, h) => {
+    h.onData(lines);
+    h.onEnd();
+  };
+const none =
+  (node: string): Script =>
+  (p, h) =>
+    h.onEnd(`no log for unit ${p.name} on node ${node}`);
 
 async function get(url: string): Promise<{ status: number; text: string; trailer?: string; node?: string }> {
   return new Promise((resolve, reject) => {
-    http.get(url, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode!, text, trailer: res.trailers[LOG_ERROR_TRAILER.toLowerCase()], node: res.headers['x-mo-node'] as string | undefined }));
-    }).on('error', reject);
+    http
+      .get(url, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode!, text, trailer: res.trailers[LOG_ERROR_TRAILER.toLowerCase()], node: res.headers['x-mo-node'] as string | undefined }));
+      })
+      .on('error', reject);
   });
 }
 
@@ -177,11 +192,24 @@ test('GET log of an unbound unit: the reporting node, else every agent asked and
   );
   let r = await get(`${s.base}/v1/units/seen-1/log`);
   assert.deepEqual([r.status, r.text, r.node], [200, 'seen\n', 'node-c']);
-  assert.deepEqual(s.opened.map((o) => o.node), ['node-c'], 'the node reporting it, alone');
+  assert.deepEqual(
+    s.opened.map((o) => o.node),
+    ['node-c'],
+    'the node reporting it, alone',
+  );
   r = await get(`${s.base}/v1/units/old-1/log`);
   assert.deepEqual([r.status, r.text, r.node], [200, 'last words\n', 'node-b']);
-  assert.deepEqual(s.opened.slice(1).map((o) => o.node).sort(), ['node-a', 'node-b', 'node-c']);
-  assert.ok(s.closedIds.some((id) => id.startsWith('node-c:')), 'the agent still looking was told log-close');
+  assert.deepEqual(
+    s.opened
+      .slice(1)
+      .map((o) => o.node)
+      .sort(),
+    ['node-a', 'node-b', 'node-c'],
+  );
+  assert.ok(
+    s.closedIds.some((id) => id.startsWith('node-c:')),
+    'the agent still looking was told log-close',
+  );
   r = await get(`${s.base}/v1/units/never-1/log`);
   assert.deepEqual([r.status, JSON.parse(r.text).error], [404, 'no log for unit never-1']);
 });

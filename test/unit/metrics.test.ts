@@ -72,7 +72,10 @@ function parseExposition(text: string): { samples: Series[]; types: Map<string, 
     assert.ok(type, `sample before its TYPE: ${line}`);
     if (family !== name) assert.ok(type === 'histogram' || type === 'summary', `suffix on a ${type}: ${line}`);
     if (name.endsWith('_bucket') && type === 'histogram') assert.ok('le' in labels, `bucket without le: ${line}`);
-    const key = `${name}{${Object.entries(labels).sort().map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(',')}}`;
+    const key = `${name}{${Object.entries(labels)
+      .sort()
+      .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+      .join(',')}}`;
     assert.ok(!seen.has(key), `duplicate series ${key}`);
     seen.add(key);
     samples.push({ name, labels, value });
@@ -94,7 +97,10 @@ function parseExposition(text: string): { samples: Series[]; types: Map<string, 
       const count = samples.find((x) => x.name === `${family}_count` && JSON.stringify(Object.entries(x.labels).sort()) === k);
       assert.ok(count, `${family}${k}: no _count`);
       assert.equal(count.value, buckets.at(-1)!.v, `${family}${k}: +Inf bucket != _count`);
-      assert.ok(samples.some((x) => x.name === `${family}_sum` && JSON.stringify(Object.entries(x.labels).sort()) === k), `${family}${k}: no _sum`);
+      assert.ok(
+        samples.some((x) => x.name === `${family}_sum` && JSON.stringify(Object.entries(x.labels).sort()) === k),
+        `${family}${k}: no _sum`,
+      );
     }
   }
   return { samples, types };
@@ -180,16 +186,42 @@ test('a replica exposes every family the issue asks for, valid, with the cluster
   const m = metricsFor(stateWithUnits());
   const { samples, types } = parseExposition(await m.text());
   const want: Record<string, string> = {
-    mo_raft_term: 'gauge', mo_raft_commit_index: 'gauge', mo_raft_applied_index: 'gauge', mo_raft_is_leader: 'gauge', mo_raft_role: 'gauge',
-    mo_raft_proposals_total: 'counter', mo_raft_proposals_pending: 'gauge', mo_raft_elections_total: 'counter', mo_raft_elections_won_total: 'counter',
-    mo_raft_leader_changes_total: 'counter', mo_raft_fsync_duration_seconds: 'histogram', mo_raft_commit_duration_seconds: 'histogram',
-    mo_raft_failover_seconds: 'histogram', mo_raft_last_failover_seconds: 'gauge',
-    mo_api_requests_total: 'counter', mo_api_request_duration_seconds: 'histogram', mo_api_open_watches: 'gauge',
-    mo_scheduler_placements_total: 'counter', mo_scheduler_unschedulable_total: 'counter', mo_scheduler_duration_seconds: 'histogram',
-    mo_reconcile_passes_total: 'counter', mo_reconcile_actions_total: 'counter', mo_reconcile_backlog: 'gauge', mo_reconcile_pass_duration_seconds: 'histogram',
-    mo_nodes: 'gauge', mo_units: 'gauge', mo_units_by_reason: 'gauge', mo_units_unscheduled: 'gauge', mo_deployments: 'gauge',
-    mo_agent_spawn_duration_seconds: 'histogram', mo_agent_heartbeat_rtt_seconds: 'histogram', mo_agent_probe_results_total: 'counter', mo_agent_units: 'gauge',
-    process_resident_memory_bytes: 'gauge', process_cpu_seconds_total: 'counter', nodejs_eventloop_lag_p99_seconds: 'gauge',
+    mo_raft_term: 'gauge',
+    mo_raft_commit_index: 'gauge',
+    mo_raft_applied_index: 'gauge',
+    mo_raft_is_leader: 'gauge',
+    mo_raft_role: 'gauge',
+    mo_raft_proposals_total: 'counter',
+    mo_raft_proposals_pending: 'gauge',
+    mo_raft_elections_total: 'counter',
+    mo_raft_elections_won_total: 'counter',
+    mo_raft_leader_changes_total: 'counter',
+    mo_raft_fsync_duration_seconds: 'histogram',
+    mo_raft_commit_duration_seconds: 'histogram',
+    mo_raft_failover_seconds: 'histogram',
+    mo_raft_last_failover_seconds: 'gauge',
+    mo_api_requests_total: 'counter',
+    mo_api_request_duration_seconds: 'histogram',
+    mo_api_open_watches: 'gauge',
+    mo_scheduler_placements_total: 'counter',
+    mo_scheduler_unschedulable_total: 'counter',
+    mo_scheduler_duration_seconds: 'histogram',
+    mo_reconcile_passes_total: 'counter',
+    mo_reconcile_actions_total: 'counter',
+    mo_reconcile_backlog: 'gauge',
+    mo_reconcile_pass_duration_seconds: 'histogram',
+    mo_nodes: 'gauge',
+    mo_units: 'gauge',
+    mo_units_by_reason: 'gauge',
+    mo_units_unscheduled: 'gauge',
+    mo_deployments: 'gauge',
+    mo_agent_spawn_duration_seconds: 'histogram',
+    mo_agent_heartbeat_rtt_seconds: 'histogram',
+    mo_agent_probe_results_total: 'counter',
+    mo_agent_units: 'gauge',
+    process_resident_memory_bytes: 'gauge',
+    process_cpu_seconds_total: 'counter',
+    nodejs_eventloop_lag_p99_seconds: 'gauge',
   };
   for (const [name, type] of Object.entries(want)) assert.equal(types.get(name), type, name);
   assert.equal(value(samples, 'mo_raft_term'), 3);

@@ -86,11 +86,21 @@ describe('netns address plan', () => {
 
   test('names that cannot be namespaces, are reserved or repeat are refused with the name in the message', () => {
     const plan = (name: string): NetnsLayout => planTopology({ basePort: 7000, processes: [{ name, kind: 'node-agent' }] });
-    assert.throws(() => plan('Node_A'), (e: Error) => e instanceof NetnsError && e.message.includes('"Node_A"'));
+    assert.throws(
+      () => plan('Node_A'),
+      (e: Error) => e instanceof NetnsError && e.message.includes('"Node_A"'),
+    );
     assert.throws(() => plan('hub'), /"hub" is reserved/);
     assert.throws(() => plan('../etc'), NetnsError);
     assert.throws(
-      () => planTopology({ basePort: 7000, processes: [{ name: 'a', kind: 'node-agent' }, { name: 'a', kind: 'node-agent' }] }),
+      () =>
+        planTopology({
+          basePort: 7000,
+          processes: [
+            { name: 'a', kind: 'node-agent' },
+            { name: 'a', kind: 'node-agent' },
+          ],
+        }),
       /"a" is used twice/,
     );
   });
@@ -108,7 +118,7 @@ describe('netns address plan', () => {
 });
 
 describe('netns command lines', () => {
-  test('building touches only the cluster\'s own namespaces and addresses inside its subnet', () => {
+  test("building touches only the cluster's own namespaces and addresses inside its subnet", () => {
     const layout = lesson();
     const cmds = [...claimCommands(layout, { pid: 42, startTime: '9' }), ...setupCommands(layout)];
     for (const cmd of cmds) {
@@ -138,13 +148,10 @@ describe('netns command lines', () => {
     assert.deepEqual(enterCommand('mo-7000-cp-1', false), ['ip', 'netns', 'exec', 'mo-7000-cp-1']);
   });
 
-  test('a cut is a silent DROP in the sender\'s own namespace, tagged so heal and status find it', () => {
+  test("a cut is a silent DROP in the sender's own namespace, tagged so heal and status find it", () => {
     const layout = lesson();
     const [cp1, nodeA] = [findProcess(layout, 'cp-1'), findProcess(layout, 'node-a')];
-    assert.equal(
-      cutOneWay(cp1, nodeA).join(' '),
-      'ip netns exec mo-7000-cp-1 iptables -w -A OUTPUT -d 10.213.88.21/32 -m comment --comment mo-cut -j DROP',
-    );
+    assert.equal(cutOneWay(cp1, nodeA).join(' '), 'ip netns exec mo-7000-cp-1 iptables -w -A OUTPUT -d 10.213.88.21/32 -m comment --comment mo-cut -j DROP');
     assert.equal(
       lossOneWay(nodeA, cp1, 30).join(' '),
       'ip netns exec mo-7000-node-a iptables -w -A OUTPUT -d 10.213.88.11/32 -m statistic --mode random --probability 0.30000000000 -m comment --comment mo-loss -j DROP',
@@ -160,12 +167,15 @@ describe('netns command lines', () => {
       '-A OUTPUT -d 10.213.88.23/32 -j DROP',
     ].join('\n');
     const rules = parseDropRules(text);
-    assert.deepEqual(rules.map((r) => [r.kind, r.to, r.percent]), [['cut', '10.213.88.21', undefined], ['loss', '10.213.88.22', 30]]);
-    const cp1 = findProcess(lesson(), 'cp-1');
-    assert.equal(
-      deleteRuleCommand(cp1, rules[0]).join(' '),
-      'ip netns exec mo-7000-cp-1 iptables -w -D OUTPUT -d 10.213.88.21/32 -m comment --comment mo-cut -j DROP',
+    assert.deepEqual(
+      rules.map((r) => [r.kind, r.to, r.percent]),
+      [
+        ['cut', '10.213.88.21', undefined],
+        ['loss', '10.213.88.22', 30],
+      ],
     );
+    const cp1 = findProcess(lesson(), 'cp-1');
+    assert.equal(deleteRuleCommand(cp1, rules[0]).join(' '), 'ip netns exec mo-7000-cp-1 iptables -w -D OUTPUT -d 10.213.88.21/32 -m comment --comment mo-cut -j DROP');
   });
 
   test('a delay is an htb class per destination with a netem leaf, matched by destination address', () => {
@@ -176,7 +186,10 @@ describe('netns command lines', () => {
     assert.match(cmds[0], /class add dev eth0 parent 1: classid 1:104 htb/);
     assert.equal(cmds[1], 'tc -n mo-7000-cp-2 qdisc add dev eth0 parent 1:104 handle 104: netem delay 200ms');
     assert.equal(cmds[2], 'tc -n mo-7000-cp-2 filter add dev eth0 parent 1: pref 104 protocol ip u32 match ip dst 10.213.88.22/32 flowid 1:104');
-    assert.deepEqual(undelayOneWay(cp2, nodeB).map((c) => c.slice(3, 5).join(' ')), ['filter del', 'class del']);
+    assert.deepEqual(
+      undelayOneWay(cp2, nodeB).map((c) => c.slice(3, 5).join(' ')),
+      ['filter del', 'class del'],
+    );
     const shown = 'qdisc htb 1: root refcnt 2 r2q 10 default 0x1 direct_packets_stat 0\nqdisc netem 104: parent 1:104 limit 1000 delay 200ms\n';
     assert.deepEqual(parseQdiscs(shown), { hasRoot: true, delays: [{ toOrdinal: nodeB.ordinal, delay: '200ms' }] });
     assert.deepEqual(parseQdiscs('qdisc noqueue 0: root refcnt 2\n'), { hasRoot: false, delays: [] });
@@ -211,7 +224,10 @@ describe('launcher in --netns mode', () => {
   test('--netns is a switch: absent by default, set when given, and takes no value', () => {
     assert.equal(parseLauncherArgs([]).netns, undefined);
     assert.equal(parseLauncherArgs(['--netns', '--base-port', '7100']).netns, true);
-    assert.throws(() => parseLauncherArgs(['--netns=yes']), (e: Error) => e instanceof UsageError && /takes no value/.test(e.message));
+    assert.throws(
+      () => parseLauncherArgs(['--netns=yes']),
+      (e: Error) => e instanceof UsageError && /takes no value/.test(e.message),
+    );
   });
 
   test('each process starts inside its namespace, listens on its address, and peers and agents use those addresses', () => {
@@ -221,8 +237,15 @@ describe('launcher in --netns mode', () => {
       enter: Object.fromEntries(layout.processes.map((p) => [p.name, enterCommand(p.netns, true)])),
     };
     const cluster: ClusterLayout = {
-      nodeExecPath: '/usr/bin/node', dataDir: '.mo', basePort: 7000, replicas: 3, token: 't', nodes: LESSON_NODES,
-      controlPlaneScript: 'dist/control-plane.mjs', nodeAgentScript: 'dist/node-agent.mjs', network,
+      nodeExecPath: '/usr/bin/node',
+      dataDir: '.mo',
+      basePort: 7000,
+      replicas: 3,
+      token: 't',
+      nodes: LESSON_NODES,
+      controlPlaneScript: 'dist/control-plane.mjs',
+      nodeAgentScript: 'dist/node-agent.mjs',
+      network,
     };
     const specs = clusterCommands(cluster);
     const cp1 = specs.find((s) => s.name === 'cp-1')!;
@@ -245,14 +268,18 @@ describe('npm run net', () => {
     assert.deepEqual(parseNetArgs(['cut', 'cp-1', 'node-a']), { dataDir: '.mo', command: { op: 'cut', a: 'cp-1', b: 'node-a' } });
     assert.deepEqual(parseNetArgs(['heal', 'cp-1']).command, { op: 'heal-process', a: 'cp-1' });
     assert.deepEqual(parseNetArgs(['delay', 'cp-1', 'node-a', '1.5s', '--data-dir', '/d']), {
-      dataDir: '/d', command: { op: 'delay', a: 'cp-1', b: 'node-a', delayMs: 1500 },
+      dataDir: '/d',
+      command: { op: 'delay', a: 'cp-1', b: 'node-a', delayMs: 1500 },
     });
     assert.deepEqual(parseNetArgs(['--data-dir=/d', 'loss', 'cp-1', 'node-a', '30%']).command, { op: 'loss', a: 'cp-1', b: 'node-a', percent: 30 });
     assert.deepEqual(parseNetArgs(['status']).command, { op: 'status' });
   });
 
   test('bad usage names its cause', () => {
-    assert.throws(() => parseNetArgs([]), (e: Error) => e instanceof NetUsageError && /a command is missing/.test(e.message));
+    assert.throws(
+      () => parseNetArgs([]),
+      (e: Error) => e instanceof NetUsageError && /a command is missing/.test(e.message),
+    );
     assert.throws(() => parseNetArgs(['cut', 'cp-1']), /cut takes 2 argument\(s\), got 1/);
     assert.throws(() => parseNetArgs(['explode']), /unknown command "explode"/);
     assert.throws(() => parseNetArgs(['loss', 'a', 'b', '100%']), /less than 100%/);

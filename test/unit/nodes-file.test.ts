@@ -3,14 +3,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  LESSON_NODES,
-  NodeSpecError,
-  parseCapacityCpu,
-  parseCapacityMemory,
-  parseNodesFile,
-  parseTaint,
-} from '../../shared/nodes-file.ts';
+import { LESSON_NODES, NodeSpecError, parseCapacityCpu, parseCapacityMemory, parseNodesFile, parseTaint } from '../../shared/nodes-file.ts';
 import { encodeMessage, decodeAgentMessage } from '../../shared/protocol/codec.ts';
 import type { NodeInfo } from '../../shared/model.ts';
 
@@ -69,9 +62,7 @@ test('a YAML nodes file with numbers, quantities, taints and labels becomes Node
 
 test('a JSON nodes file is read the same way', () => {
   const json = JSON.stringify([{ name: 'node-a', cpu: 4000, memory: 8192, taints: ['gpu-only'] }]);
-  assert.deepEqual(parseNodesFile(json), [
-    { name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [{ key: 'gpu-only', effect: 'NoSchedule' }], labels: {} },
-  ]);
+  assert.deepEqual(parseNodesFile(json), [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [{ key: 'gpu-only', effect: 'NoSchedule' }], labels: {} }]);
 });
 
 test('taints in kubectl notation default to NoSchedule', () => {
@@ -108,13 +99,16 @@ test('capacity numbers are millicores and MiB; suffixed values are Kubernetes qu
 
 test('every kind of bad entry is refused naming the entry and field', () => {
   const cases: Array<[string, RegExp | string]> = [
-    ['- {name: a, cpu: 1000, memory: 1024}\n- {name: b, cpu: 1000, memory: 1024}\n- {name: c, cpu: x, memory: 1024}', 'nodes[2].cpu: invalid cpu quantity "x": expected Kubernetes notation such as \'500m\', \'1\', \'1.5\''],
+    [
+      '- {name: a, cpu: 1000, memory: 1024}\n- {name: b, cpu: 1000, memory: 1024}\n- {name: c, cpu: x, memory: 1024}',
+      "nodes[2].cpu: invalid cpu quantity \"x\": expected Kubernetes notation such as '500m', '1', '1.5'",
+    ],
     ['- {name: a, cpu: -5, memory: 1024}', 'nodes[0].cpu: expected a whole number of millicores or a quantity such as 4000m, got -5'],
     ['- {name: a, memory: 1024}', 'nodes[0].cpu: missing'],
     ['- {name: a, cpu: 1000}', 'nodes[0].memory: missing'],
     ['- {name: a, cpu: 1000, memory: [1]}', 'nodes[0].memory: expected MiB or a quantity such as 8Gi, got a list of 1'],
     ['- {name: Node_A, cpu: 1000, memory: 1024}', /^nodes\[0\]\.name: expected a DNS-1123 name/],
-    ['- {cpu: 1000, memory: 1024}', 'nodes[0].name: expected a DNS-1123 name (lower-case letters, digits, \'-\' and \'.\'), got nothing'],
+    ['- {cpu: 1000, memory: 1024}', "nodes[0].name: expected a DNS-1123 name (lower-case letters, digits, '-' and '.'), got nothing"],
     ['- {name: a, cpu: 1000, memory: 1024, gpus: 2}', 'nodes[0].gpus: not supported'],
     ['- {name: a, cpu: 1000, memory: 1024, taints: ["x:Sometimes"]}', /^nodes\[0\]\.taints\[0\]: invalid taint "x:Sometimes": effect must be one of/],
     ['- {name: a, cpu: 1000, memory: 1024, taints: [{key: x, effect: Never}]}', 'nodes[0].taints[0].effect: expected one of NoSchedule, PreferNoSchedule, NoExecute, got "Never"'],

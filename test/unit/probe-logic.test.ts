@@ -31,7 +31,15 @@ interface Case {
 const p = (fields: Partial<Probe> = {}) => execProbe(['check'], fields);
 
 const cases: Case[] = [
-  { name: 'no probes: ready from Running on, nothing ever due', probes: undefined, ready0: true, steps: [{ t: 0, due: [], next: null }, { t: 60_000, due: [], next: null }] },
+  {
+    name: 'no probes: ready from Running on, nothing ever due',
+    probes: undefined,
+    ready0: true,
+    steps: [
+      { t: 0, due: [], next: null },
+      { t: 60_000, due: [], next: null },
+    ],
+  },
   {
     name: 'liveness only: ready at once; three failures in a row kill',
     probes: { liveness: p() },
@@ -197,4 +205,3 @@ test('probe logic: after stop() nothing is due, results are ignored, not ready',
   const other = new ProbeLogic({ liveness: p({ failureThreshold: 1 }) }, 0);
   assert.equal(other.result('liveness', false, 'd', 0).type, 'none', 'not in flight');
 });
-

@@ -76,12 +76,16 @@ test('bad quantities throw a QuantityError that names the bad value', () => {
     [() => parseMemory({} as unknown as string), /^invalid memory quantity an object/],
   ];
   for (const [call, message] of bad) {
-    assert.throws(call, (err: unknown) => {
-      assert.ok(err instanceof QuantityError);
-      assert.equal(err.code, 'INVALID_QUANTITY');
-      assert.match(err.message, message);
-      return true;
-    }, `expected a QuantityError matching ${message}`);
+    assert.throws(
+      call,
+      (err: unknown) => {
+        assert.ok(err instanceof QuantityError);
+        assert.equal(err.code, 'INVALID_QUANTITY');
+        assert.match(err.message, message);
+        return true;
+      },
+      `expected a QuantityError matching ${message}`,
+    );
   }
 });
 

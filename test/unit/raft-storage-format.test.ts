@@ -65,7 +65,10 @@ test('a segment of whole batches scans clean with every batch in order', () => {
   const bytes = concat(encodeBatch(entryRecords(1, 3)), encodeBatch(entryRecords(4, 4)));
   const scan = scanSegment(bytes);
   assert.deepEqual(scan.tail, { state: 'clean' });
-  assert.deepEqual(scan.batches.map((b) => b.records.map((r) => (r.record.kind === 'entry' ? r.record.entry.index : -1))), [[1, 2, 3], [4]]);
+  assert.deepEqual(
+    scan.batches.map((b) => b.records.map((r) => (r.record.kind === 'entry' ? r.record.entry.index : -1))),
+    [[1, 2, 3], [4]],
+  );
 });
 
 test('a last batch cut short at any byte is torn and cut at the start of that batch', () => {

@@ -231,14 +231,21 @@ test('a compaction writes the snapshot, deletes the segments and snapshot it sup
   await storage.saveCompaction(snapshotAt(40, 1));
   assert.deepEqual(storage.stats(), { segments: 1, walBytes: (await stat(await lastWal(dir))).size, snapshotIndex: 40, lastIndex: 60, entriesSinceSnapshot: 20 });
   let files = (await readdir(dir)).sort();
-  assert.deepEqual(files.filter((f) => f.endsWith('.snap')), ['snap-0000000000000040-0000000000000001.snap']);
+  assert.deepEqual(
+    files.filter((f) => f.endsWith('.snap')),
+    ['snap-0000000000000040-0000000000000001.snap'],
+  );
   assert.equal((await walFiles(dir)).length, 1);
   assert.ok(!before.includes((await walFiles(dir))[0]), 'the checkpoint starts a new segment');
 
   await storage.save(null, range(61, 62));
   await storage.saveCompaction(snapshotAt(55, 1));
   files = (await readdir(dir)).sort();
-  assert.deepEqual(files.filter((f) => f.endsWith('.snap')), ['snap-0000000000000055-0000000000000001.snap'], 'the older snapshot file is gone');
+  assert.deepEqual(
+    files.filter((f) => f.endsWith('.snap')),
+    ['snap-0000000000000055-0000000000000001.snap'],
+    'the older snapshot file is gone',
+  );
   await storage.close();
 
   const { storage: again } = await openStorage(t, dir);
@@ -255,7 +262,10 @@ test('a compaction that does not match a stored entry is refused and changes not
   await assert.rejects(storage.saveCompaction(snapshotAt(3, 1)), (e: unknown) => e instanceof RaftStorageError && e.code === 'INVALID');
   await assert.rejects(storage.saveCompaction(snapshotAt(9, 2)), (e: unknown) => e instanceof RaftStorageError && e.code === 'INVALID');
   assert.equal(summary((await storage.load()).entries), '1@2 2@2 3@2 4@2 5@2');
-  assert.deepEqual((await readdir(dir)).filter((f) => f.endsWith('.snap')), []);
+  assert.deepEqual(
+    (await readdir(dir)).filter((f) => f.endsWith('.snap')),
+    [],
+  );
 });
 
 test('installing a snapshot from the leader discards every stored entry, then appends the Ready entries and hard state (§7)', async (t) => {
@@ -287,7 +297,10 @@ test('a crash after the snapshot file was renamed but before its checkpoint was 
   const loaded = await again.load();
   assert.deepEqual(loaded.snapshot, snapshotAt(4, 1));
   assert.deepEqual(loaded.entries, range(5, 10));
-  assert.deepEqual((await readdir(dir)).filter((f) => f.includes('.snap')), ['snap-0000000000000004-0000000000000001.snap']);
+  assert.deepEqual(
+    (await readdir(dir)).filter((f) => f.includes('.snap')),
+    ['snap-0000000000000004-0000000000000001.snap'],
+  );
 });
 
 test('a crash after the checkpoint was written but before old segments were deleted opens from the checkpoint and deletes them', async (t) => {

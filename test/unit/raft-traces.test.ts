@@ -88,7 +88,18 @@ class Env {
         for (const id of ids) {
           this.nodes.set(id, {
             // random() = 0: every election timeout is exactly ELECTION_TICKS, so traces do not depend on jitter.
-            raft: new RaftNode({ id, peers: ids, electionTimeoutTicks: ELECTION_TICKS, heartbeatTicks: HEARTBEAT_TICKS, random: () => 0, preVote: opt('prevote', true), checkQuorum: opt('checkquorum', false), maxEntriesPerMsg: 64, maxInflight: 64, piggybackCommit: opt('piggyback', false) }),
+            raft: new RaftNode({
+              id,
+              peers: ids,
+              electionTimeoutTicks: ELECTION_TICKS,
+              heartbeatTicks: HEARTBEAT_TICKS,
+              random: () => 0,
+              preVote: opt('prevote', true),
+              checkQuorum: opt('checkquorum', false),
+              maxEntriesPerMsg: 64,
+              maxInflight: 64,
+              piggybackCommit: opt('piggyback', false),
+            }),
             durable: { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [] },
           });
         }
@@ -247,7 +258,9 @@ function render(src: string, actual: string[]): string {
   return out.join('\n');
 }
 
-const files = readdirSync(DIR).filter((f) => f.endsWith('.txt')).sort();
+const files = readdirSync(DIR)
+  .filter((f) => f.endsWith('.txt'))
+  .sort();
 
 test('the trace files exist', () => {
   assert.ok(files.length >= 4, `only ${files.length} trace files in ${DIR}`);

@@ -254,7 +254,10 @@ test('a single-replica group elects itself and commits on its own disk write', (
   assert.deepEqual(res, { ok: true, index: 2, term: 1 });
   // Not committed before it is on disk: the first Ready only asks to persist it.
   const rd = c.n('solo').ready()!;
-  assert.deepEqual(rd.entries.map((e) => e.index), [2]);
+  assert.deepEqual(
+    rd.entries.map((e) => e.index),
+    [2],
+  );
   assert.deepEqual(rd.committedEntries, []);
   c.n('solo').advance(rd);
   c.drain('solo');
@@ -276,11 +279,15 @@ test('a follower rejects AppendEntries whose prevLogTerm does not match and the 
   assert.ok(resp.hintIndex <= 2);
 
   // In a cluster: n2 diverged in term 2; leader n1 (term 3 log) backs up until the logs match.
-  const c = new Cluster(['n1', 'n2', 'n3'], { maxEntriesPerMsg: 1 }, {
-    n1: persisted(3, [entry(1, 1), entry(2, 1), entry(3, 3)]),
-    n2: persisted(2, [entry(1, 1), entry(2, 2, 'stale'), entry(3, 2, 'stale'), entry(4, 2, 'stale')]),
-    n3: persisted(3, [entry(1, 1)]),
-  });
+  const c = new Cluster(
+    ['n1', 'n2', 'n3'],
+    { maxEntriesPerMsg: 1 },
+    {
+      n1: persisted(3, [entry(1, 1), entry(2, 1), entry(3, 3)]),
+      n2: persisted(2, [entry(1, 1), entry(2, 2, 'stale'), entry(3, 2, 'stale'), entry(4, 2, 'stale')]),
+      n3: persisted(3, [entry(1, 1)]),
+    },
+  );
   c.elect('n1');
   assert.equal(logOf(c.n('n2')), logOf(c.n('n1')));
   const rejects = c.sent.filter((m) => m.type === 'appendResponse' && m.from === 'n2' && m.reject);
@@ -315,11 +322,15 @@ test("a follower's commit index never passes the last entry the leader sent it (
 
 test('a leader does not commit an entry of an earlier term by counting replicas (§5.4.2, figure 8)', () => {
   // n1 wrote entry 2 in term 2 and lost leadership before replicating it.
-  const c = new Cluster(['n1', 'n2', 'n3'], { maxEntriesPerMsg: 1 }, {
-    n1: persisted(3, [entry(1, 1), entry(2, 2, 'old')]),
-    n2: persisted(3, [entry(1, 1)]),
-    n3: persisted(3, [entry(1, 1)]),
-  });
+  const c = new Cluster(
+    ['n1', 'n2', 'n3'],
+    { maxEntriesPerMsg: 1 },
+    {
+      n1: persisted(3, [entry(1, 1), entry(2, 2, 'old')]),
+      n2: persisted(3, [entry(1, 1)]),
+      n3: persisted(3, [entry(1, 1)]),
+    },
+  );
   // Elect n1 in term 4 but hold back AppendEntries that carry its no-op (index 3).
   for (let i = 0; i < 3 * T && c.n('n1').status().role !== 'candidate'; i++) c.tick('n1');
   const holdNoop = (m: Message) => !(m.type === 'append' && m.entries.some((e) => e.index === 3));
@@ -413,7 +424,7 @@ function partitionAndRejoin(preVote: boolean): { termBefore: number; after: Retu
 
 test('pre-vote: a partitioned replica rejoining does not disrupt a stable leader (thesis §9.6)', () => {
   const { termBefore, after, n3Term } = partitionAndRejoin(true);
-  assert.equal(n3Term, termBefore, 'pre-votes that fail never raise the isolated replica\'s term');
+  assert.equal(n3Term, termBefore, "pre-votes that fail never raise the isolated replica's term");
   assert.equal(after.role, 'leader');
   assert.equal(after.term, termBefore);
 

@@ -169,9 +169,7 @@ class World {
   private schedule(): SimNode | undefined {
     const load = new Map<string, number>();
     for (const b of this.bindings.values()) if (b.nodeName) load.set(b.nodeName, (load.get(b.nodeName) ?? 0) + 1);
-    return [...this.nodes.values()]
-      .sort((a, b) => (a.name < b.name ? -1 : 1))
-      .find((n) => n.ready && (load.get(n.name) ?? 0) < n.maxUnits);
+    return [...this.nodes.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).find((n) => n.ready && (load.get(n.name) ?? 0) < n.maxUnits);
   }
 
   private sendSpawn(name: string, deployment: string, node: SimNode): void {
@@ -345,8 +343,7 @@ test('Two deployments reconcile independently: scaling, losing and deleting unit
   w.setDesired('web', 1);
   w.kill('api-1');
   r = w.step();
-  const byDeployment = (p: Plan, name: string) =>
-    p.actions.filter((a) => ('deployment' in a ? a.deployment === name : a.unit.startsWith(`${name}-`)));
+  const byDeployment = (p: Plan, name: string) => p.actions.filter((a) => ('deployment' in a ? a.deployment === name : a.unit.startsWith(`${name}-`)));
   assert.deepEqual(
     byDeployment(r.plan, 'web').map((a) => `${a.type} ${'unit' in a ? a.unit : ''}`),
     ['unbind web-3', 'terminate web-3', 'unbind web-2', 'terminate web-2'],
@@ -519,10 +516,7 @@ test('Lost units on a NotReady or unregistered node are unbound without a termin
   );
   assert.deepEqual(ofType(plan, 'terminate'), []);
   assert.equal(ofType(plan, 'create').length, 3);
-  assert.equal(
-    formatDiff(plan.diffs[0]!),
-    'web: desired=3 live=0 -> create 3 (lost: web-1, web-2 on node-a NotReady; web-3 on node-b, not registered)',
-  );
+  assert.equal(formatDiff(plan.diffs[0]!), 'web: desired=3 live=0 -> create 3 (lost: web-1, web-2 on node-a NotReady; web-3 on node-b, not registered)');
   const r = w.apply(plan);
   assert.deepEqual(r.created, ['web-4', 'web-5', 'web-6']);
   assert.ok(r.created.every((u) => w.nodeOf(u) === 'node-c'));
@@ -559,11 +553,16 @@ test('A unit that completes is replaced too, because a deployment keeps its unit
   w.step();
   w.nodes.get('node-a')!.units.set('web-1', report('web-1', 'web', 'Succeeded', { exitCode: 0, reason: 'Completed', startedAt: 0, finishedAt: 60_000 }));
   const r = w.step();
-  assert.deepEqual(ofType(r.plan, 'unbind').map((a) => a.reason), ['completed']);
+  assert.deepEqual(
+    ofType(r.plan, 'unbind').map((a) => a.reason),
+    ['completed'],
+  );
   assert.deepEqual(r.created, ['web-2']);
   assert.equal(formatDiff(r.plan.diffs[0]!), 'web: desired=1 live=0 -> create 1 (completed: web-1 exit 0)');
-  assert.equal(formatDiff({ ...r.plan.diffs[0]!, completed: [], crashed: ['web-1'], detail: { 'web-1': 'signal SIGKILL' } }),
-    'web: desired=1 live=0 -> create 1 (crashed: web-1 signal SIGKILL)');
+  assert.equal(
+    formatDiff({ ...r.plan.diffs[0]!, completed: [], crashed: ['web-1'], detail: { 'web-1': 'signal SIGKILL' } }),
+    'web: desired=1 live=0 -> create 1 (crashed: web-1 signal SIGKILL)',
+  );
 });
 
 test('Units that a returning node still runs but the leader replaced are terminated, and nothing else changes', () => {
@@ -582,10 +581,7 @@ test('Units that a returning node still runs but the leader replaced are termina
     { type: 'terminate', unit: 'web-2', node: 'node-a', reason: TERMINATE_REASON_NOT_BOUND },
   ]);
   assert.equal(r.plan.actions.length, 2, 'no create, no unbind: only the two leftovers stop');
-  assert.equal(
-    formatDiff(r.plan.diffs[0]!),
-    'web: desired=5 live=5 -> stop web-1, web-2 (not bound: replaced while its node was away)',
-  );
+  assert.equal(formatDiff(r.plan.diffs[0]!), 'web: desired=5 live=5 -> stop web-1, web-2 (not bound: replaced while its node was away)');
   assert.deepEqual(w.running('web'), ['web-3', 'web-4', 'web-5', 'web-6', 'web-7']);
   assert.deepEqual(w.step().plan.actions, []);
 });
@@ -601,9 +597,7 @@ test('A leftover that is already Terminating with our terminate in flight is lef
   w.now += GRACE_MS + SPAWN_TIMEOUT_MS - 1;
   assert.deepEqual(reconcile(w.input()).actions, []);
   w.now += 1;
-  assert.deepEqual(reconcile(w.input()).actions, [
-    { type: 'terminate', unit: 'web-9', node: 'node-a', reason: TERMINATE_REASON_NOT_BOUND },
-  ]);
+  assert.deepEqual(reconcile(w.input()).actions, [{ type: 'terminate', unit: 'web-9', node: 'node-a', reason: TERMINATE_REASON_NOT_BOUND }]);
 });
 
 test('A unit a Ready node reports that is bound to another node is terminated on the wrong node only', () => {
@@ -654,7 +648,7 @@ test('A unit the previous leader bound but never spawned is spawned by the new l
   assert.deepEqual(plan.actions, [{ type: 'spawn', unit: 'web-2', node: 'node-a', deployment: 'web' }]);
 });
 
-test('A unit bound before its node\'s agent restarted, and not reported by the new agent, is lost and replaced under a new name', () => {
+test("A unit bound before its node's agent restarted, and not reported by the new agent, is lost and replaced under a new name", () => {
   const w = lessonWorld();
   w.setDesired('web', 2);
   w.bindings.set('web-1', { name: 'web-1', deployment: 'web', index: 1, nodeName: 'node-a', specHash: 'h1', boundAt: w.now - 5000 });
@@ -697,8 +691,7 @@ test('A bound unit that is Terminating or has our terminate in flight is not cou
 test('Scale-down prefers Pending and not-yet-reported units over Running ones, newest first within each', () => {
   const w = new World().addNode('node-a', 10);
   w.setDesired('web', 1);
-  const bind = (i: number) =>
-    w.bindings.set(`web-${i}`, { name: `web-${i}`, deployment: 'web', index: i, nodeName: 'node-a', specHash: 'h1', boundAt: w.now });
+  const bind = (i: number) => w.bindings.set(`web-${i}`, { name: `web-${i}`, deployment: 'web', index: i, nodeName: 'node-a', specHash: 'h1', boundAt: w.now });
   for (const i of [1, 2, 3, 4, 5]) bind(i);
   const units = w.nodes.get('node-a')!.units;
   units.set('web-1', report('web-1', 'web', 'Running'));
@@ -740,7 +733,11 @@ test('Deleting a deployment unbinds every unit newest first, terminates those on
     ],
   );
   r = w.step();
-  assert.equal(r.plan.diffs.some((d) => d.deployment === 'web'), false, 'a fully deleted deployment has no diff');
+  assert.equal(
+    r.plan.diffs.some((d) => d.deployment === 'web'),
+    false,
+    'a fully deleted deployment has no diff',
+  );
   assert.ok(r.plan.diffs.every(isQuietDiff));
 });
 
@@ -797,4 +794,3 @@ test('Malformed numbers are refused with a RangeError naming the field', () => {
   w.setDesired('web', 1.5);
   assert.throws(() => reconcile(w.input()), /deployment web: replicas/);
 });
-

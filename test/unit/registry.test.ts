@@ -54,7 +54,7 @@ test('silence keeps the timer: heartbeats stop without a close, NotReady only af
   assert.ok(c && c.type === 'node-not-ready' && c.why.startsWith('no heartbeat for 1.'), JSON.stringify(c));
 });
 
-test('forgetUnit (a forced delete) drops a NotReady node\'s leftover report, and never a Ready node\'s', () => {
+test("forgetUnit (a forced delete) drops a NotReady node's leftover report, and never a Ready node's", () => {
   const { r, changes } = registry();
   const report = { name: 'web-5', deployment: 'web', phase: 'Running' as const, pid: 7, resources: { cpu: 100, memory: 64 }, term: 1 };
   r.unitStatus('node-a', report);

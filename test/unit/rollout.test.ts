@@ -152,7 +152,10 @@ test('Recreate stops every old unit and starts nothing until no old process is l
   const d = desired({ strategy: { type: 'Recreate', maxSurge: 0, maxUnavailable: 5 } });
   const olds = [1, 2, 3].map((n) => running(n, OLD));
   const p = reconcile(input(d, olds));
-  assert.deepEqual(types(p).filter((t) => t.startsWith('unbind')), ['unbind web-3', 'unbind web-2', 'unbind web-1']);
+  assert.deepEqual(
+    types(p).filter((t) => t.startsWith('unbind')),
+    ['unbind web-3', 'unbind web-2', 'unbind web-1'],
+  );
   assert.equal(types(p).filter((t) => t === 'create').length, 0);
   const inFlight = { inFlight: { spawns: new Map(), terminates: new Map([['web-1', NOW]]) } };
   assert.deepEqual(types(reconcile(input(d, [{ n: 1, hash: OLD, phase: 'Terminating', bound: false }], inFlight))), []);
@@ -160,7 +163,12 @@ test('Recreate stops every old unit and starts nothing until no old process is l
 });
 
 test('paused: no rollout step, and a gap is filled with the template that runs', () => {
-  const p = reconcile(input(desired({ paused: true }), [1, 2, 3, 4].map((n) => running(n, OLD))));
+  const p = reconcile(
+    input(
+      desired({ paused: true }),
+      [1, 2, 3, 4].map((n) => running(n, OLD)),
+    ),
+  );
   assert.deepEqual(p.actions, [{ type: 'create', deployment: 'web', specHash: OLD }]);
 });
 
@@ -194,7 +202,13 @@ test('a unit that ran a while is replaced at once, and ends the back-off', () =>
 function simulateRollout(seed: number, replicas: number, maxSurge: number, maxUnavailable: number): { steps: number; minAvailable: number; maxAlive: number } {
   const rand = new SeededRandom(seed);
   const d = desired({ replicas, strategy: { type: 'RollingUpdate', maxSurge, maxUnavailable } });
-  interface Sim { n: number; hash: string; bound: boolean; readyIn: number; stopIn: number | null }
+  interface Sim {
+    n: number;
+    hash: string;
+    bound: boolean;
+    readyIn: number;
+    stopIn: number | null;
+  }
   const units: Sim[] = Array.from({ length: replicas }, (_, i) => ({ n: i + 1, hash: OLD, bound: true, readyIn: 0, stopIn: null }));
   let next = replicas + 1;
   let minAvailable = Infinity;
@@ -229,7 +243,14 @@ function simulateRollout(seed: number, replicas: number, maxSurge: number, maxUn
 }
 
 test('whole rollouts with late readiness and slow stops, 200 seeds: available never below replicas - maxUnavailable, alive never above replicas + maxSurge, and every rollout finishes', () => {
-  for (const [replicas, surge, unavailable] of [[5, 0, 1], [5, 2, 1], [4, 1, 0], [10, 3, 2], [1, 0, 1], [3, 1, 1]] as const) {
+  for (const [replicas, surge, unavailable] of [
+    [5, 0, 1],
+    [5, 2, 1],
+    [4, 1, 0],
+    [10, 3, 2],
+    [1, 0, 1],
+    [3, 1, 1],
+  ] as const) {
     for (let seed = 1; seed <= 200 / 6 + 1; seed++) {
       const r = simulateRollout(seed * 7919 + replicas, replicas, surge, unavailable);
       const where = `replicas ${replicas} maxSurge ${surge} maxUnavailable ${unavailable} seed ${seed}`;

@@ -121,7 +121,12 @@ describe('filter plugins', () => {
     },
     { name: 'A node with exactly the requested cpu and memory free fits.', plugin: resourcesFit, node: { allocated: { cpu: 3000, memory: 6144 } }, reasons: 'ok' },
     { name: 'A node short of cpu is rejected with its free cpu.', plugin: resourcesFit, node: { allocated: { cpu: 3200, memory: 0 } }, reasons: ['cpu_free=800m < request=1000m'] },
-    { name: 'A node short of memory is rejected with its free memory.', plugin: resourcesFit, node: { allocated: { cpu: 0, memory: 7288 } }, reasons: ['mem_free=904Mi < request=2048Mi'] },
+    {
+      name: 'A node short of memory is rejected with its free memory.',
+      plugin: resourcesFit,
+      node: { allocated: { cpu: 0, memory: 7288 } },
+      reasons: ['mem_free=904Mi < request=2048Mi'],
+    },
     {
       name: 'A node short of both gives one reason for each.',
       plugin: resourcesFit,
@@ -136,7 +141,12 @@ describe('filter plugins', () => {
       node: { taints: [gpuOnly, { key: 'foo', value: 'bar', effect: 'NoExecute' }] },
       reasons: ['untolerated taints gpu-only, foo'],
     },
-    { name: 'An untolerated NoExecute taint rejects the node too.', plugin: taintToleration, node: { taints: [{ key: 'drain', effect: 'NoExecute' }] }, reasons: ['untolerated taint drain'] },
+    {
+      name: 'An untolerated NoExecute taint rejects the node too.',
+      plugin: taintToleration,
+      node: { taints: [{ key: 'drain', effect: 'NoExecute' }] },
+      reasons: ['untolerated taint drain'],
+    },
     { name: 'A PreferNoSchedule taint is not a filter.', plugin: taintToleration, node: { taints: [{ key: 'spot', effect: 'PreferNoSchedule' }] }, reasons: 'ok' },
     {
       name: 'Exists with the taint key tolerates it whatever its value.',
@@ -244,14 +254,22 @@ describe('score plugins', () => {
     {
       name: 'Spread gives 0 to the node holding the most units of the deployment.',
       plugin: spread,
-      snap: () => new ClusterSnapshot(lessonNodes(), [{ deployment: 'web', node: 'node-b' }, { deployment: 'web', node: 'node-b' }]),
+      snap: () =>
+        new ClusterSnapshot(lessonNodes(), [
+          { deployment: 'web', node: 'node-b' },
+          { deployment: 'web', node: 'node-b' },
+        ]),
       node: 'node-b',
       score: 0,
     },
     {
       name: 'Spread gives 100 to a node without units of the deployment.',
       plugin: spread,
-      snap: () => new ClusterSnapshot(lessonNodes(), [{ deployment: 'web', node: 'node-b' }, { deployment: 'web', node: 'node-b' }]),
+      snap: () =>
+        new ClusterSnapshot(lessonNodes(), [
+          { deployment: 'web', node: 'node-b' },
+          { deployment: 'web', node: 'node-b' },
+        ]),
       node: 'node-d',
       score: 100,
     },
@@ -294,7 +312,14 @@ describe('score plugins', () => {
       name: 'Two untolerated PreferNoSchedule taints cost more than one.',
       plugin: preferNoSchedule,
       snap: () =>
-        new ClusterSnapshot([node('n1', { taints: [{ key: 'spot', effect: 'PreferNoSchedule' }, { key: 'old', effect: 'PreferNoSchedule' }] })]),
+        new ClusterSnapshot([
+          node('n1', {
+            taints: [
+              { key: 'spot', effect: 'PreferNoSchedule' },
+              { key: 'old', effect: 'PreferNoSchedule' },
+            ],
+          }),
+        ]),
       node: 'n1',
       score: 33,
     },
@@ -767,7 +792,14 @@ test('Equal totals go to the least allocated node, not the first by name, and th
 describe('the incremental default pass', () => {
   test('Decisions kept up to date between placements equal the full pass and the plugin-by-plugin path, through churn, node changes, cordons, new and removed nodes', () => {
     const taintChoices: Taint[][] = [[gpuOnly], [{ key: 'spot', effect: 'PreferNoSchedule' }], [{ key: 'x', value: '1', effect: 'NoExecute' }]];
-    const tolerationChoices: Toleration[][] = [[], [], [], [{ key: 'gpu-only', operator: 'Exists' }], [{ operator: 'Exists' }], [{ key: 'node.kubernetes.io/unschedulable', operator: 'Exists', effect: 'NoSchedule' }]];
+    const tolerationChoices: Toleration[][] = [
+      [],
+      [],
+      [],
+      [{ key: 'gpu-only', operator: 'Exists' }],
+      [{ operator: 'Exists' }],
+      [{ key: 'node.kubernetes.io/unschedulable', operator: 'Exists', effect: 'NoSchedule' }],
+    ];
     let incremental = 0;
     let full = 0;
     for (let seed = 1; seed <= 4; seed++) {

@@ -42,8 +42,24 @@ test('unknown fields, other types, protocols and duplicates are refused naming w
     [service({}, { status: {} }), /status/],
     [service({ type: 'LoadBalancer' }), /spec\.type: .*NodePort/],
     [service({ ports: [{ port: 80, protocol: 'UDP' }] }), /spec\.ports\[0\]\.protocol/],
-    [service({ ports: [{ name: 'a', port: 80 }, { name: 'b', port: 80 }] }), /spec\.ports\[1\]\.port: duplicate port 80/],
-    [service({ ports: [{ name: 'a', port: 80, nodePort: 30001 }, { name: 'b', port: 81, nodePort: 30001 }] }), /duplicate nodePort 30001/],
+    [
+      service({
+        ports: [
+          { name: 'a', port: 80 },
+          { name: 'b', port: 80 },
+        ],
+      }),
+      /spec\.ports\[1\]\.port: duplicate port 80/,
+    ],
+    [
+      service({
+        ports: [
+          { name: 'a', port: 80, nodePort: 30001 },
+          { name: 'b', port: 81, nodePort: 30001 },
+        ],
+      }),
+      /duplicate nodePort 30001/,
+    ],
     [service({ ports: [{ port: 80 }, { port: 81 }] }), /spec\.ports\[0\]\.name: required/],
     [service({ selector: {} }), /spec\.selector: needs at least one label/],
     [service({ ports: [] }), /spec\.ports: needs at least one port/],
@@ -55,7 +71,12 @@ test('unknown fields, other types, protocols and duplicates are refused naming w
 
 test('a Service whose selector matches nothing is accepted, and mo get svc says it has no endpoints', () => {
   assert.doesNotThrow(() => validateService(service({ selector: { app: 'nobody-has-this' } })));
-  const view = { kind: 'Service', metadata: { name: 'lonely' }, spec: { type: 'NodePort', selector: { app: 'nobody-has-this' }, ports: [{ port: 80, targetPort: 80, nodePort: 30001 }] }, status: { endpoints: [] } };
+  const view = {
+    kind: 'Service',
+    metadata: { name: 'lonely' },
+    spec: { type: 'NodePort', selector: { app: 'nobody-has-this' }, ports: [{ port: 80, targetPort: 80, nodePort: 30001 }] },
+    status: { endpoints: [] },
+  };
   const row = COLUMNS.services.row(view, Date.now(), false);
   assert.ok(row.includes('none: no running unit matches'), row.join(' | '));
   const withOne = { ...view, status: { endpoints: [{ unit: 'x-1', node: 'node-a', hostIP: '127.0.1.1', hostPort: 20001, ready: true }] } };

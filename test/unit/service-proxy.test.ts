@@ -13,9 +13,7 @@ import { ServiceProxy } from '../../node-agent/runtime/service-proxy.ts';
 function server(onConn: (s: net.Socket) => void): Promise<{ port: number; close: () => Promise<void> }> {
   return new Promise((resolve) => {
     const srv = net.createServer(onConn);
-    srv.listen(0, '127.0.0.1', () =>
-      resolve({ port: (srv.address() as net.AddressInfo).port, close: () => new Promise((r) => srv.close(() => r())) }),
-    );
+    srv.listen(0, '127.0.0.1', () => resolve({ port: (srv.address() as net.AddressInfo).port, close: () => new Promise((r) => srv.close(() => r())) }));
   });
 }
 
@@ -69,7 +67,10 @@ test('round-robin over endpoints, retries past a dead one and one that resets be
     await waitUntil(() => listening(nodePort), 10_000, `the proxy listening on ${nodePort}`);
     const answers: string[] = [];
     for (let i = 0; i < 12; i++) answers.push(await ask(nodePort, `req${i}`));
-    assert.ok(answers.every((x, i) => x === `a:req${i}` || x === `b:req${i}`), answers.join(' '));
+    assert.ok(
+      answers.every((x, i) => x === `a:req${i}` || x === `b:req${i}`),
+      answers.join(' '),
+    );
     assert.ok(answers.some((x) => x.startsWith('a:')) && answers.some((x) => x.startsWith('b:')), 'both live endpoints served');
 
     proxy.apply(table([b.port]));

@@ -16,7 +16,10 @@ function applyDeployment(s: DesiredState, index: number, name: string, replicas:
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: { name },
-    spec: { replicas, template: { spec: { containers: [{ name, command: ['sleep', '3600'], env: [{ name: 'E', value: env }], resources: { requests: { cpu: '10m', memory: '8Mi' } } }] } } },
+    spec: {
+      replicas,
+      template: { spec: { containers: [{ name, command: ['sleep', '3600'], env: [{ name: 'E', value: env }], resources: { requests: { cpu: '10m', memory: '8Mi' } } }] } },
+    },
   });
   const cmd: StoreCommand = { type: 'deployment.apply', at: 1000 + index, uid: `uid-${index}`, manifest, unitSpec, specHash: unitSpecHash(unitSpec) };
   const r = s.apply(index, cmd);
@@ -29,7 +32,11 @@ function bigState(n: number): DesiredState {
   s.apply(i++, { type: 'node.register', at: 1, node: { name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} } });
   for (let k = 0; k < n; k++) applyDeployment(s, i++, `d-${k}`, k % 7 === 0 ? 1 : 0);
   for (let k = 0; k < n; k += 7) s.apply(i++, { type: 'unit.create', at: 5, uid: `u-${k}`, deployment: `d-${k}`, nodeName: 'node-a', scheduling: null });
-  s.apply(i++, { type: 'events.record', at: 6, events: [{ type: 'Normal', reason: 'Scheduled', message: 'assigned', involvedObject: { kind: 'Unit', name: 'd-0-1' }, source: 'cp-1', timestamp: 6 }] });
+  s.apply(i++, {
+    type: 'events.record',
+    at: 6,
+    events: [{ type: 'Normal', reason: 'Scheduled', message: 'assigned', involvedObject: { kind: 'Unit', name: 'd-0-1' }, source: 'cp-1', timestamp: 6 }],
+  });
   return s;
 }
 
@@ -53,7 +60,12 @@ test('packing yields to the event loop whenever a slice has run for its time', a
   let t = 0;
   let yields = 0;
   // Every clock reading advances 1 ms; slices of 5 ms: it must yield many times, and still give the same bytes.
-  const bytes = await packInSlices(capture(s), async () => void yields++, 5, () => t++);
+  const bytes = await packInSlices(
+    capture(s),
+    async () => void yields++,
+    5,
+    () => t++,
+  );
   assert.ok(yields >= 10, `yielded ${yields} times`);
   assert.deepEqual(unpack(bytes), unpack(pack(s.snapshot())));
 });

@@ -150,8 +150,14 @@ export function findings(files: readonly RepoFile[], root = REPO): string[] {
 
 test('no file of the repository points outside it, at a missing document or at a missing section', () => {
   const files = repoFiles();
-  assert.ok(files.some((f) => f.path === 'docs/architecture.md'), 'the walk finds docs/');
-  assert.ok(files.some((f) => f.path === 'control-plane/raft/raft-node.ts'), 'the walk finds the code');
+  assert.ok(
+    files.some((f) => f.path === 'docs/architecture.md'),
+    'the walk finds docs/',
+  );
+  assert.ok(
+    files.some((f) => f.path === 'control-plane/raft/raft-node.ts'),
+    'the walk finds the code',
+  );
   assert.ok(!files.some((f) => f.path.startsWith('node_modules/')), 'the walk skips node_modules');
   assert.deepEqual(findings(files), []);
 });
@@ -162,13 +168,11 @@ test('the checker bites: each kind of pointer a newcomer cannot follow is a find
     { path: 'docs/lessons.md', text: '# Lessons\n\nSee [the contract](contract.md#json-shapes-the-http-api).\n' },
   ];
   const check = (path: string, text: string): string[] => findings([...docs, { path, text }]);
-  assert.deepEqual(check('shared/x.ts', "import { a } from '../shared/model.ts'; // docs/contract.md, \"JSON shapes\""), []);
+  assert.deepEqual(check('shared/x.ts', 'import { a } from \'../shared/model.ts\'; // docs/contract.md, "JSON shapes"'), []);
   assert.deepEqual(check('.ci/run', 'X=../shared/tools/compose-engine.sh'), []);
   assert.deepEqual(check('bench/x.ts', "import '../../shared/design/contract.md';")[0], 'bench/x.ts:1: ../../shared/design/contract.md points outside the repository');
   assert.match(check('a.ts', '// see /work/shared/design/architecture.md').join('\n'), /absolute path outside the repository/);
-  assert.deepEqual(check('control-plane/a.ts', '// as contract.md says'), [
-    'control-plane/a.ts:1: contract.md is not a file of the repository (a document here is docs/<name>.md)',
-  ]);
+  assert.deepEqual(check('control-plane/a.ts', '// as contract.md says'), ['control-plane/a.ts:1: contract.md is not a file of the repository (a document here is docs/<name>.md)']);
   // A property in code (node-forge's forge.md.sha256) names no document.
   assert.deepEqual(check('a.ts', 'cert.sign(key, forge.md.sha256.create());'), []);
   assert.deepEqual(check('a.ts', '// house-style.md'), ['a.ts:1: house-style.md is not a file of the repository (a document here is docs/<name>.md)']);

@@ -182,7 +182,9 @@ test('MemoryStorage on a clock: a crash loses every save not yet durable, or kee
   assert.equal(summary(disk.entries), '1@1');
   s.crash(1); // the second save reached the disk as the process died; the third never will
   assert.equal(summary(disk.entries), '1@1 2@1');
-  while (clock.runNext()) { /* nothing left should touch the disk */ }
+  while (clock.runNext()) {
+    /* nothing left should touch the disk */
+  }
   assert.equal(summary(disk.entries), '1@1 2@1');
   const again = await MemoryStorage.open(disk);
   assert.equal(summary((await again.load()).entries), '1@1 2@1');

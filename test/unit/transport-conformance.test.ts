@@ -122,7 +122,19 @@ const IMPLEMENTATIONS: Array<{ name: string; group: (t: TestContext) => Promise<
 function batch(from: string, to: string, term: number): Message[] {
   const data = new Uint8Array([term, 1, 2, 3, 250]);
   return [
-    { type: 'append', from, to, term, prevLogIndex: 4, prevLogTerm: 1, entries: [{ term, index: 5, kind: 'normal', data }, { term, index: 6, kind: 'noop', data: new Uint8Array(0) }], commit: 4 },
+    {
+      type: 'append',
+      from,
+      to,
+      term,
+      prevLogIndex: 4,
+      prevLogTerm: 1,
+      entries: [
+        { term, index: 5, kind: 'normal', data },
+        { term, index: 6, kind: 'noop', data: new Uint8Array(0) },
+      ],
+      commit: 4,
+    },
     { type: 'heartbeat', from, to, term, commit: 6, context: 'read-1' },
     { type: 'vote', from, to, term, lastLogIndex: 6, lastLogTerm: term },
     { type: 'appendResponse', from, to, term, reject: true, index: 3, hintIndex: 2 },
@@ -158,7 +170,10 @@ for (const impl of IMPLEMENTATIONS) {
     const [real] = batch('a', 'b', 1);
     g.transports.get('a')!.sendBatch([forged, real]);
     await g.waitFor(() => g.received.get('b')!.length >= 1, 'the real message reached b');
-    assert.deepEqual(g.received.get('b')!.map((m) => m.from), ['a']);
+    assert.deepEqual(
+      g.received.get('b')!.map((m) => m.from),
+      ['a'],
+    );
   });
 
   test(`${impl.name}: a closed replica's peers are told; what is sent to it is dropped; once back, messages flow again`, async (t) => {
@@ -176,6 +191,9 @@ for (const impl of IMPLEMENTATIONS) {
     await g.waitFor(() => g.transports.get('a')!.connectedPeers().includes('c'), 'a reconnected to the restarted c');
     g.transports.get('a')!.sendBatch(batch('a', 'c', 4).slice(0, 2));
     await g.waitFor(() => g.received.get('c')!.length === 2, 'the restarted c hears a');
-    assert.deepEqual(g.received.get('c')!.map((m) => m.term), [4, 4]);
+    assert.deepEqual(
+      g.received.get('c')!.map((m) => m.term),
+      [4, 4],
+    );
   });
 }

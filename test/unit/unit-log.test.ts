@@ -10,13 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { LogDirectory, MAX_LOG_LINE_BYTES, UnitLog, formatRecord, parseRecord, unitOfLogFile } from '../../node-agent/runtime/unit-log.ts';
-import {
-  LogStreams,
-  MAX_IN_FLIGHT_LOG_FRAMES,
-  MAX_LOG_STREAMS_PER_CONNECTION,
-  readUnitLog,
-  type LogConnection,
-} from '../../node-agent/runtime/log-streams.ts';
+import { LogStreams, MAX_IN_FLIGHT_LOG_FRAMES, MAX_LOG_STREAMS_PER_CONNECTION, readUnitLog, type LogConnection } from '../../node-agent/runtime/log-streams.ts';
 import { MAX_LOG_CHUNK_CHARS, type AgentMessage, type LogOpenMessage } from '../../shared/protocol/messages.ts';
 import { validateAgentMessage } from '../../shared/protocol/validate.ts';
 
@@ -106,7 +100,10 @@ test('rotation keeps the current file and one older file, each within the cap, n
   assert.ok(lines(cur).at(-1)!.endsWith(' stdout line 999'));
   // Whole records on both sides of the rotation, consecutive across the two files.
   const all = [...lines(`${cur}.1`), ...lines(cur)].map((l) => Number(parseRecord(l)!.text.slice(5)));
-  assert.deepEqual(all, Array.from({ length: all.length }, (_, i) => 1000 - all.length + i));
+  assert.deepEqual(
+    all,
+    Array.from({ length: all.length }, (_, i) => 1000 - all.length + i),
+  );
   assert.ok(all.length > 100);
 });
 
@@ -177,11 +174,23 @@ test('readUnitLog: both files in order, since then tail, and null for no log', (
   const all = readUnitLog(d, 'web-1')!;
   const rotatedCount = lines(d.rotatedPath('web-1')).length;
   assert.equal(all.length, rotatedCount + lines(d.currentPath('web-1')).length);
-  assert.deepEqual(all.map((l) => l.text), Array.from({ length: all.length }, (_, i) => `line ${12 - all.length + 1 + i}`));
-  assert.deepEqual(readUnitLog(d, 'web-1', { tailLines: 3 })!.map((l) => l.text), ['line 10', 'line 11', 'line 12']);
+  assert.deepEqual(
+    all.map((l) => l.text),
+    Array.from({ length: all.length }, (_, i) => `line ${12 - all.length + 1 + i}`),
+  );
+  assert.deepEqual(
+    readUnitLog(d, 'web-1', { tailLines: 3 })!.map((l) => l.text),
+    ['line 10', 'line 11', 'line 12'],
+  );
   assert.deepEqual(readUnitLog(d, 'web-1', { tailLines: 0 }), []);
-  assert.deepEqual(readUnitLog(d, 'web-1', { sinceMs: T0 + 11_000 })!.map((l) => l.text), ['line 11', 'line 12']);
-  assert.deepEqual(readUnitLog(d, 'web-1', { sinceMs: T0 + 8_000, tailLines: 1 })!.map((l) => `${l.stamp} ${l.text}`), ['2026-05-01T10:00:12.000Z line 12']);
+  assert.deepEqual(
+    readUnitLog(d, 'web-1', { sinceMs: T0 + 11_000 })!.map((l) => l.text),
+    ['line 11', 'line 12'],
+  );
+  assert.deepEqual(
+    readUnitLog(d, 'web-1', { sinceMs: T0 + 8_000, tailLines: 1 })!.map((l) => `${l.stamp} ${l.text}`),
+    ['2026-05-01T10:00:12.000Z line 12'],
+  );
   assert.equal(readUnitLog(d, 'nope-1'), null);
   assert.equal(readUnitLog(d, '../etc/passwd'), null);
 });
@@ -217,7 +226,11 @@ function fakeConn(autoWrite = true) {
     release() {
       for (const f of unwritten.splice(0)) f();
     },
-    text: (id: string) => frames.filter((f) => f.type === 'log-data' && f.requestId === id).map((f) => (f as { data: string }).data).join(''),
+    text: (id: string) =>
+      frames
+        .filter((f) => f.type === 'log-data' && f.requestId === id)
+        .map((f) => (f as { data: string }).data)
+        .join(''),
     end: (id: string) => frames.find((f) => f.type === 'log-end' && f.requestId === id) as { error?: string } | undefined,
   };
 }
@@ -319,9 +332,10 @@ test('backpressure: frames wait for the socket write callback; chunks are whole 
     if (!c.end('b1') && c.text('b1').length === text.join('\n').length + 1) log.close();
   }
   assert.ok(c.maxInFlight <= MAX_IN_FLIGHT_LOG_FRAMES);
-  for (const f of c.frames) if (f.type === 'log-data') {
-    assert.ok(f.data.length <= MAX_LOG_CHUNK_CHARS);
-    assert.ok(f.data.endsWith('\n'));
-  }
+  for (const f of c.frames)
+    if (f.type === 'log-data') {
+      assert.ok(f.data.length <= MAX_LOG_CHUNK_CHARS);
+      assert.ok(f.data.endsWith('\n'));
+    }
   assert.equal(c.text('b1'), text.join('\n') + '\n');
 });

@@ -11,17 +11,32 @@ const objs = (m: Record<string, string>) => Object.entries(m).map(([name, text])
 
 test('renderings become ADDED, MODIFIED and DELETED changes, numbered; resuming returns exactly what came after', () => {
   const h = new WatchHistory('e1');
-  assert.deepEqual(h.update(objs({ a: '1', b: '1' })).map((c) => `${c.n}${c.type[0]}${c.name}`), ['1Aa', '2Ab']);
+  assert.deepEqual(
+    h.update(objs({ a: '1', b: '1' })).map((c) => `${c.n}${c.type[0]}${c.name}`),
+    ['1Aa', '2Ab'],
+  );
   const v2 = h.version();
   assert.equal(v2, 'e1.2');
-  assert.deepEqual(h.update(objs({ a: '2', b: '1' })).map((c) => `${c.n}${c.type[0]}${c.name}`), ['3Ma']);
-  assert.deepEqual(h.update(objs({ a: '2' })).map((c) => `${c.n}${c.type[0]}${c.name}`), ['4Db']);
+  assert.deepEqual(
+    h.update(objs({ a: '2', b: '1' })).map((c) => `${c.n}${c.type[0]}${c.name}`),
+    ['3Ma'],
+  );
+  assert.deepEqual(
+    h.update(objs({ a: '2' })).map((c) => `${c.n}${c.type[0]}${c.name}`),
+    ['4Db'],
+  );
   assert.deepEqual(h.update(objs({ a: '2' })), [], 'no change, no number');
   const after = h.since(v2);
   assert.ok(Array.isArray(after));
-  assert.deepEqual(after.map((c) => `${c.type} ${c.name}`), ['MODIFIED a', 'DELETED b']);
+  assert.deepEqual(
+    after.map((c) => `${c.type} ${c.name}`),
+    ['MODIFIED a', 'DELETED b'],
+  );
   assert.deepEqual(h.since(h.version()), []);
-  assert.deepEqual(h.snapshot().map((c) => c.name), ['a']);
+  assert.deepEqual(
+    h.snapshot().map((c) => c.name),
+    ['a'],
+  );
 });
 
 test('a version from another history, ahead, malformed, or older than the ring cannot be resumed', () => {

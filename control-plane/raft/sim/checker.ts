@@ -91,7 +91,6 @@ export class SafetyChecker {
         }
         this.checkedEntries.add(e);
       }
-
     }
 
     // Leader Completeness (§5.4): every leader holds the highest entry
@@ -108,10 +107,7 @@ export class SafetyChecker {
       if (point.index <= view.snapshot.index) continue; // covered by its snapshot
       const t = termAt(view, point.index);
       if (t !== point.term) {
-        throw new SafetyViolation(
-          'Leader Completeness',
-          `leader ${id} of term ${st.term} has term ${t ?? 'none'} at ${point.index}, committed earlier with term ${point.term}`,
-        );
+        throw new SafetyViolation('Leader Completeness', `leader ${id} of term ${st.term} has term ${t ?? 'none'} at ${point.index}, committed earlier with term ${point.term}`);
       }
     }
   }

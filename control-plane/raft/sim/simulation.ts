@@ -112,8 +112,20 @@ class Simulation {
   private readSeq = 0;
   private stepNo = 0;
   private readonly stats: SimStats = {
-    steps: 0, ticks: 0, leaderTerms: 0, proposals: 0, acked: 0, crashes: 0, restarts: 0, partitions: 0,
-    delivered: 0, dropped: 0, snapshotsInstalled: 0, compactions: 0, readsServed: 0, finalCommit: 0,
+    steps: 0,
+    ticks: 0,
+    leaderTerms: 0,
+    proposals: 0,
+    acked: 0,
+    crashes: 0,
+    restarts: 0,
+    partitions: 0,
+    delivered: 0,
+    dropped: 0,
+    snapshotsInstalled: 0,
+    compactions: 0,
+    readsServed: 0,
+    finalCommit: 0,
   };
   // Per-seed knobs.
   private readonly raftKnobs: Pick<RaftConfig, 'electionTimeoutTicks' | 'heartbeatTicks' | 'preVote' | 'checkQuorum' | 'maxEntriesPerMsg' | 'maxInflight' | 'piggybackCommit'>;
@@ -300,7 +312,9 @@ class Simulation {
     const h = this.rng.pick(down);
     this.stats.restarts++;
     this.boot(h);
-    this.trace(`RESTART ${h.id} from term ${h.durable.hardState.term} vote ${h.durable.hardState.vote} commit ${h.durable.hardState.commit}, ${h.durable.entries.length} entries, snapshot ${h.durable.snapshot?.meta.index ?? 0}`);
+    this.trace(
+      `RESTART ${h.id} from term ${h.durable.hardState.term} vote ${h.durable.hardState.vote} commit ${h.durable.hardState.commit}, ${h.durable.entries.length} entries, snapshot ${h.durable.snapshot?.meta.index ?? 0}`,
+    );
   }
 
   private boot(h: SimHost): void {
@@ -525,10 +539,11 @@ class Simulation {
     this.trace('--- final phase: heal, restart everything, reliable network ---');
     this.heal();
     this.reliable = true;
-    for (const h of this.hosts.values()) if (!h.node) {
-      this.boot(h);
-      this.trace(`RESTART ${h.id}`);
-    }
+    for (const h of this.hosts.values())
+      if (!h.node) {
+        this.boot(h);
+        this.trace(`RESTART ${h.id}`);
+      }
     for (const h of this.hosts.values()) this.drain(h);
 
     let final: { host: SimHost; value: string; index: number; term: number } | null = null;
@@ -564,7 +579,9 @@ class Simulation {
       }
     }
     if (committedAt < 0 || !this.allConverged()) {
-      const states = this.up().map((h) => `${h.id}:${JSON.stringify(h.node!.status())}`).join(' ');
+      const states = this.up()
+        .map((h) => `${h.id}:${JSON.stringify(h.node!.status())}`)
+        .join(' ');
       throw new SafetyViolation('Liveness', `replicas did not converge within ${CONVERGENCE_BOUND_TICKS} ticks: ${states}`);
     }
     // No acknowledged write lost: every replica applied every acknowledged write.

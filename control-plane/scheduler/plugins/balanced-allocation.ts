@@ -24,10 +24,7 @@ export const balancedAllocation: ScorePlugin = {
   name: 'balanced',
   weight: 1,
   score(req, node) {
-    return balanced(
-      fraction(node.allocated.cpu, req.resources.cpu, node.capacity.cpu),
-      fraction(node.allocated.memory, req.resources.memory, node.capacity.memory),
-    );
+    return balanced(fraction(node.allocated.cpu, req.resources.cpu, node.capacity.cpu), fraction(node.allocated.memory, req.resources.memory, node.capacity.memory));
   },
   addScores(req, _nodes, candidates, count, snap, totals, weight) {
     const { cpuCapacity, cpuAllocated, memCapacity, memAllocated } = snap.columns();

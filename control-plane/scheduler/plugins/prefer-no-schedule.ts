@@ -40,9 +40,7 @@ export const preferNoSchedule: ScorePlugin = {
     }
   },
   explain(req, node) {
-    const keys = node.taints
-      .filter((t) => t.effect === 'PreferNoSchedule' && !isTolerated(req.tolerations, t))
-      .map((t) => t.key);
+    const keys = node.taints.filter((t) => t.effect === 'PreferNoSchedule' && !isTolerated(req.tolerations, t)).map((t) => t.key);
     return keys.length === 0 ? '' : `untolerated PreferNoSchedule ${keys.join(', ')}`;
   },
 };
