@@ -18,7 +18,9 @@ let dir: string;
 
 before(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-bundle-test-'));
+  // The CLI's sources: cli/ and the project's shared/ (API types, notation, the usage error).
   fs.cpSync(path.join(REPO, 'cli'), path.join(dir, 'cli'), { recursive: true });
+  fs.cpSync(path.join(REPO, 'shared'), path.join(dir, 'shared'), { recursive: true });
   fs.copyFileSync(path.join(REPO, 'package.json'), path.join(dir, 'package.json'));
   fs.copyFileSync(path.join(REPO, 'package-lock.json'), path.join(dir, 'package-lock.json'));
   fs.symlinkSync(path.join(REPO, 'node_modules'), path.join(dir, 'node_modules'));
@@ -35,6 +37,7 @@ test('the bundle is built from cli/, fresh until a source changes, and listed so
   const meta = JSON.parse(fs.readFileSync(path.join(dir, 'dist', 'mo.meta.json'), 'utf8'));
   assert.ok(meta.inputs.includes(path.join('cli', 'mo.ts')));
   assert.ok(meta.inputs.includes(path.join('cli', 'commands', 'get.ts')));
+  assert.ok(meta.inputs.includes(path.join('shared', 'notation.ts')), 'sources outside cli/ are listed too');
   assert.ok(!meta.inputs.some((p: string) => p.includes('node_modules')));
   const later = new Date(Date.now() + 5000);
   fs.utimesSync(path.join(dir, 'cli', 'help.ts'), later, later);
@@ -62,6 +65,7 @@ test("a fresh bundle runs in mo.js's own process, without tsx or esbuild: `mo ve
   t.after(() => fs.rmSync(bare, { recursive: true, force: true }));
   // Sources first, then the bundle: copies get new times, and the bundle must stay the newer.
   fs.cpSync(path.join(dir, 'cli'), path.join(bare, 'cli'), { recursive: true });
+  fs.cpSync(path.join(dir, 'shared'), path.join(bare, 'shared'), { recursive: true });
   for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(dir, f), path.join(bare, f));
   fs.cpSync(path.join(dir, 'dist'), path.join(bare, 'dist'), { recursive: true });
   assert.equal(bundleFresh(bare), true, 'the copied bundle is fresh');
