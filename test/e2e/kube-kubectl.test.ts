@@ -84,8 +84,9 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
   const v1 = async (p: string) => (await fetch(`http://127.0.0.1:${base + 1}${p}`, { headers: { authorization: `Bearer ${token}` } })).json() as Promise<any>;
 
   // Every replica serves HTTPS with a certificate of the cluster CA, and answers for the cluster (followers proxy).
-  for (let i = 1; i <= 3; i++) {
-    const body = await new Promise<string>((resolve, reject) => {
+  // A follower answers 503 (a Status) until it knows the leader: wait for the list, not for the first answer.
+  const overTls = (i: number) =>
+    new Promise<string>((resolve, reject) => {
       https
         .get({ host: '127.0.0.1', port: base + 10 + i, path: '/api/v1/nodes', ca: caPem, headers: { authorization: `Bearer ${token}` } }, (res) => {
           let s = '';
@@ -94,7 +95,8 @@ test('kubectl 1.20 and client-node drive a real cluster over HTTPS', { timeout: 
         })
         .on('error', reject);
     });
-    assert.equal(JSON.parse(body).kind, 'NodeList', `replica ${i} answers over TLS verified by ca.crt`);
+  for (let i = 1; i <= 3; i++) {
+    await waitFor(`replica ${i} answers a NodeList over TLS verified by ca.crt`, async () => (JSON.parse(await overTls(i)) as { kind?: string }).kind === 'NodeList', 30_000, 200);
   }
   await waitFor('three Ready nodes', async () => (await v1('/v1/nodes')).items?.filter((n: any) => n.status.ready).length === 3, 30_000, 200);
 
