@@ -80,7 +80,19 @@ test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKi
     // 64Mi against a program that touches 256 MiB: the OOM killer ends it.
     const hog = 'const a=[];for(let i=0;i<256;i++){const b=Buffer.allocUnsafe(1<<20);b.fill(i);a.push(b)}setTimeout(()=>{},60000)';
     assert.equal((await c.api('PUT', '/v1/deployments/hog', limited('hog', [process.execPath, '-e', hog], { memory: '64Mi' }))).status < 300, true);
-    const oom = await waitFor('an OOMKilled unit of hog', async () => (await c.units()).find((u) => u.spec.deployment === 'hog' && u.status.reason === 'OOMKilled'), 20000);
+    const seenHogs = new Map<string, string>(); // every hog unit's last status, for the failure message
+    const oom = await waitFor(
+      'an OOMKilled unit of hog',
+      async () => {
+        const hogs = (await c.units()).filter((u) => u.spec.deployment === 'hog');
+        for (const u of hogs) seenHogs.set(u.metadata.name, JSON.stringify(u.status));
+        return hogs.find((u) => u.status.reason === 'OOMKilled');
+      },
+      30000,
+    ).catch((err: Error) => {
+      const agentLog = c.agents.get(NODE)!.output.slice(-40).join('\n');
+      throw new Error(`${err.message}; hog units seen: ${[...seenHogs].map(([n, st]) => `${n} ${st}`).join('; ') || 'none'}; the agent's last output:\n${agentLog}`);
+    });
     assert.match(oom.status.message, /^killed by the OOM killer \(memory limit 64Mi reached\)/);
     assert.equal((await c.api('DELETE', '/v1/deployments/hog')).status < 300, true);
   }

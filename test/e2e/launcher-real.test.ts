@@ -25,6 +25,14 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
   launcher.stderr!.on('data', (b) => (out += b));
   const exited = new Promise<number | null>((r) => launcher.once('exit', (code) => r(code)));
   const seen = new Set<number>();
+  // A wait that fails with the launcher's last output: CI shows only the assertion.
+  const wait = async <T>(what: string, fn: () => Promise<T | null | false | undefined> | T | null | false | undefined, ms: number): Promise<T> => {
+    try {
+      return await waitFor(what, fn, ms);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; the launcher's last output:\n${out.slice(-3000)}`);
+    }
+  };
   t.after(async () => {
     if (launcher.exitCode === null) launcher.kill('SIGKILL');
     await exited;
@@ -32,7 +40,7 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  await waitFor('the banner', () => /cluster is up/.test(out), 40000);
+  await wait('the banner', () => /cluster is up/.test(out), 40000);
   const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
   assert.equal(cfg.servers.length, 3);
   // The banner's dashboard link logs in: the first replica's page, the token in the fragment.
@@ -51,8 +59,9 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
     });
     return { status: r.status, json: (await r.json()) as any };
   };
-  assert.equal((await api('PUT', '/v1/deployments/web', webManifest('web', 3))).status, 201);
-  const units = await waitFor(
+  // An election right after the banner (a busy machine) answers 503 for a moment: retry until accepted.
+  await wait('the apply to be accepted', async () => [200, 201].includes((await api('PUT', '/v1/deployments/web', webManifest('web', 3))).status), 15000);
+  const units = await wait(
     '3 running units',
     async () => {
       const u = (await api('GET', '/v1/units')).json.items.filter((x: any) => x.status.phase === 'Running' && pidAlive(x.status.pid));
@@ -65,12 +74,12 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
   for (const u of units) seen.add(u.status.pid);
   for (const n of nodes) seen.add(n.status.agent.pid);
   for (const r of replicas) seen.add(r.pid);
-  assert.equal(seen.size, 3 + 4 + 3);
+  assert.equal(seen.size, 3 + 4 + 3, `pids: ${[...seen].join(' ')}`);
 
   // a dead agent is reported with the command line that restarts it
   const victim = nodes.find((n: any) => n.metadata.name === 'node-c');
   process.kill(victim.status.agent.pid, 'SIGKILL');
-  await waitFor(
+  await wait(
     'the death line',
     () => new RegExp(`node-c \\(pid ${victim.status.agent.pid}\\) exited: signal SIGKILL .*restart it by hand with: .*node-agent.* --name node-c`).test(out),
     5000,
