@@ -42,6 +42,7 @@ import { scanSegment, type SegmentScan } from './segment-scan.ts';
 import { decodeSnapshotFile, encodeSnapshotFile } from './snapshot-file.ts';
 import { lockDir } from './dir-lock.ts';
 import { RaftStorageError } from './errors.ts';
+import { appendProblem, hardStateProblem } from './checks.ts';
 
 export { RaftStorageError, type RaftStorageErrorCode } from './errors.ts';
 
@@ -136,11 +137,10 @@ async function writeNewSegment(dir: string, name: string, bytes: Uint8Array): Pr
   }
 }
 
-function hardStateProblem(hs: HardState): string | null {
-  if (!Number.isSafeInteger(hs.term) || hs.term < 0) return `hardState.term ${hs.term} is not a non-negative integer`;
-  if (!Number.isSafeInteger(hs.commit) || hs.commit < 0) return `hardState.commit ${hs.commit} is not a non-negative integer`;
-  if (hs.vote !== null && typeof hs.vote !== 'string') return 'hardState.vote is neither null nor a string';
-  return null;
+/** An entry bigger than one WAL record holds. */
+function recordSizeProblem(e: Entry): string | null {
+  if (encodedRecordBytes({ kind: 'entry', entry: e }) - RECORD_HEADER_BYTES <= MAX_RECORD_BYTES) return null;
+  return `entry ${e.index} has ${e.data.length} data bytes, more than one record holds (${MAX_RECORD_BYTES})`;
 }
 
 function sameHardState(a: HardState, b: HardState): boolean {
@@ -175,22 +175,7 @@ class LogTail {
    * not leave a gap after the last stored entry.
    */
   appendProblem(entries: Entry[]): string | null {
-    for (let k = 0; k < entries.length; k++) {
-      const e = entries[k];
-      if (!Number.isSafeInteger(e.index) || e.index < 1) return `entry index ${e.index} is not a positive integer`;
-      if (!Number.isSafeInteger(e.term) || e.term < 0) return `entry ${e.index} has term ${e.term}, not a non-negative integer`;
-      if (e.kind !== 'normal' && e.kind !== 'noop') return `entry ${e.index} has kind ${String(e.kind)}`;
-      if (!(e.data instanceof Uint8Array)) return `entry ${e.index} data is not a Uint8Array`;
-      if (encodedRecordBytes({ kind: 'entry', entry: e }) - RECORD_HEADER_BYTES > MAX_RECORD_BYTES) {
-        return `entry ${e.index} has ${e.data.length} data bytes, more than one record holds (${MAX_RECORD_BYTES})`;
-      }
-      if (k > 0 && e.index !== entries[k - 1].index + 1) return `entries are not contiguous: ${entries[k - 1].index} then ${e.index}`;
-    }
-    const first = entries.find((e) => e.index > this.snapshotIndex);
-    if (first !== undefined && first.index > this.lastIndex + 1) {
-      return `entry ${first.index} would leave a gap after the last stored index ${this.lastIndex}`;
-    }
-    return null;
+    return appendProblem(this.snapshotIndex, this.lastIndex, entries, recordSizeProblem);
   }
 
   /** Append (the caller checked appendProblem); returns the entries actually kept. */

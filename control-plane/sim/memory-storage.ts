@@ -18,6 +18,7 @@
 import type { Clock, ClockTimer } from '../../shared/clock.ts';
 import type { Entry, HardState, PersistedState, Ready, Snapshot } from '../raft/types.ts';
 import { RaftStorageError } from '../raft-storage/errors.ts';
+import { appendProblem, hardStateProblem } from '../raft-storage/checks.ts';
 
 /** The durable bytes of one replica, as plain data: it outlives every MemoryStorage opened on it. */
 export class MemoryDisk {
@@ -63,27 +64,6 @@ interface Pending {
   resolve: () => void;
   reject: (e: Error) => void;
   timer: ClockTimer | null;
-}
-
-function appendProblem(snapshotIndex: number, lastIndex: number, entries: Entry[]): string | null {
-  for (let k = 0; k < entries.length; k++) {
-    const e = entries[k];
-    if (!Number.isSafeInteger(e.index) || e.index < 1) return `entry index ${e.index} is not a positive integer`;
-    if (!Number.isSafeInteger(e.term) || e.term < 0) return `entry ${e.index} has term ${e.term}, not a non-negative integer`;
-    if (e.kind !== 'normal' && e.kind !== 'noop') return `entry ${e.index} has kind ${String(e.kind)}`;
-    if (!(e.data instanceof Uint8Array)) return `entry ${e.index} data is not a Uint8Array`;
-    if (k > 0 && e.index !== entries[k - 1].index + 1) return `entries are not contiguous: ${entries[k - 1].index} then ${e.index}`;
-  }
-  const first = entries.find((e) => e.index > snapshotIndex);
-  if (first !== undefined && first.index > lastIndex + 1) return `entry ${first.index} would leave a gap after the last stored index ${lastIndex}`;
-  return null;
-}
-
-function hardStateProblem(hs: HardState): string | null {
-  if (!Number.isSafeInteger(hs.term) || hs.term < 0) return `hardState.term ${hs.term} is not a non-negative integer`;
-  if (!Number.isSafeInteger(hs.commit) || hs.commit < 0) return `hardState.commit ${hs.commit} is not a non-negative integer`;
-  if (hs.vote !== null && typeof hs.vote !== 'string') return 'hardState.vote is neither null nor a string';
-  return null;
 }
 
 export class MemoryStorage {
