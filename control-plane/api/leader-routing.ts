@@ -8,6 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { NoQuorumError, type ReplicatedStore } from '../store/store.ts';
 import { sendJson } from './http-server.ts';
+import type { ClusterStatusView, ReplicaStatusView } from '../../shared/api-types.ts';
 
 export const FORWARD_TIMEOUT_MS = 10000;
 export const STATUS_TIMEOUT_MS = 700;
@@ -36,63 +37,31 @@ export async function forwardToLeader(req: http.IncomingMessage, res: http.Serve
   const base = d.peers.get(leader);
   if (!base) return false;
   const target = new URL(req.url ?? '/', httpUrlOf(base));
-  await new Promise<void>((resolve) => {
-    const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': d.selfId };
-    if (req.headers.authorization) headers.authorization = req.headers.authorization;
-    if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
-    if (body.length) headers['content-length'] = body.length;
-    // wss:// peers (--tls): their HTTP is https, checked against the CA this process trusts (NODE_EXTRA_CA_CERTS).
-    const up = (target.protocol === 'https:' ? https : http).request(target, { method: req.method, headers, timeout: FORWARD_TIMEOUT_MS }, (upRes) => {
-      const h: http.OutgoingHttpHeaders = { 'x-mo-leader': leader };
-      for (const k of ['content-type', 'content-length', 'cache-control', 'location']) if (upRes.headers[k]) h[k] = upRes.headers[k];
-      res.writeHead(upRes.statusCode ?? 502, h);
-      upRes.pipe(res);
-      upRes.on('end', resolve);
-      upRes.on('error', () => {
-        res.destroy();
-        resolve();
-      });
-    });
-    // A watch stream lives until the client leaves: stop the upstream too.
-    res.on('close', () => up.destroy());
-    up.on('timeout', () => {
-      if (!res.headersSent) up.destroy(new Error(`no answer within ${FORWARD_TIMEOUT_MS} ms`));
-    });
-    up.on('error', (err) => {
-      if (!res.headersSent) {
-        const msg = isWrite
-          ? `no quorum: the leader ${leader} could not be reached (${err.message}); the write's outcome is unknown if it was sent`
-          : `leader ${leader} could not be reached: ${err.message}`;
-        sendJson(res, 503, { error: msg });
-      } else res.destroy();
-      resolve();
-    });
-    up.end(body);
+  const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': d.selfId };
+  if (req.headers.authorization) headers.authorization = req.headers.authorization;
+  if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
+  // wss:// peers (--tls): their HTTP is https, checked against the CA this process trusts (NODE_EXTRA_CA_CERTS).
+  await pipeThrough(res, body, {
+    method: req.method,
+    target,
+    headers,
+    passHeaders: ['content-type', 'content-length', 'cache-control', 'location'],
+    extraHeaders: { 'x-mo-leader': leader },
+    timeoutMs: FORWARD_TIMEOUT_MS,
+    onError: (err) => {
+      const msg = isWrite
+        ? `no quorum: the leader ${leader} could not be reached (${err.message}); the write's outcome is unknown if it was sent`
+        : `leader ${leader} could not be reached: ${err.message}`;
+      sendJson(res, 503, { error: msg });
+    },
   });
   return true;
 }
 
-export interface ReplicaRow {
-  id: string;
-  url: string;
-  role: string;
-  term: number | null;
-  commitIndex: number | null;
-  /** Highest index applied to its state machine (the dashboard shows it beside commitIndex). */
-  appliedIndex?: number | null;
-  pid: number | null;
-  reachable: boolean;
-}
-
 /** docs/contract.md's `mo cluster status` object, from every replica's own word. */
-export async function gatherClusterStatus(
-  peers: Map<string, string>,
-  selfId: string,
-  token: string,
-  self: () => Record<string, unknown>,
-): Promise<{ leader: string; replicas: ReplicaRow[] }> {
+export async function gatherClusterStatus(peers: Map<string, string>, selfId: string, token: string, self: () => Record<string, unknown>): Promise<ClusterStatusView> {
   const rows = await Promise.all(
-    [...peers.entries()].map(async ([id, ws]): Promise<ReplicaRow> => {
+    [...peers.entries()].map(async ([id, ws]): Promise<ReplicaStatusView> => {
       const url = httpUrlOf(ws);
       try {
         const s =
@@ -112,4 +81,58 @@ export async function gatherClusterStatus(
   // has not heard of the new term yet may still call itself leader).
   const leaders = rows.filter((r) => r.role === 'leader').sort((a, b) => (b.term ?? 0) - (a.term ?? 0));
   return { leader: leaders[0]?.id ?? '', replicas: rows };
+}
+
+export interface PipeOptions {
+  method: string | undefined;
+  target: URL;
+  headers: http.OutgoingHttpHeaders;
+  /** The upstream's response headers passed back; the others are dropped. */
+  passHeaders: readonly string[];
+  /** Response headers added to the upstream's. */
+  extraHeaders?: http.OutgoingHttpHeaders;
+  /** The CA the upstream's certificate must chain to (https only; default: the process's trust). */
+  ca?: string;
+  /** An upstream silent this long before its answer starts is given up. */
+  timeoutMs?: number;
+  /** Answers the client when the upstream failed before its answer started. */
+  onError: (err: Error) => void;
+}
+
+/**
+ * Sends one request upstream with `body` and pipes the answer back (a watch
+ * stream included, for as long as the client stays); a client that leaves
+ * stops the upstream. The /v1 forwarder and the Kubernetes API's share it.
+ */
+export function pipeThrough(res: http.ServerResponse, body: Buffer, o: PipeOptions): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const headers = { ...o.headers };
+    if (body.length) headers['content-length'] = body.length;
+    const options: https.RequestOptions = { method: o.method, headers, timeout: o.timeoutMs };
+    if (o.ca !== undefined) options.ca = o.ca;
+    const up = (o.target.protocol === 'https:' ? https : http).request(o.target, options, (upRes) => {
+      const h: http.OutgoingHttpHeaders = { ...o.extraHeaders };
+      for (const k of o.passHeaders) if (upRes.headers[k]) h[k] = upRes.headers[k];
+      res.writeHead(upRes.statusCode ?? 502, h);
+      upRes.pipe(res);
+      upRes.on('end', resolve);
+      upRes.on('error', () => {
+        res.destroy();
+        resolve();
+      });
+    });
+    // A watch stream lives until the client leaves: stop the upstream too.
+    res.on('close', () => up.destroy());
+    if (o.timeoutMs !== undefined) {
+      up.on('timeout', () => {
+        if (!res.headersSent) up.destroy(new Error(`no answer within ${o.timeoutMs} ms`));
+      });
+    }
+    up.on('error', (err) => {
+      if (!res.headersSent) o.onError(err);
+      else res.destroy();
+      resolve();
+    });
+    up.end(body);
+  });
 }
