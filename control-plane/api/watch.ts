@@ -11,7 +11,7 @@
 //
 // A watch on a replica that stops leading ends (the client reconnects, is
 // forwarded to the new leader, and resumes or lists again). A keep-alive
-// blank line every WATCH_KEEPALIVE_MS keeps idle watches open through
+// blank line every WATCH_KEEPALIVE_MS (watch-fanout.ts) keeps idle watches open through
 // proxies.
 
 import type http from 'node:http';
@@ -19,8 +19,7 @@ import { nanoid } from 'nanoid';
 import type { ClusterEvent } from '../events.ts';
 import type { ApiObject } from './views.ts';
 import { WatchHistory, type WatchChange } from './watch-history.ts';
-
-export const WATCH_KEEPALIVE_MS = 15_000;
+import { WatchFanout, holdOpen } from './watch-fanout.ts';
 
 export interface WatchHubDeps {
   /** Renders a resource's list as the API shows it. */
@@ -41,12 +40,12 @@ type Writer = (changes: WatchChange[], version: (n: number) => string) => void;
 
 export class WatchHub {
   private readonly histories = new Map<string, WatchHistory>();
-  private readonly watchers = new Map<string, Set<{ write: Writer; end: () => void }>>();
-  private scheduled = false;
   private readonly epoch = nanoid(8);
-  private unsubscribe: (() => void) | null = null;
+  private readonly fanout: WatchFanout<{ write: Writer; end: () => void }>;
 
-  constructor(private readonly deps: WatchHubDeps) {}
+  constructor(private readonly deps: WatchHubDeps) {
+    this.fanout = new WatchFanout(deps, (resource) => this.refresh(resource));
+  }
 
   private history(resource: string): WatchHistory {
     let h = this.histories.get(resource);
@@ -64,7 +63,7 @@ export class WatchHub {
     const changes = h.update(items.map((o) => ({ name: o.metadata.name, text: JSON.stringify(o) })));
     if (changes.length > 0) {
       const version = (n: number) => `${h.epoch}.${n}`;
-      for (const w of this.watchers.get(resource) ?? []) w.write(changes, version);
+      for (const w of this.fanout.watchers(resource)) w.write(changes, version);
     }
     return { items, version: h.version() };
   }
@@ -116,41 +115,8 @@ export class WatchHub {
         for (const c of changes) line(c.type, c.text, v(c.n));
       };
       write(first, version);
-      const watcher = { write, end: () => res.end() };
-      let set = this.watchers.get(resource);
-      if (!set) {
-        set = new Set();
-        this.watchers.set(resource, set);
-      }
-      set.add(watcher);
-      this.unsubscribe ??= this.deps.subscribe(() => this.schedule());
-      stop = () => {
-        set!.delete(watcher);
-        if (set!.size === 0) this.watchers.delete(resource);
-        if (this.watchers.size === 0 && this.unsubscribe) {
-          this.unsubscribe();
-          this.unsubscribe = null;
-        }
-      };
+      stop = this.fanout.add(resource, { write, end: () => res.end() });
     }
-    const keepalive = setInterval(() => res.write('\n'), WATCH_KEEPALIVE_MS);
-    req.on('close', () => {
-      clearInterval(keepalive);
-      stop();
-    });
-  }
-
-  private schedule(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      if (!this.deps.isLeader()) {
-        // Leadership moved: end every watch; clients reconnect and are forwarded.
-        for (const set of this.watchers.values()) for (const w of set) w.end();
-        return;
-      }
-      for (const resource of [...this.watchers.keys()]) this.refresh(resource);
-    });
+    holdOpen(req, res, stop);
   }
 }

@@ -16,6 +16,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { nanoid } from 'nanoid';
 import { MAX_REPLICAS, ManifestError, parseManifestObject, unitSpecHash } from '../../shared/manifest.ts';
 import { HttpError, readBody, USER_DELETE_REASON, MAX_DELETE_GRACE_SECONDS, type ApiDeps } from '../api/http-server.ts';
+import { pipeThrough } from '../api/leader-routing.ts';
 import { allDeploymentViews, allEndpointsViews, allNodeViews, allServiceViews, allUnitViews, deploymentView, type ViewSource } from '../api/views.ts';
 import type { ClusterEvent } from '../events.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
@@ -714,29 +715,15 @@ export class KubeApi {
     if (!leader || !base || req.headers['x-mo-forwarded']) {
       throw new KubeError(503, `no leader is known to ${this.deps.selfId} yet (no quorum); try again`);
     }
-    const target = new URL(req.url ?? '/', base);
-    await new Promise<void>((resolve) => {
-      const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': this.deps.selfId };
-      for (const k of ['authorization', 'content-type', 'accept']) if (req.headers[k]) headers[k] = req.headers[k];
-      if (body.length) headers['content-length'] = body.length;
-      const up = https.request(target, { method: req.method, headers, ca: this.deps.caPem }, (upRes) => {
-        const h: http.OutgoingHttpHeaders = {};
-        for (const k of ['content-type', 'content-length', 'cache-control', 'transfer-encoding']) if (upRes.headers[k]) h[k] = upRes.headers[k];
-        res.writeHead(upRes.statusCode ?? 502, h);
-        upRes.pipe(res);
-        upRes.on('end', resolve);
-        upRes.on('error', () => {
-          res.destroy();
-          resolve();
-        });
-      });
-      res.on('close', () => up.destroy());
-      up.on('error', (err) => {
-        if (!res.headersSent) send(res, 503, status(503, `the leader ${leader} could not be reached: ${err.message}`));
-        else res.destroy();
-        resolve();
-      });
-      up.end(body);
+    const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': this.deps.selfId };
+    for (const k of ['authorization', 'content-type', 'accept']) if (req.headers[k]) headers[k] = req.headers[k];
+    await pipeThrough(res, body, {
+      method: req.method,
+      target: new URL(req.url ?? '/', base),
+      headers,
+      passHeaders: ['content-type', 'content-length', 'cache-control', 'transfer-encoding'],
+      ca: this.deps.caPem,
+      onError: (err) => send(res, 503, status(503, `the leader ${leader} could not be reached: ${err.message}`)),
     });
   }
 }

@@ -14,11 +14,11 @@
 import type http from 'node:http';
 import { nanoid } from 'nanoid';
 import { WatchHistory, type WatchChange } from '../api/watch-history.ts';
+import { WatchFanout, holdOpen } from '../api/watch-fanout.ts';
 import type { ClusterEvent } from '../events.ts';
 import type { KubeObject } from './convert.ts';
 import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from './selectors.ts';
 
-export const WATCH_KEEPALIVE_MS = 15_000;
 /** Stand-in for an object's resourceVersion in the history's texts (so versions never count as changes). */
 const RV_MARK = '"resourceVersion":"\\u0000rv"';
 
@@ -39,27 +39,24 @@ export interface WatchOptions {
   timeoutMs?: number;
 }
 
-export class GoneError extends Error {}
-
 interface Watcher {
   opts: WatchOptions;
   res: http.ServerResponse;
   matched: Set<string>;
+  end(): void;
 }
 
 export class KubeWatchHub {
   private readonly histories = new Map<string, { h: WatchHistory; versions: Map<string, number> }>();
-  private readonly watchers = new Map<string, Set<Watcher>>();
   private readonly epoch = nanoid(8).replace(/[^A-Za-z0-9]/g, 'x');
-  private scheduled = false;
-  private unsubscribe: (() => void) | null = null;
+  private readonly fanout: WatchFanout<Watcher>;
 
-  constructor(private readonly deps: KubeWatchDeps) {}
+  constructor(private readonly deps: KubeWatchDeps) {
+    this.fanout = new WatchFanout(deps, (resource) => this.refresh(resource));
+  }
 
   get open(): number {
-    let n = 0;
-    for (const s of this.watchers.values()) n += s.size;
-    return n;
+    return this.fanout.open;
   }
 
   private entry(resource: string) {
@@ -89,7 +86,7 @@ export class KubeWatchHub {
     }
     if (changes.length > 0) {
       const parsed = changes.map((c) => ({ c, obj: JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject }));
-      for (const w of this.watchers.get(resource) ?? []) for (const { c, obj } of parsed) this.send(w, c.type, obj);
+      for (const w of this.fanout.watchers(resource)) for (const { c, obj } of parsed) this.send(w, c.type, obj);
     }
     return { objects: rendered.map((r) => ({ name: r.name, text: this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) })), version: e.h.version() };
   }
@@ -123,7 +120,7 @@ export class KubeWatchHub {
    */
   watch(resource: string, from: string | null, req: http.IncomingMessage, res: http.ServerResponse, opts: WatchOptions, gone: (message: string) => unknown): void {
     res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache', 'transfer-encoding': 'chunked' });
-    const w: Watcher = { opts, res, matched: new Set() };
+    const w: Watcher = { opts, res, matched: new Set(), end: () => res.end() };
     let stop: () => void;
     const fail = (msg: string) => {
       res.write(JSON.stringify({ type: 'ERROR', object: gone(msg) }) + '\n');
@@ -165,43 +162,8 @@ export class KubeWatchHub {
         }
         for (const c of since) this.send(w, c.type, JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject);
       }
-      let set = this.watchers.get(resource);
-      if (!set) {
-        set = new Set();
-        this.watchers.set(resource, set);
-      }
-      set.add(w);
-      this.unsubscribe ??= this.deps.subscribe(() => this.schedule());
-      stop = () => {
-        set!.delete(w);
-        if (set!.size === 0) this.watchers.delete(resource);
-        if (this.watchers.size === 0 && this.unsubscribe) {
-          this.unsubscribe();
-          this.unsubscribe = null;
-        }
-      };
+      stop = this.fanout.add(resource, w);
     }
-    const keepalive = setInterval(() => res.write('\n'), WATCH_KEEPALIVE_MS);
-    const timeout = opts.timeoutMs !== undefined ? setTimeout(() => res.end(), opts.timeoutMs) : undefined;
-    const close = () => {
-      clearInterval(keepalive);
-      if (timeout) clearTimeout(timeout);
-      stop();
-    };
-    req.on('close', close);
-    res.on('close', close);
-  }
-
-  private schedule(): void {
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      if (!this.deps.isLeader()) {
-        for (const set of this.watchers.values()) for (const w of set) w.res.end();
-        return;
-      }
-      for (const resource of [...this.watchers.keys()]) this.refresh(resource);
-    });
+    holdOpen(req, res, stop, opts.timeoutMs);
   }
 }
