@@ -405,12 +405,11 @@ export class Controller {
     // unbinding is committed, so a new leader never finds a binding for a
     // unit the old one already stopped (it would respawn it).
     const unbinding = new Map<string, Promise<void>>();
-    // No yield between the actions themselves: with one here, seed 90040 of
-    // the production-host simulation (npm run sim -- --host --seed 90040)
-    // bound 1400m to a node of 1000m; without it that seed and seeds
-    // 89001-91000 pass. Which interleaving it allowed is not yet pinned
-    // down. The creates below still yield once their binding is written.
+    // A long pass yields between its actions (PASS_SLICE_MS), so the replica keeps serving heartbeats
+    // and sockets. What lands meanwhile cannot change what an action was decided on: a create names
+    // the spec it was scheduled for (create() below), the rest re-read their records.
     for (const a of plan.actions) {
+      await this.slice();
       switch (a.type) {
         case 'unbind': {
           const u = state.units.get(a.unit);
@@ -541,12 +540,16 @@ export class Controller {
   private async create(deployment: string, snap: ClusterSnapshot, now: number, specHash?: string): Promise<void> {
     const d = this.deps.store.state.deployments.get(deployment);
     if (!d) return;
-    const spec = (specHash !== undefined ? d.revisions.find((r) => r.specHash === specHash)?.unitSpec : undefined) ?? d.unitSpec;
+    // The unit is made from the spec it was scheduled for: the command names it by hash, so an
+    // apply that lands first in the log (proposed earlier, not yet applied when this pass planned)
+    // cannot give it resources the scheduler never checked.
+    const rev = (specHash !== undefined ? d.revisions.find((r) => r.specHash === specHash) : undefined) ?? { unitSpec: d.unitSpec, specHash: d.specHash };
+    const spec = rev.unitSpec;
     const req: UnitRequest = { deployment, resources: spec.resources, tolerations: spec.tolerations };
     const decision = this.schedule(req, snap);
     if (decision.chosen) snap.assume(decision.chosen, req);
     const cmd: StoreCommand = { type: 'unit.create', at: now, uid: this.newId(), deployment, nodeName: decision.chosen, scheduling: this.record(decision, now) };
-    if (specHash !== undefined) cmd.specHash = specHash;
+    cmd.specHash = rev.specHash;
     if (this.deps.mutation === 'spawn-before-bind' && decision.chosen) {
       // The deliberate bug: spawn under the name the binding will get, before it is committed.
       const n = Math.max(this.guessed.get(deployment) ?? 0, this.deps.store.state.counters.get(deployment) ?? 0) + 1;

@@ -395,6 +395,10 @@ export class DesiredState {
         const d = this.deployments.get(cmd.deployment);
         if (!d) return { ok: false, code: 404, error: `deployments "${cmd.deployment}" not found` };
         const rev = cmd.specHash === undefined ? undefined : d.revisions.find((r) => r.specHash === cmd.specHash);
+        if (cmd.specHash !== undefined && !rev) {
+          // Scheduled for a spec the deployment no longer keeps: its resources were checked, not the current ones.
+          return { ok: false, code: 409, error: `deployment ${cmd.deployment} no longer has the revision (spec ${cmd.specHash}) the unit was scheduled for` };
+        }
         const n = (this.counters.get(cmd.deployment) ?? 0) + 1;
         this.counters.set(cmd.deployment, n);
         const name = `${cmd.deployment}-${n}`;

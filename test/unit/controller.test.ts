@@ -28,9 +28,17 @@ class LocalStore implements ReplicatedStore {
   currentTerm = 3;
   private index = 0;
   private readonly listeners: Array<() => void> = [];
+  /** An entry already in the log ahead of the next unit.create (proposed earlier, applied first). */
+  aheadOfCreate: StoreCommand | null = null;
   propose(cmd: StoreCommand): Promise<ApplyResult> {
     if (!this.leader) return Promise.reject(new NotLeaderError(null));
-    return Promise.resolve().then(() => this.state.apply(++this.index, cmd));
+    return Promise.resolve().then(() => {
+      if (cmd.type === 'unit.create' && this.aheadOfCreate) {
+        this.state.apply(++this.index, this.aheadOfCreate);
+        this.aheadOfCreate = null;
+      }
+      return this.state.apply(++this.index, cmd);
+    });
   }
   readBarrier(): Promise<void> {
     return this.leader ? Promise.resolve() : Promise.reject(new NotLeaderError(null));
@@ -107,6 +115,13 @@ function setup() {
     }
     clock.skip(until - clock.now());
   };
+  const manifestOf = (replicas: number, cpu = '300m') =>
+    validateManifest({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'web' },
+      spec: { replicas, template: { spec: { containers: [{ name: 'web', command: ['sleep', '3600'], resources: { requests: { cpu, memory: '64Mi' } } }] } } },
+    });
   const deploy = async (replicas: number) => {
     const { manifest, unitSpec } = validateManifest({
       apiVersion: 'apps/v1',
@@ -131,7 +146,7 @@ function setup() {
       revision: cmd.unit.revision,
     });
   };
-  return { clock, store, registry, controller, sent, advance, deploy, running, silent };
+  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent };
 }
 
 const spawns = (sent: ReturnType<typeof setup>['sent']) => sent.filter((s) => s.cmd.type === 'spawn');
@@ -231,5 +246,24 @@ test('a unit that crashes puts its deployment in back-off: no replacement until 
   assert.equal(spawns(h.sent).length, 0, 'nothing respawned just before the back-off ends');
   await h.advance(1200);
   assert.ok(spawns(h.sent).length >= 1, 'respawned once the back-off ended');
+  h.controller.stop();
+});
+
+test("an apply that lands in the log ahead of a pass's creates does not give them resources the scheduler never checked", async () => {
+  // Found by seed 90040 of the production-host simulation: a create named no spec, so the state machine
+  // gave the unit the deployment's spec at apply time; an apply proposed earlier (900m, uncommitted while
+  // the pass planned with 300m) landed first, and 3 x 900m went onto two nodes of 1000m.
+  const h = setup();
+  h.controller.start();
+  const bigger = h.manifestOf(3, '900m');
+  h.store.aheadOfCreate = { type: 'deployment.apply', at: 0, uid: 'u-web', manifest: bigger.manifest, unitSpec: bigger.unitSpec, specHash: unitSpecHash(bigger.unitSpec) };
+  await h.deploy(3);
+  await h.advance(20);
+  assert.equal(h.store.aheadOfCreate, null, 'the apply landed ahead of a create');
+  const perNode = new Map<string, number>();
+  for (const u of h.store.state.units.values()) if (u.nodeName) perNode.set(u.nodeName, (perNode.get(u.nodeName) ?? 0) + u.spec.resources.cpu);
+  for (const [node, cpu] of perNode) assert.ok(cpu <= 1000, `${node} has ${cpu}m bound, capacity 1000m`);
+  const first = [...h.store.state.units.values()].filter((u) => u.revision === 1);
+  assert.ok(first.length > 0 && first.every((u) => u.spec.resources.cpu === 300), "the pass's units run the 300m revision it scheduled");
   h.controller.stop();
 });

@@ -118,3 +118,26 @@ test('views: a unit bound but not reported is Pending; reported Running it is Ru
   const d = deploymentView(s.deployments.get('web')!, { state: s, observed: registry.nodes, now: NOW });
   assert.equal((d.spec as { replicas: number }).replicas, 3);
 });
+
+test('a unit is made from the spec it was scheduled for, even when a newer apply lands first in the log', () => {
+  // The leader planned with revision 1 (200m) and named it; an apply of 500m proposed earlier lands before the create.
+  const first = deployment(1) as Extract<StoreCommand, { type: 'deployment.apply' }>;
+  const bigger = structuredClone(first);
+  bigger.unitSpec.resources.cpu = 500;
+  bigger.specHash = unitSpecHash(bigger.unitSpec);
+  const s = replay([{ type: 'node.register', at: NOW, node: NODE }, first, bigger]);
+  const r = s.apply(4, { type: 'unit.create', at: NOW, uid: 'a', deployment: 'web', nodeName: 'node-a', scheduling: null, specHash: first.specHash });
+  assert.equal(r.ok, true);
+  const unit = s.units.get('web-1')!;
+  assert.equal(unit.spec.resources.cpu, 200, 'the resources the scheduler checked, not the newer apply');
+  assert.equal(unit.revision, 1);
+  assert.equal(s.deployments.get('web')!.revision, 2);
+});
+
+test('a unit scheduled for a revision the deployment no longer keeps is refused, naming it', () => {
+  const s = replay([{ type: 'node.register', at: NOW, node: NODE }, deployment(1)]);
+  const r = s.apply(3, { type: 'unit.create', at: NOW, uid: 'a', deployment: 'web', nodeName: 'node-a', scheduling: null, specHash: 'no-such-spec' });
+  assert.equal(r.ok, false);
+  assert.match(r.ok ? '' : r.error, /^deployment web no longer has the revision \(spec no-such-spec\) the unit was scheduled for$/);
+  assert.equal(s.units.size, 0);
+});
