@@ -167,6 +167,31 @@ function failSoon(outcome: ProbeOutcome, done: (outcome: ProbeOutcome) => void):
 
 const seconds = (ms: number): string => `${ms / 1000}s`;
 
+/**
+ * One network probe's ending, said once: its outcome (or a time-out after
+ * `timeoutMs`), or a cancel that says nothing; both release the connection.
+ */
+function settleOnce(
+  what: string,
+  timeoutMs: number,
+  release: () => void,
+  done: (outcome: ProbeOutcome) => void,
+): { finish: (ok: boolean, detail: string) => void; cancel: CancelProbe } {
+  let finished = false;
+  const end = (): boolean => {
+    if (finished) return false;
+    finished = true;
+    clearTimeout(timer);
+    release();
+    return true;
+  };
+  const finish = (ok: boolean, detail: string): void => {
+    if (end()) done({ ok, detail: `${what}: ${detail}` });
+  };
+  const timer = setTimeout(() => finish(false, `timed out after ${seconds(timeoutMs)}`), timeoutMs);
+  return { finish, cancel: () => void end() };
+}
+
 /** exec: spawn the argv directly; exit 0 is success. */
 export function runExecProbe(argv: string[], timeoutMs: number, ctx: ExecContext, done: (outcome: ProbeOutcome) => void): CancelProbe {
   const what = `exec ${argv.join(' ')}`;
@@ -228,7 +253,6 @@ export function runExecProbe(argv: string[], timeoutMs: number, ctx: ExecContext
 /** httpGet: a status 200-399 from http://127.0.0.1:<port><path> is success. */
 export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, done: (outcome: ProbeOutcome) => void, host = '127.0.0.1'): CancelProbe {
   const what = `HTTP GET ${host === '127.0.0.1' ? '' : host}:${port}${urlPath}`;
-  let finished = false;
   let req: http.ClientRequest;
   try {
     req = http.request({
@@ -243,14 +267,7 @@ export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, d
     // A path Node refuses to send (a space, a control character): a failure, never a crash.
     return failSoon({ ok: false, detail: `${what}: ${(err as Error).message}` }, done);
   }
-  const finish = (ok: boolean, detail: string): void => {
-    if (finished) return;
-    finished = true;
-    clearTimeout(timer);
-    req.destroy();
-    done({ ok, detail: `${what}: ${detail}` });
-  };
-  const timer = setTimeout(() => finish(false, `timed out after ${seconds(timeoutMs)}`), timeoutMs);
+  const { finish, cancel } = settleOnce(what, timeoutMs, () => req.destroy(), done);
   req.on('response', (res) => {
     const status = res.statusCode ?? 0;
     res.resume();
@@ -258,36 +275,20 @@ export function runHttpProbe(port: number, urlPath: string, timeoutMs: number, d
   });
   req.on('error', (err) => finish(false, err.message.split('\n')[0]));
   req.end();
-  return () => {
-    finished = true;
-    clearTimeout(timer);
-    req.destroy();
-  };
+  return cancel;
 }
 
 /** tcpSocket: a connection to 127.0.0.1:<port> is success. */
 export function runTcpProbe(port: number, timeoutMs: number, done: (outcome: ProbeOutcome) => void, host = '127.0.0.1'): CancelProbe {
   const what = `TCP ${host === '127.0.0.1' ? '' : host}:${port}`;
-  let finished = false;
   let socket: net.Socket;
   try {
     socket = net.connect({ host, port });
   } catch (err) {
     return failSoon({ ok: false, detail: `${what}: ${(err as Error).message}` }, done);
   }
-  const finish = (ok: boolean, detail: string): void => {
-    if (finished) return;
-    finished = true;
-    clearTimeout(timer);
-    socket.destroy();
-    done({ ok, detail: `${what}: ${detail}` });
-  };
-  const timer = setTimeout(() => finish(false, `timed out after ${seconds(timeoutMs)}`), timeoutMs);
+  const { finish, cancel } = settleOnce(what, timeoutMs, () => socket.destroy(), done);
   socket.once('connect', () => finish(true, 'connected'));
   socket.on('error', (err) => finish(false, err.message.split('\n')[0]));
-  return () => {
-    finished = true;
-    clearTimeout(timer);
-    socket.destroy();
-  };
+  return cancel;
 }
