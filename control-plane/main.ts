@@ -23,7 +23,7 @@ import { ServicePublisher } from './services/publisher.ts';
 import { NodeRegistry } from './registry/node-registry.ts';
 import { Scheduler } from './scheduler/index.ts';
 import { RaftStore, SNAPSHOT_EVERY_ENTRIES } from './store/raft-store.ts';
-import { NoQuorumError, type ReplicatedStore } from './store/store.ts';
+import type { ReplicatedStore } from './store/store.ts';
 import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 import { serveUnitLog } from './api/logs.ts';
 import { ReplicaMetrics } from './api/metrics.ts';
@@ -32,11 +32,11 @@ import { EventLoopWindows } from './event-loop-windows.ts';
 import { ensureCa, servingCert } from './kube/certs.ts';
 import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
+import { followLeadership, nodeRegistrar } from './leadership.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
  *  NotReady timeout) before their units count as lost. */
-const STARTUP_GRACE_MS = 2000;
 
 function usage(msg: string): never {
   process.stderr.write(
@@ -308,38 +308,24 @@ async function main(): Promise<void> {
     services.changed();
   });
 
-  const registerNode = (name: string) => {
-    const obs = registry.nodes.get(name);
-    if (!obs) return;
-    const rec = store.state.nodes.get(name);
-    if (rec && JSON.stringify(rec.info) === JSON.stringify(obs.info)) return;
-    void store.propose({ type: 'node.register', at: now(), node: obs.info }).catch((e) => {
-      if (!(e instanceof NoQuorumError)) log(`register ${name} failed: ${(e as Error).message}`);
-    });
-  };
-
-  // Leadership: only the leader acts. A new leader forgets in-flight
-  // commands (it never sent them), tells every agent its term (fencing),
-  // registers nodes it knows, gives silent nodes a grace period, and runs a
-  // pass at once.
-  let wasLeader = false;
-  store.onRoleChange(() => {
-    const s = store.status();
-    agents.broadcastLeader(s.term, s.leaderId);
-    changed();
-    if (s.role === 'leader' && !wasLeader) {
-      wasLeader = true;
-      events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${s.term}`);
-      services.leadershipChanged();
-      controller.resetInFlight();
-      for (const rec of store.state.nodes.values()) registry.seed(rec.info, now() + STARTUP_GRACE_MS);
-      for (const name of registry.nodes.keys()) registerNode(name);
-      controller.trigger();
-    } else if (s.role !== 'leader' && wasLeader) {
-      wasLeader = false;
-      controller.resetInFlight();
-    }
-  });
+  // Leadership (control-plane/leadership.ts): only the leader acts.
+  const registerNode = nodeRegistrar({ store, registry, now, log });
+  followLeadership(
+    {
+      store,
+      registry,
+      agents,
+      controller,
+      now,
+      log,
+      onRoleChange: () => changed(),
+      onElected: (s) => {
+        events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${s.term}`);
+        services.leadershipChanged();
+      },
+    },
+    registerNode,
+  );
 
   const api = new ApiServer({
     store,

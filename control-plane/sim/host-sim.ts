@@ -49,7 +49,7 @@ import { NodeRegistry } from '../registry/node-registry.ts';
 import { Scheduler } from '../scheduler/index.ts';
 import type { StoreCommand } from '../store/desired-state.ts';
 import { RaftStore, type RaftTiming } from '../store/raft-store.ts';
-import { NoQuorumError } from '../store/store.ts';
+import { followLeadership, nodeRegistrar } from '../leadership.ts';
 import { MemoryNetwork, type MemoryTransport } from './memory-network.ts';
 import { MemoryDisk, MemoryStorage } from './memory-storage.ts';
 
@@ -66,7 +66,6 @@ const MAX_EVENTS = 2_000_000;
 export const SIM_RAFT_TIMING: RaftTiming = { tickMs: 50, electionTimeoutTicks: 10, heartbeatTicks: 2 };
 const HEARTBEAT_MS = 200;
 const NOT_READY_AFTER_MS = 1000;
-const STARTUP_GRACE_MS = 2000;
 const RECONNECT_MS = 100;
 /** The registry's liveness check period (main.ts: notReadyAfterMs / 20; coarser here, fewer events). */
 const LIVENESS_CHECK_MS = 100;
@@ -471,36 +470,13 @@ class SimReplica {
       options: { maxActionsPerPass: 500, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000 },
     });
     this.controller = controller;
-    const registerNode = (name: string) => {
-      const obs = registry.nodes.get(name);
-      if (!obs) return;
-      const rec = store.state.nodes.get(name);
-      if (rec && JSON.stringify(rec.info) === JSON.stringify(obs.info)) return;
-      void store.propose({ type: 'node.register', at: now(), node: obs.info }).catch((e: unknown) => {
-        if (!(e instanceof NoQuorumError)) log(`register ${name} failed: ${(e as Error).message}`);
-      });
-    };
+    const registerNode = nodeRegistrar({ store, registry, now, log });
     registry.onChange((c) => {
       if (c.type === 'node-registered' && store.isLeader()) registerNode(c.node);
       controller.trigger();
     });
     store.state.onChange(() => controller.trigger());
-    let wasLeader = false;
-    store.onRoleChange(() => {
-      const s = store.status();
-      sim.noteRole(this, s.role, s.term);
-      agents.broadcastLeader(s.term, s.leaderId);
-      if (s.role === 'leader' && !wasLeader) {
-        wasLeader = true;
-        controller.resetInFlight();
-        for (const rec of store.state.nodes.values()) registry.seed(rec.info, now() + STARTUP_GRACE_MS);
-        for (const name of registry.nodes.keys()) registerNode(name);
-        controller.trigger();
-      } else if (s.role !== 'leader' && wasLeader) {
-        wasLeader = false;
-        controller.resetInFlight();
-      }
-    });
+    followLeadership({ store, registry, agents, controller, now, log, onRoleChange: (s) => sim.noteRole(this, s.role, s.term) }, registerNode);
     this.liveness = clock.interval(() => registry.checkLiveness(now()), LIVENESS_CHECK_MS);
     controller.start();
     this.up = true;

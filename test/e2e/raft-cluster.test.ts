@@ -144,10 +144,14 @@ test('a full stop and restart with the same data dirs brings back every deployme
   t.after(() => c.stop());
   assert.equal((await c.api('PUT', '/v1/deployments/web', small('web', 3))).status, 201);
   assert.equal((await c.api('PATCH', '/v1/nodes/node-b', { unschedulable: true })).status, 200);
-  const units = await waitFor('3 running', async () => {
-    const u = await c.running('web');
-    return u.length === 3 ? u : null;
-  });
+  const units = await waitFor(
+    '3 running',
+    async () => {
+      const u = await c.running('web');
+      return u.length === 3 ? u : null;
+    },
+    30000,
+  );
   const bindings = units.map((u) => `${u.metadata.name}@${u.spec.nodeName}`).sort();
   for (const p of c.cps) p.child.kill('SIGKILL');
   await Promise.all(c.cps.map((p) => p.exited));
@@ -159,7 +163,7 @@ test('a full stop and restart with the same data dirs brings back every deployme
       const u = await c.running('web');
       return u.length === 3 ? u : null;
     },
-    20000,
+    30000,
   );
   assert.deepEqual(back.map((u) => `${u.metadata.name}@${u.spec.nodeName}`).sort(), bindings);
   assert.deepEqual(back.map((u) => u.status.pid).sort(), units.map((u) => u.status.pid).sort());

@@ -1,0 +1,69 @@
+// control-plane/leadership.ts -- what a replica does when it gains or loses
+// the lead, and how it records the nodes its agents announce: the wiring
+// control-plane/main.ts runs and the production-host simulation
+// (sim/host-sim.ts) runs the same way.
+//
+// Only the leader acts. A new leader forgets in-flight commands (it never
+// sent them), gives every node of the desired state a startup grace before
+// it can turn NotReady (their agents are reconnecting to it), registers the
+// nodes its own agents announced, and runs a pass at once. Every role change
+// tells every agent the leader and its term (fencing).
+
+import type { AgentServer } from './agent-server.ts';
+import type { Controller } from './controller/controller.ts';
+import type { NodeRegistry } from './registry/node-registry.ts';
+import type { RaftStore } from './store/raft-store.ts';
+import { NoQuorumError, type ReplicaStatus } from './store/store.ts';
+
+/** A node of the desired state that no agent has spoken for yet this long after an election is NotReady. */
+export const STARTUP_GRACE_MS = 2000;
+
+export interface LeadershipDeps {
+  store: Pick<RaftStore, 'state' | 'propose' | 'status' | 'onRoleChange'>;
+  registry: NodeRegistry;
+  agents: Pick<AgentServer, 'broadcastLeader'>;
+  controller: Pick<Controller, 'resetInFlight' | 'trigger'>;
+  now: () => number;
+  log: (line: string) => void;
+  /** Every role change, after the agents were told. */
+  onRoleChange?: (s: ReplicaStatus) => void;
+  /** This replica just became leader (before its first pass). */
+  onElected?: (s: ReplicaStatus) => void;
+}
+
+/**
+ * Proposes `node.register` for a node an agent announced, unless the
+ * desired state already holds exactly that node.
+ */
+export function nodeRegistrar(d: Pick<LeadershipDeps, 'store' | 'registry' | 'now' | 'log'>): (name: string) => void {
+  return (name) => {
+    const obs = d.registry.nodes.get(name);
+    if (!obs) return;
+    const rec = d.store.state.nodes.get(name);
+    if (rec && JSON.stringify(rec.info) === JSON.stringify(obs.info)) return;
+    void d.store.propose({ type: 'node.register', at: d.now(), node: obs.info }).catch((e: unknown) => {
+      if (!(e instanceof NoQuorumError)) d.log(`register ${name} failed: ${(e as Error).message}`);
+    });
+  };
+}
+
+/** Follows the store's role changes as described above; `registerNode` is nodeRegistrar's. */
+export function followLeadership(d: LeadershipDeps, registerNode: (name: string) => void): void {
+  let wasLeader = false;
+  d.store.onRoleChange(() => {
+    const s = d.store.status();
+    d.agents.broadcastLeader(s.term, s.leaderId);
+    d.onRoleChange?.(s);
+    if (s.role === 'leader' && !wasLeader) {
+      wasLeader = true;
+      d.onElected?.(s);
+      d.controller.resetInFlight();
+      for (const rec of d.store.state.nodes.values()) d.registry.seed(rec.info, d.now() + STARTUP_GRACE_MS);
+      for (const name of d.registry.nodes.keys()) registerNode(name);
+      d.controller.trigger();
+    } else if (s.role !== 'leader' && wasLeader) {
+      wasLeader = false;
+      d.controller.resetInFlight();
+    }
+  });
+}
