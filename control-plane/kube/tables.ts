@@ -72,6 +72,14 @@ interface Printer {
   cells: (obj: KubeObject, now: number) => unknown[];
 }
 
+/** kubectl's wide columns of a Deployment and a ReplicaSet: the pod template's containers and images, the selector. */
+const WORKLOAD_WIDE_COLUMNS = [col('Containers', 'string', 1), col('Images', 'string', 1), col('Selector', 'string', 1)];
+
+function workloadWideCells(spec: Record<string, unknown>): string[] {
+  const cs = a(o(o(spec.template).spec).containers);
+  return [cs.map((c) => c.name).join(','), cs.map((c) => c.image ?? '').join(','), selectorText(spec.selector)];
+}
+
 const PRINTERS: Record<string, Printer> = {
   Pod: {
     columns: [
@@ -143,57 +151,26 @@ const PRINTERS: Record<string, Printer> = {
     },
   },
   Deployment: {
-    columns: [
-      col('Name'),
-      col('Ready'),
-      col('Up-to-date', 'integer'),
-      col('Available', 'integer'),
-      col('Age'),
-      col('Containers', 'string', 1),
-      col('Images', 'string', 1),
-      col('Selector', 'string', 1),
-    ],
+    columns: [col('Name'), col('Ready'), col('Up-to-date', 'integer'), col('Available', 'integer'), col('Age'), ...WORKLOAD_WIDE_COLUMNS],
     cells: (d, now) => {
       const st = o(d.status);
       const spec = o(d.spec);
-      const cs = a(o(o(spec.template).spec).containers);
       return [
         d.metadata.name,
         `${Number(st.readyReplicas ?? 0)}/${Number(spec.replicas ?? 0)}`,
         Number(st.updatedReplicas ?? 0),
         Number(st.availableReplicas ?? 0),
         age(d.metadata.creationTimestamp, now),
-        cs.map((c) => c.name).join(','),
-        cs.map((c) => c.image ?? '').join(','),
-        selectorText(spec.selector),
+        ...workloadWideCells(spec),
       ];
     },
   },
   ReplicaSet: {
-    columns: [
-      col('Name'),
-      col('Desired', 'integer'),
-      col('Current', 'integer'),
-      col('Ready', 'integer'),
-      col('Age'),
-      col('Containers', 'string', 1),
-      col('Images', 'string', 1),
-      col('Selector', 'string', 1),
-    ],
+    columns: [col('Name'), col('Desired', 'integer'), col('Current', 'integer'), col('Ready', 'integer'), col('Age'), ...WORKLOAD_WIDE_COLUMNS],
     cells: (r, now) => {
       const st = o(r.status);
       const spec = o(r.spec);
-      const cs = a(o(o(spec.template).spec).containers);
-      return [
-        r.metadata.name,
-        Number(spec.replicas ?? 0),
-        Number(st.replicas ?? 0),
-        Number(st.readyReplicas ?? 0),
-        age(r.metadata.creationTimestamp, now),
-        cs.map((c) => c.name).join(','),
-        cs.map((c) => c.image ?? '').join(','),
-        selectorText(spec.selector),
-      ];
+      return [r.metadata.name, Number(spec.replicas ?? 0), Number(st.replicas ?? 0), Number(st.readyReplicas ?? 0), age(r.metadata.creationTimestamp, now), ...workloadWideCells(spec)];
     },
   },
   Event: {
