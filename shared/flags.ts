@@ -144,6 +144,16 @@ export function givenTwice(tokens: ReadonlyArray<{ kind: string; name?: string }
   return undefined;
 }
 
+/**
+ * Where the switch `--name` stands in argv as a word of its own, found among
+ * parseArgs' tokens without knowing the other flags: for a command that hands
+ * the rest of its argv to another one (`npm run sim -- --host ...`).
+ */
+export function flagIndexes(argv: readonly string[], name: string): number[] {
+  const { tokens } = parseArgs({ args: [...argv], options: { [name]: { type: 'boolean' } }, strict: false, allowPositionals: true, tokens: true });
+  return tokens.filter((t) => t.kind === 'option' && t.name === name && t.rawName === `--${name}` && t.value === undefined).map((t) => t.index);
+}
+
 // ---- typed values: each returns the value or undefined; the tool words the refusal ----
 
 /** Digits only (no sign, no exponent, no blanks), a safe integer within min..max. */
