@@ -91,7 +91,8 @@ function explain(args: string[], options: Options, layout: Layout, err: Error): 
 
 /**
  * argv with kubectl's conventions spelt the way strict parseArgs takes them:
- * `--replicas -1` -> `--replicas=-1`, `-o=json` -> `-ojson`, and with
+ * `--replicas -1` -> `--replicas=-1`, `-o=json` -> `-ojson`, `-w=x` ->
+ * `--watch=x`, and with
  * booleanValues `--watch=true` -> `--watch`, `--watch=false` -> nothing.
  * Words after `--` are left alone.
  */
@@ -103,7 +104,7 @@ export function normalise(argv: readonly string[], options: Options, booleanValu
   };
   const out: string[] = [];
   for (let i = 0; i < argv.length; i++) {
-    const word = argv[i];
+    let word = argv[i];
     if (word === '--') {
       out.push(...argv.slice(i));
       break;
@@ -120,6 +121,8 @@ export function normalise(argv: readonly string[], options: Options, booleanValu
       out.push(`-${short![1]}${word.slice(3)}`);
       continue;
     }
+    // `-w=x` is `--watch=x`: parseArgs would read `-w -= -x`.
+    if (shortName !== undefined) word = `--${shortName}${word.slice(2)}`;
     const bool = booleanValues ? /^--([^=]+)=(true|false)$/.exec(word) : null;
     if (bool && Object.hasOwn(options, bool[1]) && options[bool[1]].type === 'boolean') {
       const short = options[bool[1]].short;

@@ -90,6 +90,11 @@ describe('parseCommandLine', () => {
 
   test('booleanValues: --watch=true is --watch and --watch=false undoes it', () => {
     assert.equal(parseCommandLine(['--watch=true'], OPTIONS, { booleanValues: true }).values.watch, true);
+    assert.equal(parseCommandLine(['-w=true'], OPTIONS, { booleanValues: true }).values.watch, true);
+    assert.equal(
+      refusal(() => parseCommandLine(['-w=yes'], OPTIONS, { booleanValues: true })),
+      '--watch takes no value',
+    );
     assert.equal(parseCommandLine(['-w', '--watch=false'], OPTIONS, { booleanValues: true }).values.watch, undefined);
     assert.equal(
       refusal(() => parseCommandLine(['--watch=true'], OPTIONS)),
