@@ -21,12 +21,12 @@
 //        --first 0 --count 2500 [--heartbeat-ms 1000] [--cpu 8000 --memory 16384]
 
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { AgentCore } from '../node-agent/agent-core.ts';
 import { AgentFigures } from '../node-agent/agent-figures.ts';
 import { ControlPlaneLink } from '../node-agent/control-plane-link.ts';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
 import { STATS_INTERVAL_MS, type AgentMessage, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import { parseCommandLine, wholeNumber } from '../shared/flags.ts';
 
 /** What the worker tells its parent once a second. */
 export interface FleetWorkerReport {
@@ -237,8 +237,13 @@ class SimAgent {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
+  const fail = (msg: string): never => {
+    process.stderr.write(`fleet-agents: ${msg}\n`);
+    process.exit(2);
+  };
+  let values;
+  try {
+    ({ values } = parseCommandLine(process.argv.slice(2), {
       urls: { type: 'string' },
       token: { type: 'string' },
       first: { type: 'string', default: '0' },
@@ -246,20 +251,16 @@ async function main(): Promise<void> {
       'heartbeat-ms': { type: 'string', default: '1000' },
       cpu: { type: 'string', default: '8000' },
       memory: { type: 'string', default: '16384' },
-    },
-    strict: true,
-  });
-  const fail = (msg: string): never => {
-    process.stderr.write(`fleet-agents: ${msg}\n`);
-    process.exit(2);
-  };
+    }));
+  } catch (err) {
+    return fail((err as Error).message);
+  }
   const urls = (values.urls ?? '').split(',').filter(Boolean);
   if (urls.length === 0) fail('--urls: expected ws://host:port,... of every replica');
   if (!values.token) fail('--token: required');
   const int = (name: string, v: string | undefined, min: number): number => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) fail(`--${name}: expected an integer >= ${min}, got "${v}"`);
-    return n;
+    const n = v === undefined ? undefined : wholeNumber(v, min);
+    return n ?? fail(`--${name}: expected an integer >= ${min}, got "${v}"`);
   };
   const first = int('first', values.first, 0);
   const count = int('count', values.count, 1);

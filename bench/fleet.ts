@@ -37,10 +37,10 @@ import { build } from 'esbuild';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { Cluster, REPO, sleep, waitFor } from '../test/helpers/cluster.ts';
 import { rssMiB } from '../shared/proc.ts';
 import type { FleetWorkerReport } from './fleet-agents.ts';
+import { parseCommandLine } from '../shared/flags.ts';
 
 export interface FleetOptions {
   agents: number;
@@ -465,14 +465,11 @@ export function formatFleet(r: FleetResult): string[] {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({
-    options: {
-      agents: { type: 'string', default: '5000' },
-      units: { type: 'string', default: '50000' },
-      duration: { type: 'string', default: '300' },
-      workers: { type: 'string', default: '2' },
-    },
-    strict: true,
+  const { values } = parseCommandLine(process.argv.slice(2), {
+    agents: { type: 'string', default: '5000' },
+    units: { type: 'string', default: '50000' },
+    duration: { type: 'string', default: '300' },
+    workers: { type: 'string', default: '2' },
   });
   const r = await benchFleet({ agents: Number(values.agents), units: Number(values.units), durationS: Number(values.duration), workers: Number(values.workers) });
   for (const l of formatFleet(r)) console.log(l);

@@ -5,6 +5,7 @@
 // fleet). The fleet group takes --agents N (5000), --units N (50000),
 // --duration S (300: the steady-state window) and --workers N (2).
 
+import { oneOf, parseCommandLine, wholeNumber } from '../shared/flags.ts';
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill, median, pct } from './cluster.ts';
@@ -19,10 +20,48 @@ import { LoopWatch } from './loop-watch.ts';
 import { benchBigState, type ReplicaPhase as BigStateReplica } from './big-state.ts';
 import { benchFleet, formatFleet } from './fleet.ts';
 
-const only = (() => {
-  const i = process.argv.indexOf('--only');
-  return i >= 0 ? process.argv[i + 1] : null;
+const GROUPS = [
+  'scheduler',
+  'storage',
+  'apply',
+  'unit-kill',
+  'agent-kill',
+  'memory',
+  'failover',
+  'writes',
+  'big-state',
+  'catch-up',
+  'rollout',
+  'probes',
+  'crashloop',
+  'services',
+  'isolation',
+  'cli',
+  'fleet',
+] as const;
+const argv = (() => {
+  try {
+    return parseCommandLine(
+      process.argv.slice(2),
+      {
+        only: { type: 'string' },
+        agents: { type: 'string' },
+        units: { type: 'string' },
+        duration: { type: 'string' },
+        workers: { type: 'string' },
+      },
+      { wording: { unknown: (flag) => `unknown option ${flag} (it takes --only GROUP, and for fleet --agents, --units, --duration, --workers)` } },
+    ).values;
+  } catch (err) {
+    console.error(`bench: ${(err as Error).message}`);
+    process.exit(2);
+  }
 })();
+const only = argv.only ?? null;
+if (only !== null && oneOf(only, GROUPS) === undefined) {
+  console.error(`bench: --only: unknown group "${only}" (one of ${GROUPS.join(', ')})`);
+  process.exit(2);
+}
 // Every replica's event-loop stops and terms, per benchmark (bench/loop-watch.ts).
 const loops = new LoopWatch();
 loops.install();
@@ -31,12 +70,12 @@ const want = (name: string) => {
   if (yes) loops.group = name; // groups run one after another: the clusters started now are this group's
   return yes;
 };
-const flag = (name: string, dflt: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i < 0) return dflt;
-  const n = Number(process.argv[i + 1]);
-  if (!Number.isInteger(n) || n < 1) {
-    console.error(`bench: --${name}: expected an integer >= 1, got ${JSON.stringify(process.argv[i + 1] ?? '')}`);
+const flag = (name: 'agents' | 'units' | 'duration' | 'workers', dflt: number): number => {
+  const text = argv[name];
+  if (text === undefined) return dflt;
+  const n = wholeNumber(text, 1);
+  if (n === undefined) {
+    console.error(`bench: --${name}: expected an integer >= 1, got ${JSON.stringify(text)}`);
     process.exit(2);
   }
   return n;

@@ -1,5 +1,5 @@
-// chaos/args.ts -- the command line of `npm run chaos -- <scenario> [...]`.
-// Pure: parses argv into options or throws ChaosUsageError (exit 2).
+// chaos/args.ts -- the command line of `npm run chaos -- <scenario> [...]`,
+// read by node:util parseArgs through shared/flags.ts. Pure: parses argv into options or throws ChaosUsageError (exit 2).
 
 import { SCENARIOS, type ScenarioName } from './scenarios.ts';
 
@@ -33,7 +33,7 @@ Exit status: 0 every invariant held; 1 a violation (the report says which);
 2 bad usage; 3 the run could not be made (cluster did not start).`;
 
 /** Bad usage of `npm run chaos`: exit 2 (shared/usage.ts's UsageError, the one class for every command line). */
-import { UsageError as ChaosUsageError } from '../shared/usage.ts';
+import { decimal, parseCommandLine, UsageError as ChaosUsageError, wholeNumber } from '../shared/flags.ts';
 export { ChaosUsageError };
 
 export interface ChaosOptions {
@@ -52,85 +52,48 @@ export interface ChaosOptions {
   help: boolean;
 }
 
-const VALUE_FLAGS = new Set(['--duration', '--seed', '--replicas', '--iterations', '--cluster', '--compose-file', '--converge-bound', '--json']);
+const OPTIONS = {
+  duration: { type: 'string' },
+  seed: { type: 'string' },
+  replicas: { type: 'string' },
+  iterations: { type: 'string' },
+  cluster: { type: 'string' },
+  compose: { type: 'boolean' },
+  'compose-file': { type: 'string' },
+  netns: { type: 'boolean' },
+  'converge-bound': { type: 'string' },
+  json: { type: 'string' },
+  quiet: { type: 'boolean', short: 'q' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
 
-function num(flag: string, text: string, o: { min: number; max: number; integer: boolean }): number {
-  const n = Number(text);
-  if (text.trim() === '' || !Number.isFinite(n) || (o.integer && !Number.isInteger(n)) || n < o.min || n > o.max) {
-    throw new ChaosUsageError(`${flag}: expected ${o.integer ? 'an integer' : 'a number'} ${o.min}..${o.max}, got "${text}"`);
-  }
+function num(flag: string, text: string | undefined, dflt: number, o: { min: number; max: number; integer: boolean }): number {
+  if (text === undefined) return dflt;
+  const n = o.integer ? wholeNumber(text, o.min, o.max) : decimal(text, o.min, o.max);
+  if (n === undefined) throw new ChaosUsageError(`${flag}: expected ${o.integer ? 'an integer' : 'a number'} ${o.min}..${o.max}, got "${text}"`);
   return n;
 }
 
+/** Parses the arguments after `npm run chaos --`, tokenised by shared/flags.ts. */
 export function parseChaosArgs(argv: readonly string[]): ChaosOptions {
+  const { values, positionals: positional } = parseCommandLine(argv, OPTIONS, { positionals: true });
+  if (values.help === true) return { ...parseChaosArgs(['soak']), help: true };
   const o: ChaosOptions = {
     scenario: 'soak',
-    durationS: 30,
-    seed: null,
-    replicas: 3,
-    iterations: 100,
-    cluster: null,
-    compose: false,
-    composeFile: null,
-    netns: false,
-    convergeBoundS: 10,
-    json: null,
-    quiet: false,
+    durationS: num('--duration', values.duration, 30, { min: 1, max: 86400, integer: false }),
+    seed: values.seed === undefined ? null : num('--seed', values.seed, 0, { min: 0, max: 2 ** 32 - 1, integer: true }),
+    replicas: num('--replicas', values.replicas, 3, { min: 1, max: 5, integer: true }),
+    iterations: num('--iterations', values.iterations, 100, { min: 1, max: 100000, integer: true }),
+    cluster: values.cluster ?? null,
+    compose: values.compose === true,
+    composeFile: values['compose-file'] ?? null,
+    netns: values.netns === true,
+    convergeBoundS: num('--converge-bound', values['converge-bound'], 10, { min: 1, max: 3600, integer: false }),
+    json: values.json ?? null,
+    quiet: values.quiet === true,
     help: false,
   };
-  const positional: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    let arg = argv[i];
-    if (arg === '-h' || arg === '--help') return { ...o, help: true };
-    if (arg === '-q' || arg === '--quiet') {
-      o.quiet = true;
-      continue;
-    }
-    if (arg === '--compose' || arg === '--netns') {
-      o[arg === '--compose' ? 'compose' : 'netns'] = true;
-      continue;
-    }
-    let value: string | undefined;
-    const eq = arg.indexOf('=');
-    if (arg.startsWith('--') && eq > 0) {
-      value = arg.slice(eq + 1);
-      arg = arg.slice(0, eq);
-    }
-    if (VALUE_FLAGS.has(arg)) {
-      value ??= argv[++i];
-      if (value === undefined) throw new ChaosUsageError(`${arg} needs a value`);
-      switch (arg) {
-        case '--duration':
-          o.durationS = num(arg, value, { min: 1, max: 86400, integer: false });
-          break;
-        case '--seed':
-          o.seed = num(arg, value, { min: 0, max: 2 ** 32 - 1, integer: true });
-          break;
-        case '--replicas':
-          o.replicas = num(arg, value, { min: 1, max: 5, integer: true });
-          if (![1, 3, 5].includes(o.replicas)) throw new ChaosUsageError(`--replicas: expected 1, 3 or 5, got ${o.replicas}`);
-          break;
-        case '--iterations':
-          o.iterations = num(arg, value, { min: 1, max: 100000, integer: true });
-          break;
-        case '--cluster':
-          o.cluster = value;
-          break;
-        case '--compose-file':
-          o.composeFile = value;
-          break;
-        case '--converge-bound':
-          o.convergeBoundS = num(arg, value, { min: 1, max: 3600, integer: false });
-          break;
-        case '--json':
-          o.json = value;
-          break;
-      }
-      continue;
-    }
-    if (arg.startsWith('-')) throw new ChaosUsageError(`unknown option ${arg} (see --help)`);
-    positional.push(arg);
-  }
+  if (![1, 3, 5].includes(o.replicas)) throw new ChaosUsageError(`--replicas: expected 1, 3 or 5, got ${o.replicas}`);
   if (positional.length === 0) throw new ChaosUsageError(`a scenario is missing: ${SCENARIOS.join(', ')}`);
   if (positional.length > 1) throw new ChaosUsageError(`one scenario at a time, got ${positional.join(' ')}`);
   if (!(SCENARIOS as readonly string[]).includes(positional[0])) throw new ChaosUsageError(`unknown scenario "${positional[0]}" (${SCENARIOS.join(', ')})`);

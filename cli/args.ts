@@ -1,9 +1,11 @@
-// cli/args.ts -- the command-line parser for `mo`: splits argv into
-// positionals and flags against one table of known flags, and lets each
-// command say which flags it accepts. Every mistake is a UsageError (exit 2)
+// cli/args.ts -- the command line of `mo`: one table of known flags, read by
+// node:util parseArgs through shared/flags.ts into positionals and flags, and
+// each command says which flags it accepts. Every mistake is a UsageError (exit 2)
 // naming the word at fault; nothing here touches the network or the disk.
 
+import { parseCommandLine, type Options, type Wording } from '../shared/flags.ts';
 import { UsageError } from './errors.ts';
+import { didYouMean } from './kube.ts';
 
 export interface FlagSpec {
   /** Long name, used as the key in ParsedArgs.flags. */
@@ -48,62 +50,65 @@ export interface ParsedArgs {
 
 export const USAGE_HINT = "see 'mo --help'";
 
-function findFlag(word: string, isShort: boolean, command: string | undefined): FlagSpec {
-  const spec = isShort
-    ? (FLAGS.find((f) => f.short === word && command !== undefined && f.shortIn?.includes(command)) ?? FLAGS.find((f) => f.short === word && !f.shortIn))
-    : FLAGS.find((f) => f.name === word);
-  if (!spec) throw new UsageError(`unknown flag ${isShort ? '-' : '--'}${word}`);
-  return spec;
+/** The flag table as node:util parseArgs options; `-f` is --follow after `logs`, --filename elsewhere. */
+function optionsFor(command: string | undefined): Options {
+  const options: Options = {};
+  for (const f of FLAGS) {
+    const short =
+      f.short !== undefined &&
+      (f.shortIn === undefined
+        ? !FLAGS.some((g) => g.short === f.short && command !== undefined && g.shortIn?.includes(command))
+        : command !== undefined && f.shortIn.includes(command));
+    options[f.name] = { type: f.takesValue ? 'string' : 'boolean', ...(short ? { short: f.short } : {}) };
+  }
+  return options;
 }
 
-export function parseArgs(argv: readonly string[]): ParsedArgs {
-  const positionals: string[] = [];
+const WORDING: Partial<Wording> = {
+  unknown: (flag, known) => `unknown flag ${flag}${flag.startsWith('--') ? didYouMean(flag.slice(2), known).replace(/"(.*)"/, '"--$1"') : ''}`,
+  missingValue: (name) => `flag --${name} needs a value`,
+  noValue: (name, value) => `flag --${name} takes no value (got "${value}")`,
+};
+
+function tokenise(argv: readonly string[], command: string | undefined): ParsedArgs {
+  const { values, positionals } = parseCommandLine(argv, optionsFor(command), { positionals: true, booleanValues: true, wording: WORDING });
   const flags = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '--') {
-      positionals.push(...argv.slice(i + 1));
-      break;
-    }
-    // A lone '-' is a positional (stdin), and so is anything not starting with '-'.
-    if (!arg.startsWith('-') || arg === '-') {
-      positionals.push(arg);
-      continue;
-    }
-    let spec: FlagSpec;
-    let inline: string | undefined;
-    if (arg.startsWith('--')) {
-      const eq = arg.indexOf('=');
-      const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-      if (eq !== -1) inline = arg.slice(eq + 1);
-      spec = findFlag(name, false, positionals[0]);
-    } else {
-      // -o json | -o=json | -ojson ; booleans may not carry anything attached.
-      spec = findFlag(arg.slice(1, 2), true, positionals[0]);
-      const rest = arg.slice(2);
-      if (rest !== '') inline = rest.startsWith('=') ? rest.slice(1) : rest;
-    }
-    if (!spec.takesValue) {
-      if (inline === undefined || inline === 'true') flags.set(spec.name, true);
-      else if (inline === 'false') flags.delete(spec.name);
-      else throw new UsageError(`flag --${spec.name} takes no value (got "${inline}")`);
-      continue;
-    }
-    if (inline !== undefined) {
-      flags.set(spec.name, inline);
-      continue;
-    }
-    const next = argv[i + 1];
-    // '-' is a legal value (`-f -`), and so is a negative number (`--replicas -1`,
-    // refused by the command with the real reason); any other dash word means
-    // the value is missing.
-    if (next === undefined || (next.startsWith('-') && next !== '-' && !/^-\d/.test(next))) {
-      throw new UsageError(`flag --${spec.name} needs a value`);
-    }
-    flags.set(spec.name, next);
-    i++;
+  for (const [name, value] of Object.entries(values)) {
+    if (typeof value === 'string' || value === true) flags.set(name, value);
   }
   return { positionals, flags };
+}
+
+/** Commands after which a short letter means another flag (`mo logs -f`). */
+const SHORT_IN_COMMANDS = [...new Set(FLAGS.flatMap((f) => f.shortIn ?? []))];
+
+/**
+ * argv -> positionals and flags, tokenised by node:util parseArgs
+ * (shared/flags.ts). The command is the first positional; when it is one
+ * that gives a short letter another meaning, argv is read with that meaning
+ * (unless the letter came before the command, where it keeps the usual one).
+ */
+export function parseMoArgs(argv: readonly string[]): ParsedArgs {
+  let first: ParsedArgs | undefined;
+  let error: unknown;
+  try {
+    first = tokenise(argv, undefined);
+  } catch (err) {
+    error = err;
+  }
+  for (const command of SHORT_IN_COMMANDS) {
+    if (first !== undefined && first.positionals[0] !== command) continue;
+    let again: ParsedArgs;
+    try {
+      again = tokenise(argv, command);
+    } catch (err) {
+      if (first !== undefined) throw err;
+      continue;
+    }
+    if (again.positionals[0] === command) return again;
+  }
+  if (first === undefined) throw error;
+  return first;
 }
 
 /** Refuses any flag the command does not take (the global ones always pass). */

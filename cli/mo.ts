@@ -4,7 +4,7 @@
 // usage). Never prints a stack trace.
 
 import { readFileSync } from 'node:fs';
-import { parseArgs, USAGE_HINT, type ParsedArgs } from './args.ts';
+import { parseMoArgs, USAGE_HINT, type ParsedArgs } from './args.ts';
 import { Client } from './client.ts';
 import { runCluster } from './commands/cluster.ts';
 import { runDescribe } from './commands/describe.ts';
@@ -73,7 +73,7 @@ function makeContext(args: ParsedArgs): Context {
 }
 
 async function main(argv: string[]): Promise<void> {
-  const args = parseArgs(argv);
+  const args = parseMoArgs(argv);
   const [command, ...words] = args.positionals;
   const ctx = makeContext(args);
 

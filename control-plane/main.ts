@@ -12,8 +12,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { randomBytes } from 'node:crypto';
+import { parseCommandLine, wholeNumber } from '../shared/flags.ts';
 import { makeLogger } from '../shared/log.ts';
 import { AgentServer } from './agent-server.ts';
 import { ApiServer } from './api/http-server.ts';
@@ -47,8 +47,8 @@ function usage(msg: string): never {
 
 function intFlag(name: string, v: string | undefined, dflt: number, min = 1): number {
   if (v === undefined) return dflt;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min) usage(`--${name}: expected an integer >= ${min}, got "${v}"`);
+  const n = wholeNumber(v, min);
+  if (n === undefined) usage(`--${name}: expected an integer >= ${min}, got "${v}"`);
   return n;
 }
 
@@ -76,8 +76,9 @@ interface Config {
 function config(): Config {
   let values: Record<string, string | undefined>;
   try {
-    ({ values } = parseArgs({
-      options: {
+    ({ values } = parseCommandLine(
+      process.argv.slice(2),
+      {
         id: { type: 'string' },
         listen: { type: 'string' },
         peers: { type: 'string' },
@@ -96,9 +97,8 @@ function config(): Config {
         tls: { type: 'string' },
         'make-ca': { type: 'string' },
       },
-      strict: true,
-      allowPositionals: false,
-    }) as { values: Record<string, string | undefined> });
+      { wording: { unknown: (flag) => `unknown flag ${flag}` } },
+    ));
   } catch (e) {
     usage((e as Error).message);
   }

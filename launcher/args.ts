@@ -1,5 +1,6 @@
 // launcher/args.ts -- the flags of `npm start -- ...` (docs/contract.md, "npm
-// start: a local cluster on one machine"). Pure: argv in, options out, or a
+// start: a local cluster on one machine"), read by node:util parseArgs through
+// shared/flags.ts. Pure: argv in, options out, or a
 // UsageError whose message is the one line main.ts prints before exit 2.
 
 export interface LauncherOptions {
@@ -18,7 +19,7 @@ export interface LauncherOptions {
 }
 
 /** Bad usage: main.ts prints `launcher: <message>` and exits 2 (shared/usage.ts). */
-import { UsageError } from '../shared/usage.ts';
+import { decimal, parseCommandLine, UsageError, wholeNumber, type Wording } from '../shared/flags.ts';
 export { UsageError };
 
 export const DEFAULT_DATA_DIR = '.mo';
@@ -48,98 +49,63 @@ Options:
   -h, --help           this text
 `;
 
-type ValueFlag = '--data-dir' | '--base-port' | '--replicas' | '--nodes' | '--restart-after';
-const VALUE_FLAGS: readonly ValueFlag[] = ['--data-dir', '--base-port', '--replicas', '--nodes', '--restart-after'];
+const OPTIONS = {
+  'data-dir': { type: 'string' },
+  'base-port': { type: 'string' },
+  replicas: { type: 'string' },
+  nodes: { type: 'string' },
+  'restart-after': { type: 'string' },
+  netns: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
 
-function isValueFlag(s: string): s is ValueFlag {
-  return (VALUE_FLAGS as readonly string[]).includes(s);
-}
+const WORDING: Partial<Wording> = {
+  positional: (word) => `unexpected argument "${word}" (options start with --; see --help)`,
+};
 
-function parseInteger(flag: string, raw: string): number {
-  if (!/^\d+$/.test(raw)) throw new UsageError(`${flag} wants a whole number, got "${raw}"`);
-  return Number(raw);
-}
-
-/** Parses the arguments after `npm start --` (process.argv.slice(2)). */
+/** Parses the arguments after `npm start --` (process.argv.slice(2)), tokenised by shared/flags.ts. */
 export function parseLauncherArgs(argv: readonly string[]): LauncherOptions {
+  const { values } = parseCommandLine(argv, OPTIONS, { wording: WORDING });
   const options: LauncherOptions = {
     dataDir: DEFAULT_DATA_DIR,
     basePort: DEFAULT_BASE_PORT,
     replicas: DEFAULT_REPLICAS,
-    help: false,
+    help: values.help === true,
   };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '-h' || arg === '--help') {
-      options.help = true;
-      continue;
+  if (values.netns === true) options.netns = true;
+  if (values['data-dir'] !== undefined) {
+    if (values['data-dir'].trim() === '') throw new UsageError('--data-dir must not be empty');
+    options.dataDir = values['data-dir'];
+  }
+  if (values['base-port'] !== undefined) {
+    const port = wholeNumber(values['base-port']);
+    if (port === undefined) throw new UsageError(`--base-port wants a whole number, got "${values['base-port']}"`);
+    if (port < 1 || port >= HIGHEST_PORT) throw new UsageError(`--base-port must be between 1 and ${HIGHEST_PORT - 1}, got ${port}`);
+    options.basePort = port;
+  }
+  if (values.replicas !== undefined) {
+    const n = wholeNumber(values.replicas);
+    if (n === undefined) throw new UsageError(`--replicas wants a whole number, got "${values.replicas}"`);
+    if (n !== 1 && n !== 3 && n !== 5) {
+      throw new UsageError(`--replicas must be 1, 3 or 5 (an odd group a majority can survive in), got ${n}`);
     }
-    if (arg === '--netns') {
-      options.netns = true;
-      continue;
+    options.replicas = n;
+  }
+  if (values.nodes !== undefined) {
+    if (values.nodes.trim() === '') throw new UsageError('--nodes needs a file name');
+    options.nodesFile = values.nodes;
+  }
+  const restart = values['restart-after'];
+  if (restart !== undefined) {
+    if (decimal(restart) === undefined) throw new UsageError(`--restart-after wants seconds (like 2 or 0.5), got "${restart}"`);
+    const seconds = Number(restart);
+    if (seconds <= 0 || seconds > MAX_RESTART_AFTER_S) {
+      throw new UsageError(`--restart-after must be more than 0 and at most ${MAX_RESTART_AFTER_S} seconds, got ${restart}`);
     }
-    if (arg.startsWith('--netns=')) throw new UsageError('--netns takes no value');
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
-    const flag = eq > 0 ? arg.slice(0, eq) : arg;
-    if (!isValueFlag(flag)) {
-      if (arg.startsWith('-')) throw new UsageError(`unknown option ${flag} (see --help)`);
-      throw new UsageError(`unexpected argument "${arg}" (options start with --; see --help)`);
-    }
-    let value: string;
-    if (eq > 0) {
-      value = arg.slice(eq + 1);
-    } else {
-      const next = argv[i + 1];
-      if (next === undefined || (next.startsWith('--') && next.length > 2)) {
-        throw new UsageError(`${flag} needs a value`);
-      }
-      value = next;
-      i++;
-    }
-    applyFlag(options, flag, value);
+    options.restartAfterMs = Math.round(seconds * 1000);
   }
   if (options.basePort + options.replicas > HIGHEST_PORT) {
     throw new UsageError(`--base-port ${options.basePort} leaves no room for ${options.replicas} replicas (ports go up to ${HIGHEST_PORT})`);
   }
   return options;
-}
-
-function applyFlag(options: LauncherOptions, flag: ValueFlag, value: string): void {
-  switch (flag) {
-    case '--data-dir':
-      if (value.trim() === '') throw new UsageError('--data-dir must not be empty');
-      options.dataDir = value;
-      return;
-    case '--base-port': {
-      const port = parseInteger(flag, value);
-      if (port < 1 || port >= HIGHEST_PORT) throw new UsageError(`--base-port must be between 1 and ${HIGHEST_PORT - 1}, got ${port}`);
-      options.basePort = port;
-      return;
-    }
-    case '--replicas': {
-      const n = parseInteger(flag, value);
-      if (n !== 1 && n !== 3 && n !== 5) {
-        throw new UsageError(`--replicas must be 1, 3 or 5 (an odd group a majority can survive in), got ${n}`);
-      }
-      options.replicas = n;
-      return;
-    }
-    case '--nodes':
-      if (value.trim() === '') throw new UsageError('--nodes needs a file name');
-      options.nodesFile = value;
-      return;
-    case '--restart-after': {
-      if (!/^\d+(\.\d+)?$/.test(value)) throw new UsageError(`--restart-after wants seconds (like 2 or 0.5), got "${value}"`);
-      const seconds = Number(value);
-      if (seconds <= 0 || seconds > MAX_RESTART_AFTER_S) {
-        throw new UsageError(`--restart-after must be more than 0 and at most ${MAX_RESTART_AFTER_S} seconds, got ${value}`);
-      }
-      options.restartAfterMs = Math.round(seconds * 1000);
-      return;
-    }
-    default: {
-      const unreachable: never = flag;
-      throw new UsageError(`unknown option ${String(unreachable)}`);
-    }
-  }
 }

@@ -32,7 +32,7 @@ Options:
 `;
 
 /** Bad usage of `npm run net`: exit 2 (shared/usage.ts's UsageError, the one class for every command line). */
-import { UsageError as NetUsageError } from '../shared/usage.ts';
+import { parseCommandLine, UsageError as NetUsageError } from '../shared/flags.ts';
 export { NetUsageError };
 
 export type NetCommand =
@@ -52,22 +52,17 @@ const ARITY: Record<string, [number, number]> = {
   status: [0, 0],
 };
 
-/** Parses the arguments after `npm run net --`. Pure; throws NetUsageError (exit 2). */
+const OPTIONS = {
+  'data-dir': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** Parses the arguments after `npm run net --` (tokenised by shared/flags.ts). Pure; throws NetUsageError (exit 2). */
 export function parseNetArgs(argv: readonly string[]): { dataDir: string; command: NetCommand } {
-  let dataDir = '.mo';
-  const words: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '-h' || arg === '--help') return { dataDir, command: { op: 'help' } };
-    if (arg === '--data-dir' || arg.startsWith('--data-dir=')) {
-      const value = arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : argv[++i];
-      if (value === undefined || value.trim() === '') throw new NetUsageError('--data-dir needs a value');
-      dataDir = value;
-      continue;
-    }
-    if (arg.startsWith('-')) throw new NetUsageError(`unknown option ${arg} (see --help)`);
-    words.push(arg);
-  }
+  const { values, positionals: words } = parseCommandLine(argv, OPTIONS, { positionals: true });
+  const dataDir = values['data-dir'] ?? '.mo';
+  if (values.help === true) return { dataDir, command: { op: 'help' } };
+  if (dataDir.trim() === '') throw new NetUsageError('--data-dir needs a value');
   const [op, ...rest] = words;
   if (op === undefined) throw new NetUsageError('a command is missing: cut, heal, heal-all, delay, loss, isolate or status (see --help)');
   const arity = ARITY[op];

@@ -1,5 +1,6 @@
 // node-agent/flags.ts -- the agent's command line and environment
-// (docs/contract.md: "Each process can also be started on its own"). Pure: the
+// (docs/contract.md: "Each process can also be started on its own"), argv read
+// by node:util parseArgs through shared/flags.ts. Pure: the
 // caller passes argv, the environment and the machine-derived defaults, and
 // gets a validated config or a one-line error naming the bad flag.
 //
@@ -21,6 +22,7 @@
 
 import type { Resources, Taint, TaintEffect } from '../shared/model.ts';
 import { TAINT_EFFECTS } from '../shared/notation.ts';
+import { givenTwice, parseCommandLine, UsageError } from '../shared/flags.ts';
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 200;
 export const MIN_HEARTBEAT_INTERVAL_MS = 10;
@@ -62,9 +64,23 @@ environment: MO_NODE_NAME MO_CPU MO_MEMORY MO_TAINTS MO_LABELS MO_CONTROL_PLANE 
              MO_HEARTBEAT_INTERVAL_MS MO_STATE_DIR MO_ADDRESS MO_PORT_RANGE`;
 
 const SINGLE = ['name', 'cpu', 'memory', 'token', 'heartbeat-interval-ms', 'state-dir', 'address', 'port-range'] as const;
-const REPEATABLE = ['taint', 'label', 'control-plane'] as const;
 type Single = (typeof SINGLE)[number];
-type Repeatable = (typeof REPEATABLE)[number];
+type Repeatable = 'taint' | 'label' | 'control-plane';
+
+const OPTIONS = {
+  name: { type: 'string' },
+  cpu: { type: 'string' },
+  memory: { type: 'string' },
+  token: { type: 'string' },
+  'heartbeat-interval-ms': { type: 'string' },
+  'state-dir': { type: 'string' },
+  address: { type: 'string' },
+  'port-range': { type: 'string' },
+  taint: { type: 'string', multiple: true },
+  label: { type: 'string', multiple: true },
+  'control-plane': { type: 'string', multiple: true },
+  help: { type: 'boolean', short: 'h' },
+} as const;
 
 const NODE_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 // Kubernetes qualified names: optional DNS prefix and '/', then a name.
@@ -73,30 +89,25 @@ const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 const EFFECTS = TAINT_EFFECTS;
 
 export function parseAgentFlags(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, defaults: FlagDefaults): ParseResult {
+  let line: ReturnType<typeof parseCommandLine<typeof OPTIONS>>;
+  try {
+    line = parseCommandLine(argv, OPTIONS, { wording: { unknown: (flag) => `unknown flag ${flag}` } });
+  } catch (err) {
+    if (err instanceof UsageError) return { ok: false, error: err.message };
+    throw err;
+  }
+  if (line.values.help === true) return { ok: 'help' };
+  const twice = givenTwice(line.tokens, SINGLE);
+  if (twice !== undefined) return { ok: false, error: `--${twice} given twice` };
   const single = new Map<Single, string>();
+  for (const flag of SINGLE) {
+    const value = line.values[flag];
+    if (value !== undefined) single.set(flag, value);
+  }
   const repeated = new Map<Repeatable, string[]>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === '--help' || arg === '-h') return { ok: 'help' };
-    if (!arg.startsWith('--')) return { ok: false, error: `unexpected argument ${JSON.stringify(arg)}` };
-    const eq = arg.indexOf('=');
-    const flag = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
-    let value: string;
-    if (eq >= 0) value = arg.slice(eq + 1);
-    else {
-      if (i + 1 >= argv.length) return { ok: false, error: `--${flag} needs a value` };
-      value = argv[++i];
-    }
-    if ((SINGLE as readonly string[]).includes(flag)) {
-      if (single.has(flag as Single)) return { ok: false, error: `--${flag} given twice` };
-      single.set(flag as Single, value);
-    } else if ((REPEATABLE as readonly string[]).includes(flag)) {
-      const list = repeated.get(flag as Repeatable) ?? [];
-      list.push(value);
-      repeated.set(flag as Repeatable, list);
-    } else {
-      return { ok: false, error: `unknown flag --${flag}` };
-    }
+  for (const flag of ['taint', 'label', 'control-plane'] as const) {
+    const list = line.values[flag];
+    if (list !== undefined) repeated.set(flag, list);
   }
 
   const pick = (flag: Single, envName: string): { value: string; source: string } | null => {

@@ -9,22 +9,21 @@
 // --progress N (a line every N seeds). Exit code 1 if any seed fails (with
 // --mutation: if none does); each failure prints its seed and the replay command.
 
-import { parseArgs } from 'node:util';
 import { DEFAULT_FAULT_MS, runHostSimulation, type HostSimResult } from '../control-plane/sim/host-sim.ts';
-import { MUTATIONS, type Mutation } from '../control-plane/mutations.ts';
+import { MUTATIONS } from '../control-plane/mutations.ts';
+import { oneOf, parseCommandLine, wholeNumber } from '../shared/flags.ts';
 
 function count(name: string, v: string | undefined, dflt: number): number | string {
   if (v === undefined) return dflt;
-  const n = Number(v);
-  return Number.isSafeInteger(n) && n >= 0 ? n : `--${name} needs a non-negative integer, got '${v}'`;
+  return wholeNumber(v) ?? `--${name} needs a non-negative integer, got '${v}'`;
 }
 
 export async function hostSimMain(argv: string[]): Promise<number> {
-  let values: Record<string, string | boolean | undefined>;
+  let values;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
+    ({ values } = parseCommandLine(
+      argv,
+      {
         seeds: { type: 'string' },
         from: { type: 'string' },
         seed: { type: 'string' },
@@ -33,27 +32,26 @@ export async function hostSimMain(argv: string[]): Promise<number> {
         progress: { type: 'string' },
         verbose: { type: 'boolean' },
       },
-      strict: true,
-      allowPositionals: false,
-    }));
+      { wording: { unknown: (flag) => `unknown option '${flag}' (use --seeds N, --from N, --seed S, --fault-ms N, --mutation M, --progress N, --verbose)` } },
+    ));
   } catch (e) {
     console.error(`sim --host: ${(e as Error).message}`);
     return 2;
   }
-  const seeds = count('seeds', values.seeds as string | undefined, 100);
-  const from = count('from', values.from as string | undefined, 1);
-  const one = values.seed === undefined ? null : count('seed', values.seed as string, 0);
-  const faultMs = count('fault-ms', values['fault-ms'] as string | undefined, DEFAULT_FAULT_MS);
-  const progress = count('progress', values.progress as string | undefined, 0);
+  const seeds = count('seeds', values.seeds, 100);
+  const from = count('from', values.from, 1);
+  const one = values.seed === undefined ? null : count('seed', values.seed, 0);
+  const faultMs = count('fault-ms', values['fault-ms'], DEFAULT_FAULT_MS);
+  const progress = count('progress', values.progress, 0);
   for (const v of [seeds, from, one, faultMs, progress]) {
     if (typeof v === 'string') {
       console.error(`sim --host: ${v}`);
       return 2;
     }
   }
-  const mutation = values.mutation as string | undefined;
-  if (mutation !== undefined && !(MUTATIONS as readonly string[]).includes(mutation)) {
-    console.error(`sim --host: unknown --mutation '${mutation}' (one of ${MUTATIONS.join(', ')})`);
+  const mutation = values.mutation === undefined ? undefined : oneOf(values.mutation, MUTATIONS);
+  if (values.mutation !== undefined && mutation === undefined) {
+    console.error(`sim --host: unknown --mutation '${values.mutation}' (one of ${MUTATIONS.join(', ')})`);
     return 2;
   }
   const list = one !== null ? [one as number] : Array.from({ length: seeds as number }, (_, i) => (from as number) + i);
@@ -67,7 +65,7 @@ export async function hostSimMain(argv: string[]): Promise<number> {
     const seed = list[k];
     const r: HostSimResult = await runHostSimulation(seed, {
       faultMs: faultMs as number,
-      mutation: mutation as Mutation | undefined,
+      mutation,
       trace: values.verbose ? (l) => console.log(l) : undefined,
     });
     ran++;

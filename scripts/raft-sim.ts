@@ -3,11 +3,13 @@
 // the clock, argv and stdout, and the simulation itself stays pure.
 //   npx tsx scripts/raft-sim.ts --seeds 1000          run seeds 1..1000
 //   npx tsx scripts/raft-sim.ts --seed 42 --verbose   replay one seed with a trace
-// Options: --from N (first seed, default 1), --steps N (random steps per seed).
+// Options: --from N (first seed, default 1), --steps N (random steps per seed);
+// read by node:util parseArgs through shared/flags.ts.
 // Exit code 1 if any seed fails; each failure prints its seed and the replay command.
 // `--host` runs the simulation of the production host instead (scripts/host-sim.ts).
 
 import { runSimulation, type SimResult } from '../control-plane/raft/sim/simulation.ts';
+import { flagIndexes, parseCommandLine, UsageError, wholeNumber } from '../shared/flags.ts';
 
 interface Args {
   seeds: number;
@@ -17,44 +19,35 @@ interface Args {
   verbose: boolean;
 }
 
-function parseArgs(argv: string[]): Args | string {
-  const args: Args = { seeds: 100, from: 1, seed: null, steps: undefined, verbose: false };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const num = (): number | string => {
-      const v = Number(argv[++i]);
-      return Number.isInteger(v) && v >= 0 ? v : `${a} needs a non-negative integer, got '${argv[i] ?? ''}'`;
-    };
-    let v: number | string;
-    switch (a) {
-      case '--seeds':
-        v = num();
-        if (typeof v === 'string') return v;
-        args.seeds = v;
-        break;
-      case '--from':
-        v = num();
-        if (typeof v === 'string') return v;
-        args.from = v;
-        break;
-      case '--seed':
-        v = num();
-        if (typeof v === 'string') return v;
-        args.seed = v;
-        break;
-      case '--steps':
-        v = num();
-        if (typeof v === 'string') return v;
-        args.steps = v;
-        break;
-      case '--verbose':
-        args.verbose = true;
-        break;
-      default:
-        return `unknown option '${a}' (use --seeds N, --from N, --seed S, --steps N, --verbose)`;
-    }
+const OPTIONS = {
+  seeds: { type: 'string' },
+  from: { type: 'string' },
+  seed: { type: 'string' },
+  steps: { type: 'string' },
+  verbose: { type: 'boolean' },
+  host: { type: 'boolean' },
+} as const;
+
+/** A non-negative integer, or the one-line reason. */
+function count(name: string, v: string | undefined, dflt: number): number | string {
+  if (v === undefined) return dflt;
+  return wholeNumber(v) ?? `--${name} needs a non-negative integer, got '${v}'`;
+}
+
+function simArgs(argv: string[]): Args | string {
+  let values;
+  try {
+    ({ values } = parseCommandLine(argv, OPTIONS, { wording: { unknown: (flag) => `unknown option '${flag}' (use --seeds N, --from N, --seed S, --steps N, --verbose, --host)` } }));
+  } catch (err) {
+    if (err instanceof UsageError) return err.message;
+    throw err;
   }
-  return args;
+  const seeds = count('seeds', values.seeds, 100);
+  const from = count('from', values.from, 1);
+  const seed = values.seed === undefined ? null : count('seed', values.seed, 0);
+  const steps = values.steps === undefined ? undefined : count('steps', values.steps, 0);
+  for (const v of [seeds, from, seed, steps]) if (typeof v === 'string') return v;
+  return { seeds: seeds as number, from: from as number, seed: seed as number | null, steps: steps as number | undefined, verbose: values.verbose === true };
 }
 
 function replayCommand(r: SimResult, steps: number | undefined): string {
@@ -62,7 +55,7 @@ function replayCommand(r: SimResult, steps: number | undefined): string {
 }
 
 function main(): number {
-  const args = parseArgs(process.argv.slice(2));
+  const args = simArgs(process.argv.slice(2));
   if (typeof args === 'string') {
     console.error(`sim: ${args}`);
     return 2;
@@ -96,10 +89,12 @@ function main(): number {
   return failed > 0 ? 1 : 0;
 }
 
-if (process.argv.slice(2).includes('--host')) {
-  // The production host under the simulation: scripts/host-sim.ts.
+// `--host` hands the whole run to the production host's simulation (scripts/host-sim.ts),
+// which has flags of its own: found among parseArgs' tokens, not by matching argv.
+const hostAt = flagIndexes(process.argv.slice(2), 'host');
+if (hostAt.length > 0) {
   const { hostSimMain } = await import('./host-sim.ts');
-  process.exitCode = await hostSimMain(process.argv.slice(2).filter((a) => a !== '--host'));
+  process.exitCode = await hostSimMain(process.argv.slice(2).filter((_, i) => !hostAt.includes(i)));
 } else {
   process.exitCode = main();
 }

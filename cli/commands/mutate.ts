@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import YAML from 'yaml';
 import { expectPositionals, flagValue, requireFlags, type ParsedArgs } from '../args.ts';
+import { wholeNumber } from '../../shared/flags.ts';
 import type { Context } from '../context.ts';
 import { ApiError, RequestError, UsageError } from '../errors.ts';
 import { DISPLAY_PREFIX, resolveResource, resourcePath, splitTypeSlashName, type ListObject, type UnitObject } from '../resources.ts';
@@ -107,10 +108,9 @@ export async function runScale(ctx: Context, args: ParsedArgs, words: string[]):
   const [name] = expectPositionals(rest, ['NAME'], 'scale');
   const raw = flagValue(args, 'replicas');
   if (raw === undefined) throw new UsageError('"scale" needs --replicas N');
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
-    throw new UsageError(`--replicas must be a whole number >= 0 (got "${raw}")`);
-  }
-  await ctx.client().request('PATCH', `${resourcePath('deployments', name)}/scale`, { replicas: Number(raw) });
+  const replicas = wholeNumber(raw);
+  if (replicas === undefined) throw new UsageError(`--replicas must be a whole number >= 0 (got "${raw}")`);
+  await ctx.client().request('PATCH', `${resourcePath('deployments', name)}/scale`, { replicas });
   ctx.out(`${DISPLAY_PREFIX.deployments}/${name} scaled\n`);
 }
 
@@ -131,10 +131,8 @@ export async function runDelete(ctx: Context, args: ParsedArgs, words: string[])
   if (args.flags.has('now') && rawGrace !== undefined) throw new UsageError('--now and --grace-period are exclusive');
   let grace: number | undefined = args.flags.has('now') ? 1 : undefined;
   if (rawGrace !== undefined) {
-    if (!/^\d+$/.test(rawGrace) || Number(rawGrace) > MAX_GRACE_PERIOD_SECONDS) {
-      throw new UsageError(`--grace-period must be whole seconds 0..${MAX_GRACE_PERIOD_SECONDS} (got "${rawGrace}")`);
-    }
-    grace = Number(rawGrace);
+    grace = wholeNumber(rawGrace, 0, MAX_GRACE_PERIOD_SECONDS);
+    if (grace === undefined) throw new UsageError(`--grace-period must be whole seconds 0..${MAX_GRACE_PERIOD_SECONDS} (got "${rawGrace}")`);
   }
   if (grace !== undefined && type !== 'units') throw new UsageError('--grace-period and --now apply to "delete unit"');
   // --force: grace 0 unless given, and the server also forgets a unit that a

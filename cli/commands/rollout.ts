@@ -4,6 +4,7 @@
 // deadline (exit 1), printing each change of progress once.
 
 import { expectPositionals, flagValue, requireFlags, type ParsedArgs } from '../args.ts';
+import { wholeNumber } from '../../shared/flags.ts';
 import type { Context } from '../context.ts';
 import { RequestError, UsageError } from '../errors.ts';
 import { table } from '../format.ts';
@@ -50,8 +51,9 @@ export async function runRollout(ctx: Context, args: ParsedArgs, words: string[]
       const raw = flagValue(args, 'to-revision');
       let toRevision = 0;
       if (raw !== undefined) {
-        if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`--to-revision must be a whole number >= 0 (got "${raw}")`);
-        toRevision = Number(raw);
+        const n = wholeNumber(raw);
+        if (n === undefined) throw new UsageError(`--to-revision must be a whole number >= 0 (got "${raw}")`);
+        toRevision = n;
       }
       await client.request('POST', `${path}/undo`, { toRevision });
       ctx.out(`${display} rolled back\n`);

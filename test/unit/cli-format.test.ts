@@ -4,7 +4,7 @@
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { outputFormat, parseArgs, requireFlags } from '../../cli/args.ts';
+import { outputFormat, parseMoArgs, requireFlags } from '../../cli/args.ts';
 import { UsageError, RequestError } from '../../cli/errors.ts';
 import { humanDuration, table } from '../../cli/format.ts';
 import { parseDurationMs, parseManifests } from '../../cli/commands/mutate.ts';
@@ -42,35 +42,57 @@ test('table pads every column to its widest cell with three spaces and no traili
 describe('the argument parser', () => {
   test('accepts -o json, -ojson, -o=json and --output=json alike', () => {
     for (const argv of [['-o', 'json'], ['-ojson'], ['-o=json'], ['--output=json'], ['--output', 'json']]) {
-      assert.equal(parseArgs(['get', 'nodes', ...argv]).flags.get('output'), 'json', argv.join(' '));
+      assert.equal(parseMoArgs(['get', 'nodes', ...argv]).flags.get('output'), 'json', argv.join(' '));
     }
   });
 
   test('takes a lone dash as a value for -f and as a positional elsewhere', () => {
-    assert.equal(parseArgs(['apply', '-f', '-']).flags.get('filename'), '-');
-    assert.deepEqual(parseArgs(['x', '-']).positionals, ['x', '-']);
+    assert.equal(parseMoArgs(['apply', '-f', '-']).flags.get('filename'), '-');
+    assert.deepEqual(parseMoArgs(['x', '-']).positionals, ['x', '-']);
   });
 
   test('treats everything after -- as positionals', () => {
-    assert.deepEqual(parseArgs(['get', '--', '-w']).positionals, ['get', '-w']);
+    assert.deepEqual(parseMoArgs(['get', '--', '-w']).positionals, ['get', '-w']);
   });
 
   test('refuses an unknown flag, a missing value and a value on a boolean flag', () => {
-    assert.throws(() => parseArgs(['--nope']), UsageError);
-    assert.throws(() => parseArgs(['get', 'units', '-o']), /flag --output needs a value/);
-    assert.throws(() => parseArgs(['get', 'units', '-o', '-w']), /flag --output needs a value/);
-    assert.throws(() => parseArgs(['get', '--watch=yes']), /takes no value/);
+    assert.throws(() => parseMoArgs(['--nope']), UsageError);
+    assert.throws(() => parseMoArgs(['get', 'units', '-o']), /flag --output needs a value/);
+    assert.throws(() => parseMoArgs(['get', 'units', '-o', '-w']), /flag --output needs a value/);
+    assert.throws(() => parseMoArgs(['get', '--watch=yes']), /takes no value/);
+  });
+
+  test('takes a negative number as a value (refused by the command with its reason) and -f as --follow after logs', () => {
+    assert.equal(parseMoArgs(['scale', 'deploy', 'web', '--replicas', '-1']).flags.get('replicas'), '-1');
+    const logs = parseMoArgs(['logs', 'web', '-f', '--tail', '-1']);
+    assert.deepEqual(
+      [logs.positionals, [...logs.flags]],
+      [
+        ['logs', 'web'],
+        [
+          ['follow', true],
+          ['tail', '-1'],
+        ],
+      ],
+    );
+    assert.equal(parseMoArgs(['-f', 'x.yaml', 'logs']).flags.get('filename'), 'x.yaml');
+  });
+
+  test('reads kubectl booleans --watch=true and --watch=false, and suggests the flag meant', () => {
+    assert.equal(parseMoArgs(['get', '--watch=true']).flags.get('watch'), true);
+    assert.equal(parseMoArgs(['get', '-w', '--watch=false']).flags.has('watch'), false);
+    assert.throws(() => parseMoArgs(['get', '--replica', '3']), /^UsageError: unknown flag --replica \(did you mean "--replicas"\?\)$/);
   });
 
   test('lets each command refuse flags it does not take but always allows --config', () => {
-    const args = parseArgs(['describe', 'unit', 'x', '--config', 'c.json', '-w']);
+    const args = parseMoArgs(['describe', 'unit', 'x', '--config', 'c.json', '-w']);
     assert.throws(() => requireFlags(args, 'describe', []), /unknown flag --watch for "describe"/);
     assert.doesNotThrow(() => requireFlags(args, 'describe', ['watch']));
   });
 
   test('refuses an -o value the command does not support', () => {
-    assert.throws(() => outputFormat(parseArgs(['-o', 'table']), ['table', 'json']), /bad -o value "table"/);
-    assert.equal(outputFormat(parseArgs([]), ['table', 'json']), 'table');
+    assert.throws(() => outputFormat(parseMoArgs(['-o', 'table']), ['table', 'json']), /bad -o value "table"/);
+    assert.equal(outputFormat(parseMoArgs([]), ['table', 'json']), 'table');
   });
 });
 
