@@ -67,9 +67,8 @@ import {
   MAX_TAINT_KEY_CHARS,
   MAX_TAINT_VALUE_CHARS,
   MAX_TOLERATIONS_PER_UNIT,
-  fieldPath,
-  isPlainObject,
 } from './protocol/validate.ts';
+import { fieldPath, isPlainObject } from './validate.ts';
 
 /** Most replicas one deployment may ask for. */
 export const MAX_REPLICAS = 1000;

@@ -22,7 +22,8 @@ import type { NodeInfo, Taint, TaintEffect } from './model.ts';
 import { isLabelKey, isLabelValue } from './manifest.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
 import { DEFAULT_TAINT_EFFECT, DNS_SUBDOMAIN, TAINT_EFFECTS } from './notation.ts';
-import { MAX_LABELS_PER_OBJECT, MAX_NAME_CHARS, MAX_RESOURCE_AMOUNT, MAX_TAINTS_PER_NODE, fieldPath, isPlainObject } from './protocol/validate.ts';
+import { MAX_LABELS_PER_OBJECT, MAX_NAME_CHARS, MAX_RESOURCE_AMOUNT, MAX_TAINTS_PER_NODE } from './protocol/validate.ts';
+import { fieldPath, isPlainObject } from './validate.ts';
 
 /** Most nodes one file may list: each one is an agent process on this machine. */
 export const MAX_NODES_IN_FILE = 256;
