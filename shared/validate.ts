@@ -13,9 +13,9 @@
 // * Unknown fields are refused by object(), with the caller's word for it
 //   (frames: "unknown field", manifests: "not supported").
 // * An optional field may be absent or `undefined` (msgpack carries
-//   undefined); `null` is only accepted where the type says `| null`. YAML
-//   writes `key:` for a field left empty: dropNullFields() turns those into
-//   absent fields before a document is checked.
+//   undefined); `null` is only accepted where the type says `| null`, or
+//   where object()'s rule says a null field is absent (YAML writes `key:` for
+//   a field left empty); dropNullFields() then gives the value its type.
 // * `object<T>()` is typed so that its field table must name every field of
 //   T, required and optional exactly as in T: a field added to a type without
 //   a validator is a compile error.
@@ -228,12 +228,19 @@ export function stringMap(key: Validator<string>, val: Validator<string>, maxEnt
 export interface ObjectRule {
   /** The detail for a field the table does not name; 'unknown field' unless given. */
   unknownField?: string;
+  /**
+   * A field whose value is null counts as absent (YAML's `key:` with nothing
+   * after it, as Kubernetes reads it); a field the table does not name is
+   * refused all the same. Read the value through dropNullFields() after.
+   */
+  nullIsAbsent?: boolean;
 }
 
 export function object<T>(fields: FieldTable<T>, rule: ObjectRule = {}): Validator<T> {
   const table = fields as Record<string, Validator<unknown> | OptionalField<unknown>>;
   const names = Object.keys(table);
   const unknownField = rule.unknownField ?? 'unknown field';
+  const nullIsAbsent = rule.nullIsAbsent === true;
   return (value, path) => {
     if (!isPlainObject(value)) return expected('an object', value, path);
     for (const key of Object.keys(value)) {
@@ -241,9 +248,14 @@ export function object<T>(fields: FieldTable<T>, rule: ObjectRule = {}): Validat
     }
     for (const name of names) {
       const spec = table[name];
-      const present = Object.hasOwn(value, name) && value[name] !== undefined;
+      const present = Object.hasOwn(value, name) && value[name] !== undefined && !(nullIsAbsent && value[name] === null);
       if (typeof spec === 'function') {
-        if (!present) return fail(fieldPath(path, name), 'missing');
+        if (!present) {
+          const missing = (spec as { missing?: string | null }).missing;
+          // null: the check words the absence itself (`expected "apps/v1", got nothing`).
+          if (missing === null) return spec(undefined, fieldPath(path, name));
+          return fail(fieldPath(path, name), missing ?? 'missing');
+        }
         if (spec(value[name], UNSPELLED_PATH) !== null) return spec(value[name], fieldPath(path, name));
       } else if (present) {
         if (spec.check(value[name], UNSPELLED_PATH) !== null) return spec.check(value[name], fieldPath(path, name));
@@ -251,6 +263,16 @@ export function object<T>(fields: FieldTable<T>, rule: ObjectRule = {}): Validat
     }
     return null;
   };
+}
+
+/** A required field whose absence is explained: `spec.selector: missing (a Service picks its units by their labels)`. */
+export function withMissing<T>(check: Validator<T>, detail: string): Validator<T> {
+  return Object.assign((value: unknown, path: string) => check(value, path), { missing: `missing ${detail}` });
+}
+
+/** A required field whose absence its own check reports, saying what was expected: `apiVersion: expected "apps/v1", got nothing`. */
+export function toldWhenMissing<T>(check: Validator<T>): Validator<T> {
+  return Object.assign((value: unknown, path: string) => check(value, path), { missing: null });
 }
 
 /** A T that also passes `rule`, asked only once the shape is right (cross-field rules, formats). */
@@ -272,10 +294,9 @@ export function union<T>(what: string, ...alternatives: Array<{ accepts: (value:
 
 /**
  * A copy of a parsed YAML/JSON document without the object fields whose value
- * is null: YAML's `key:` (nothing after the colon) means "not given", as
- * Kubernetes reads it. Nulls inside lists stay (they are wrong values);
- * anything that is not a plain object or list is kept as it is, for the
- * validators to refuse.
+ * is null: for a value that passed object() validators with nullIsAbsent,
+ * this is the value its type describes. Nulls inside lists stay; anything
+ * that is not a plain object or list is kept as it is.
  */
 export function dropNullFields(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(dropNullFields);
