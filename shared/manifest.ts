@@ -219,8 +219,8 @@ type WrittenDeployment = {
  * Manifests say "not supported" for a field we do not know (it may well be
  * valid Kubernetes), and read `key:` (null) as a field not given.
  */
-function fields<T>(table: FieldTable<T>): Validator<T> {
-  return object<T>(table, { unknownField: 'not supported', nullIsAbsent: true });
+function fields<T>(table: FieldTable<T>, what?: string): Validator<T> {
+  return object<T>(table, { unknownField: 'not supported', nullIsAbsent: true, what });
 }
 
 /** A string as people write it (`expected a string (quote it in YAML), got 5`). */
@@ -229,8 +229,8 @@ function text(maxChars: number): Validator<string> {
 }
 
 /** A list (`expected a list, got "sleep 5"`). */
-function list<T>(item: Validator<T>, maxItems: number): Validator<T[]> {
-  return array(item, maxItems, 'a list');
+function list<T>(item: Validator<T>, maxItems: number, what = 'a list'): Validator<T[]> {
+  return array(item, maxItems, what);
 }
 
 /** `expected "TCP" or "UDP", got ...`. */
@@ -254,6 +254,9 @@ const labelMap: Validator<Record<string, string>> = stringMap(
   refine(text(Number.MAX_SAFE_INTEGER), (v, path) => (isLabelValue(v) ? null : fail(path, `not a valid label value (at most 63 of [-A-Za-z0-9_.]), got ${describe(v)}`))),
   MAX_LABELS_PER_OBJECT,
 );
+
+/** The rules of a document people write, for the nodes file too (shared/nodes-file.ts). */
+export { fields as writtenFields, text as writtenText, list as writtenList, labelMap as writtenLabels };
 
 const annotations: Validator<Record<string, string>> = stringMap(
   refine(text(Number.MAX_SAFE_INTEGER), (k, path) => (isLabelKey(k) ? null : fail(path, 'not a valid annotation key'))),

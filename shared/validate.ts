@@ -234,6 +234,8 @@ export interface ObjectRule {
    * refused all the same. Read the value through dropNullFields() after.
    */
   nullIsAbsent?: boolean;
+  /** What a value that is no object was expected to be; 'an object' unless given. */
+  what?: string;
 }
 
 export function object<T>(fields: FieldTable<T>, rule: ObjectRule = {}): Validator<T> {
@@ -241,8 +243,9 @@ export function object<T>(fields: FieldTable<T>, rule: ObjectRule = {}): Validat
   const names = Object.keys(table);
   const unknownField = rule.unknownField ?? 'unknown field';
   const nullIsAbsent = rule.nullIsAbsent === true;
+  const what = rule.what ?? 'an object';
   return (value, path) => {
-    if (!isPlainObject(value)) return expected('an object', value, path);
+    if (!isPlainObject(value)) return expected(what, value, path);
     for (const key of Object.keys(value)) {
       if (!Object.hasOwn(table, key)) return fail(fieldPath(path, key), unknownField);
     }
