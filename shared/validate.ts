@@ -92,7 +92,7 @@ export function describe(value: unknown): string {
       if (ArrayBuffer.isView(value)) return `binary data of ${value.byteLength} bytes`;
       if (value instanceof Date) return 'a timestamp';
       if (value instanceof Map) return 'a map with non-string keys';
-      return 'an object';
+      return isPlainObject(value) ? 'an object' : 'an object that is not plain data';
   }
 }
 
