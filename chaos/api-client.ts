@@ -4,51 +4,13 @@
 // timeout and never a hang. It also says, for writes, whether an answer
 // means the write was acknowledged, refused, or has an unknown outcome.
 
-import type { Taint, Toleration } from '../shared/model.ts';
+import type { ApiErrorView, ApiGetView } from '../shared/api-types.ts';
 import type { WriteOutcome } from './checker.ts';
 
-/** The fields of an API object the chaos tools read; all but the name may be missing. */
-export interface ApiObject {
-  metadata: { name: string; uid?: string | null };
-  spec?: {
-    replicas?: number;
-    deployment?: string;
-    nodeName?: string | null;
-    resources?: { cpu?: number; memory?: number };
-    tolerations?: Toleration[];
-    taints?: Taint[];
-    template?: { spec?: { containers?: Array<{ env?: Array<{ name?: string; value?: string }> }> } };
-  };
-  status?: {
-    ready?: boolean;
-    capacity?: { cpu: number; memory: number };
-    allocated?: { cpu: number; memory: number } | null;
-    agent?: { pid?: number | null };
-    phase?: string;
-    pid?: number | null;
-    term?: number | null;
-    startTime?: string | null;
-  };
-}
-
-/** An answer's JSON as the chaos tools read it: a list, one object, the cluster status, or an error. */
-export interface ApiJson extends Partial<ApiObject> {
-  items?: ApiObject[];
-  leader?: string;
-  /** GET /v1/replica: this replica's own status. */
-  id?: string;
-  role?: string;
-  term?: number;
-  pid?: number;
-  replicas?: Array<{ id: string; role?: string; term?: number; pid?: number; reachable?: boolean }>;
-  error?: string;
-  outcome?: string;
-}
-
-export interface ApiAnswer {
+/** One answer: its status, the body parsed as JSON (null when it was not JSON), the text. */
+export interface ApiAnswer<T = unknown> {
   status: number;
-  /** The parsed body, or null when it was not JSON. */
-  json: ApiJson | null;
+  json: T | null;
   text: string;
   url: string;
 }
@@ -62,7 +24,7 @@ export class ApiClient {
   ) {}
 
   /** One call to one replica. Throws on network errors and timeouts. */
-  async callOne(url: string, method: string, p: string, body?: unknown, timeoutMs = 2000): Promise<ApiAnswer> {
+  async callOne<T = unknown>(url: string, method: string, p: string, body?: unknown, timeoutMs = 2000): Promise<ApiAnswer<T>> {
     const r = await fetch(url + p, {
       method,
       headers: { authorization: `Bearer ${this.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
@@ -71,9 +33,10 @@ export class ApiClient {
       signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await r.text();
-    let json: ApiJson | null = null;
+    let json: T | null = null;
     try {
-      json = JSON.parse(text) as ApiJson;
+      // Typed as the API's own views (shared/api-types.ts) say, as every reader of the API is.
+      json = JSON.parse(text) as T;
     } catch {
       /* not JSON */
     }
@@ -81,11 +44,11 @@ export class ApiClient {
   }
 
   /** A read: the first replica that answers 200 wins; null if none did. */
-  async read(p: string, timeoutMs = 1500): Promise<ApiAnswer | null> {
+  async read<P extends string>(p: P, timeoutMs = 1500): Promise<ApiAnswer<ApiGetView<P>> | null> {
     for (let k = 0; k < this.urls.length; k++) {
       const i = (this.preferred + k) % this.urls.length;
       try {
-        const a = await this.callOne(this.urls[i], 'GET', p, undefined, timeoutMs);
+        const a = await this.callOne<ApiGetView<P>>(this.urls[i], 'GET', p, undefined, timeoutMs);
         if (a.status === 200) {
           this.preferred = i;
           return a;
@@ -103,9 +66,10 @@ export class ApiClient {
   async write(method: string, p: string, body: unknown, timeoutMs = 6000): Promise<{ outcome: WriteOutcome; detail: string }> {
     for (let k = 0; k < this.urls.length; k++) {
       const i = (this.preferred + k) % this.urls.length;
-      let a: ApiAnswer;
+      let a: ApiAnswer<ApiErrorView>;
       try {
-        a = await this.callOne(this.urls[i], method, p, body, timeoutMs);
+        // Only an error answer's body is read (a success is counted by its status).
+        a = await this.callOne<ApiErrorView>(this.urls[i], method, p, body, timeoutMs);
       } catch (e) {
         const err = e as Error & { cause?: { code?: string } };
         // Nothing was sent: try the next replica.

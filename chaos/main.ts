@@ -164,7 +164,7 @@ async function main(): Promise<number> {
     // ---- final state
     for (let i = 0; i < 20 && !finalDeployments; i++) {
       const d = await poller.api.read('/v1/deployments', 2000);
-      if (d) finalDeployments = (d.json?.items ?? []).map((x) => ({ name: x.metadata.name, replicas: x.spec?.replicas ?? 0, marker: markerOf(x) }));
+      if (d) finalDeployments = (d.json?.items ?? []).map((x) => ({ name: x.metadata.name, replicas: x.spec.replicas, marker: markerOf(x) }));
       else await sleep(500);
     }
     await poller.pollAllReplicas();

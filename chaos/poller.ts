@@ -9,7 +9,8 @@
 // `snapshotEveryMs`.
 
 import type { InvariantChecker, NodeObservation, SnapshotObservation, UnitObservation } from './checker.ts';
-import { ApiClient, type ApiObject } from './api-client.ts';
+import type { DeploymentView, ReplicaSelfView } from '../shared/api-types.ts';
+import { ApiClient } from './api-client.ts';
 import { childrenOf, cmdlineOf, identityAlive, identityOf, ProcTable } from './proc.ts';
 
 export interface PollerOptions {
@@ -58,13 +59,13 @@ export class Poller {
 
   async pollReplica(url: string): Promise<void> {
     try {
-      const a = await this.api.callOne(url, 'GET', '/v1/replica', undefined, 1000);
+      const a = await this.api.callOne<ReplicaSelfView>(url, 'GET', '/v1/replica', undefined, 1000);
       const j = a.json;
       if (a.status !== 200 || !j || typeof j.id !== 'string' || typeof j.term !== 'number') return;
       // Record the replica's identity (pid + start time) while it is surely alive.
       const pid = typeof j.pid === 'number' ? j.pid : null;
-      const pidId = this.o.procChecks && pid !== null ? this.procs.claim(`replica:${j.id}`, pid, (p) => this.isReplica(p, j.id as string)).id : null;
-      this.o.core.observe({ type: 'replica', t: this.o.now(), id: j.id, role: String(j.role), term: j.term, pid, pidId });
+      const pidId = this.o.procChecks && pid !== null ? this.procs.claim(`replica:${j.id}`, pid, (p) => this.isReplica(p, j.id)).id : null;
+      this.o.core.observe({ type: 'replica', t: this.o.now(), id: j.id, role: j.role, term: j.term, pid, pidId });
     } catch {
       /* down, stopped or partitioned: nothing observed */
     }
@@ -86,41 +87,41 @@ export class Poller {
       const pc = this.o.procChecks;
       const nodeObs: NodeObservation[] = (nodes.json?.items ?? []).map((n) => {
         const name = n.metadata.name;
-        const agentPid: number | null = n.status?.agent?.pid ?? null;
+        const agentPid: number | null = n.status.agent.pid;
         // A restarted agent may get the pid an earlier incarnation had: it is
         // the same owner again if its command line names this node.
         const claim = pc && agentPid ? this.procs.claim(`agent:${name}`, agentPid, (p) => this.isAgentOf(p, name)) : null;
         return {
           name,
-          ready: n.status?.ready === true,
-          capacity: n.status?.capacity ?? { cpu: 0, memory: 0 },
-          allocated: n.status?.allocated ?? null,
-          taints: n.spec?.taints ?? [],
+          ready: n.status.ready,
+          capacity: n.status.capacity,
+          allocated: n.status.allocated,
+          taints: n.spec.taints,
           agentPid,
           agentAlive: claim ? claim.alive : null,
           agentId: claim?.id ?? null,
         };
       });
       const unitObs: UnitObservation[] = (units.json?.items ?? []).map((u) => {
-        const pid: number | null = typeof u.status?.pid === 'number' ? u.status.pid : null;
-        const started = u.status?.startTime ? Date.parse(u.status.startTime) : NaN;
+        const pid: number | null = u.status.pid;
+        const started = u.status.startTime !== null ? Date.parse(u.status.startTime) : NaN;
         // A unit's name is never reused: its process is the one first seen under its pid.
         const claim = pc && pid !== null ? this.procs.claim(`unit:${u.metadata.name}`, pid) : null;
         return {
           name: u.metadata.name,
-          deployment: u.spec?.deployment ?? '',
-          node: u.spec?.nodeName ?? null,
-          phase: u.status?.phase ?? 'Unknown',
+          deployment: u.spec.deployment,
+          node: u.spec.nodeName,
+          phase: u.status.phase,
           pid,
           // Without /proc access, trust the API's phase for liveness.
-          pidAlive: claim ? claim.alive : !pc && pid !== null && (u.status?.phase === 'Running' || u.status?.phase === 'Terminating'),
+          pidAlive: claim ? claim.alive : !pc && pid !== null && (u.status.phase === 'Running' || u.status.phase === 'Terminating'),
           pidId: claim?.id ?? null,
-          term: typeof u.status?.term === 'number' ? u.status.term : null,
+          term: u.status.term,
           startedAtMs: Number.isFinite(started) ? started : null,
-          cpu: u.spec?.resources?.cpu ?? 0,
-          memory: u.spec?.resources?.memory ?? 0,
-          tolerations: u.spec?.tolerations ?? [],
-          bound: u.metadata?.uid != null,
+          cpu: u.spec.resources.cpu,
+          memory: u.spec.resources.memory,
+          tolerations: u.spec.tolerations ?? [],
+          bound: u.metadata.uid !== null,
         };
       });
       const helpers: Array<{ pid: number; owner: string; id: string | null }> = [];
@@ -136,7 +137,7 @@ export class Poller {
       const obs: SnapshotObservation = {
         type: 'snapshot',
         t,
-        deployments: (deps.json?.items ?? []).map((d) => ({ name: d.metadata.name, replicas: d.spec?.replicas ?? 0, marker: markerOf(d) })),
+        deployments: (deps.json?.items ?? []).map((d) => ({ name: d.metadata.name, replicas: d.spec.replicas, marker: markerOf(d) })),
         units: unitObs,
         nodes: nodeObs,
         helpers,
@@ -169,8 +170,8 @@ export class Poller {
 }
 
 /** The workload's write marker: env CHAOS_WRITE of the template's container. */
-export function markerOf(d: ApiObject): string | null {
-  const env = d?.spec?.template?.spec?.containers?.[0]?.env;
+export function markerOf(d: DeploymentView): string | null {
+  const env = d.spec.template.spec.containers[0]?.env;
   if (!Array.isArray(env)) return null;
-  return env.find((e) => e?.name === 'CHAOS_WRITE')?.value ?? null;
+  return env.find((e) => e.name === 'CHAOS_WRITE')?.value ?? null;
 }

@@ -189,7 +189,7 @@ export class AttachedTarget implements ChaosTarget {
   async refresh(): Promise<void> {
     const c = await this.api.read('/v1/cluster', 3000);
     if (!c) throw new Error(`no replica of ${this.urls.join(', ')} answered GET /v1/cluster (check the URLs and token)`);
-    const reps = (c.json?.replicas ?? []) as Array<{ id: string; pid?: number }>;
+    const reps = c.json?.replicas ?? [];
     this.replicaList = reps.map((r) => r.id);
     const n = await this.api.read('/v1/nodes', 3000);
     this.nodeList = (n?.json?.items ?? []).map((x) => x.metadata.name);
@@ -214,8 +214,8 @@ export class AttachedTarget implements ChaosTarget {
       return typeof r?.pid === 'number' ? r.pid : null;
     }
     const n = await this.api.read(`/v1/nodes/${encodeURIComponent(name)}`);
-    const pid = n?.json?.status?.agent?.pid;
-    return typeof pid === 'number' && n?.json?.status?.ready ? pid : null;
+    const node = n?.json;
+    return node && node.status.ready ? node.status.agent.pid : null;
   }
 
   async signal(kind: ProcKind, name: string, sig: FaultSignal): Promise<number | null> {
@@ -322,7 +322,7 @@ export class LauncherTarget implements ChaosTarget {
           if (!a) return false;
           const nodes = await new ApiClient(a.urls, a.token).read('/v1/nodes');
           const items = nodes?.json?.items ?? [];
-          return items.length >= 4 && items.every((n) => n.status?.ready === true) ? a : false;
+          return items.length >= 4 && items.every((n) => n.status.ready) ? a : false;
         },
         60000,
         250,

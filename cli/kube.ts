@@ -5,6 +5,7 @@
 // Pure functions; nothing here touches the network or the disk.
 
 import { UsageError } from './errors.ts';
+import { isLabelKey, isLabelValue } from '../shared/notation.ts';
 
 // ---- -o yaml|json in Kubernetes notation -------------------------------------
 
@@ -46,9 +47,6 @@ export interface Requirement {
   value?: string;
 }
 
-const LABEL_KEY = /^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
-const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
-
 /** `app=web,tier!=db,canary,!legacy` (kubectl's equality-based selectors) -> requirements. */
 export function parseSelector(raw: string): Requirement[] {
   const out: Requirement[] = [];
@@ -60,8 +58,8 @@ export function parseSelector(raw: string): Requirement[] {
     if (m) req = { key: m[1].trim(), op: m[2] === '!=' ? '!=' : '=', value: m[3].trim() };
     else if (term.startsWith('!')) req = { key: term.slice(1).trim(), op: '!exists' };
     else req = { key: term, op: 'exists' };
-    if (!LABEL_KEY.test(req.key)) throw new UsageError(`-l: invalid label key "${req.key}" in "${raw}"`);
-    if (req.value !== undefined && !LABEL_VALUE.test(req.value)) throw new UsageError(`-l: invalid label value "${req.value}" in "${raw}"`);
+    if (!isLabelKey(req.key)) throw new UsageError(`-l: invalid label key "${req.key}" in "${raw}"`);
+    if (req.value !== undefined && !isLabelValue(req.value)) throw new UsageError(`-l: invalid label value "${req.value}" in "${raw}"`);
     out.push(req);
   }
   return out;

@@ -8,6 +8,7 @@
 // One port serves the HTTP API, the agents' WebSocket (/agent) and, with
 // several replicas, the Raft peers' WebSocket (/raft).
 
+import type { ReplicaSelfView } from '../shared/api-types.ts';
 import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
@@ -348,7 +349,7 @@ async function main(): Promise<void> {
   });
   const replicaStatus = () => {
     const s = store.status();
-    return { id: cfg.id, role: s.role, term: s.term, commitIndex: s.commitIndex, appliedIndex: s.appliedIndex, leader: s.leaderId, pid: process.pid };
+    return { id: cfg.id, role: s.role, term: s.term, commitIndex: s.commitIndex, appliedIndex: s.appliedIndex, leader: s.leaderId, pid: process.pid } satisfies ReplicaSelfView;
   };
 
   let kubeHttps: http.Server | undefined;

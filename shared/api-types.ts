@@ -213,8 +213,51 @@ export type ReplicaStatusView = {
 /** GET /v1/cluster: `mo cluster status`. */
 export type ClusterStatusView = { leader: string; replicas: ReplicaStatusView[] };
 
-/** Every error answer: one line naming the cause. */
-export type ApiErrorView = { error: string; code?: string };
+/** GET /v1/replica: one replica's own status, as it knows it (a peer's /v1/cluster row is made from it). */
+export type ReplicaSelfView = {
+  id: string;
+  role: string;
+  term: number;
+  commitIndex: number;
+  appliedIndex: number;
+  leader: string | null;
+  pid: number;
+};
+
+/**
+ * Every error answer: one line naming the cause. A 503 for a write that
+ * found no quorum says whether it was refused before it was proposed, or
+ * its outcome is unknown (it may still commit).
+ */
+export type ApiErrorView = { error: string; code?: string; outcome?: 'refused' | 'unknown' };
+
+/** The answer to a GET of `path` (200), by path: what a typed client reads. */
+export type ApiGetView<P extends string> = P extends '/v1/cluster'
+  ? ClusterStatusView
+  : P extends '/v1/replica'
+    ? ReplicaSelfView
+    : P extends `/v1/${infer R}`
+      ? R extends `${infer Resource}/${string}`
+        ? ItemView<Resource>
+        : R extends ResourceName
+          ? ListView<ItemView<R>>
+          : unknown
+      : unknown;
+
+/** One object of `/v1/<resource>`. */
+type ItemView<R extends string> = R extends 'nodes'
+  ? NodeView
+  : R extends 'units'
+    ? UnitView
+    : R extends 'deployments'
+      ? DeploymentView
+      : R extends 'events'
+        ? EventView
+        : R extends 'services'
+          ? ServiceView
+          : R extends 'endpoints'
+            ? EndpointsView
+            : unknown;
 
 /** Any part of an API object (a test's fixture states only the fields it checks, each in its true shape). */
 export type DeepPartial<T> = T extends ReadonlyArray<infer E> ? DeepPartial<E>[] : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;

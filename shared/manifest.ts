@@ -2,7 +2,9 @@
 // Kubernetes apps/v1 Deployment, see docs/contract.md, "Manifests") and the
 // UnitSpec derived from it. Used by the CLI (to refuse a bad file before it
 // is sent) and by the API server (the authority: it validates every PUT).
-// Pure: no I/O, no clock.
+// Checked with the combinators of shared/validate.ts, as frames and the nodes
+// file are: one schema per part of the written manifest, then a build step
+// that cannot fail. Pure: no I/O, no clock.
 //
 // The rule: a field is either understood, or refused with its path
 // (`spec.template.spec.volumes: not supported`); never silently ignored.
@@ -15,6 +17,7 @@
 //   * spec.selector.matchLabels: checked (the template's labels must carry
 //     every pair, as Kubernetes requires), not kept: a deployment owns its
 //     units by name here, not by label query.
+// A field written empty (YAML `key:`, null) is a field not given.
 // Kubernetes defaults we follow: replicas 1 when absent, toleration operator
 // Equal when absent, env value '' when absent. Our own defaults: requests of
 // cpu 100m and memory 128Mi when the container names none (the scheduler
@@ -51,7 +54,7 @@ import type {
   UnitSpec,
 } from './model.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
-import { DNS_LABEL, DNS_SUBDOMAIN, TAINT_EFFECTS } from './notation.ts';
+import { TAINT_EFFECTS, isDnsLabel, isLabelKey, isLabelValue } from './notation.ts';
 import {
   MAX_ARGV_ENTRIES,
   MAX_ARG_CHARS,
@@ -60,6 +63,7 @@ import {
   MAX_ENV_VARS_PER_UNIT,
   MAX_GRACE_PERIOD_MS,
   MAX_LABELS_PER_OBJECT,
+  MAX_NAME_CHARS,
   MAX_PORTS_PER_UNIT,
   MAX_PROBE_PATH_CHARS,
   MAX_PROBE_SECONDS,
@@ -67,9 +71,31 @@ import {
   MAX_TAINT_KEY_CHARS,
   MAX_TAINT_VALUE_CHARS,
   MAX_TOLERATIONS_PER_UNIT,
-  fieldPath,
-  isPlainObject,
 } from './protocol/validate.ts';
+import {
+  type FieldTable,
+  type Validator,
+  array,
+  boolean,
+  describe,
+  dropNullFields,
+  expected,
+  fail,
+  integer,
+  literal,
+  object,
+  oneOf,
+  optional,
+  refine,
+  string,
+  stringMap,
+  toldWhenMissing,
+  union,
+  withMissing,
+} from './validate.ts';
+
+/** Label keys and values are shared/notation.ts's; named here too for the callers that read them as manifest rules. */
+export { isLabelKey, isLabelValue };
 
 /** Most replicas one deployment may ask for. */
 export const MAX_REPLICAS = 1000;
@@ -142,153 +168,188 @@ export function parseManifest(text: string, format?: 'yaml' | 'json'): Deploymen
   return validateManifest(parseManifestObject(text, format)).manifest;
 }
 
-// ---- checking values ------------------------------------------------------
+// ---- the written manifest -------------------------------------------------
+// What a user may write, as types, and one validator per part made of the
+// combinators of shared/validate.ts (as the frames are). Every rule is a
+// validator: the shape first, then refine() for the rules across fields, so
+// that once `deploymentSchema` passes, building the stored manifest and the
+// UnitSpec cannot fail.
 
-const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+/** A Kubernetes quantity as written: `500m`, `1`, `2Gi`, 512. */
+type Quantity = string | number;
+type WrittenRequests = { cpu?: Quantity; memory?: Quantity };
+type WrittenToleration = { key?: string; operator?: 'Exists' | 'Equal'; value?: string; effect?: TaintEffect | '' };
+type WrittenPort = { containerPort: number; name?: string; protocol?: 'TCP' | 'UDP' };
+type WrittenContainer = {
+  name: string;
+  command: string[];
+  args?: string[];
+  env?: Array<{ name: string; value?: string }>;
+  resources?: { requests?: WrittenRequests; limits?: WrittenRequests };
+  ports?: WrittenPort[];
+  readinessProbe?: ManifestProbe;
+  livenessProbe?: ManifestProbe;
+  startupProbe?: ManifestProbe;
+  /** Ignored: a unit runs `command` on the node's host (see the header). */
+  image?: string;
+  imagePullPolicy?: string;
+};
+type WrittenMetadata = { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+type WrittenStrategy = { type?: 'RollingUpdate' | 'Recreate'; rollingUpdate?: { maxSurge?: IntOrPercent; maxUnavailable?: IntOrPercent } };
+type WrittenDeployment = {
+  apiVersion: 'apps/v1';
+  kind: 'Deployment';
+  metadata: WrittenMetadata;
+  spec: {
+    replicas?: number;
+    selector?: { matchLabels?: Record<string, string> };
+    template: {
+      metadata?: { labels?: Record<string, string>; annotations?: Record<string, string> };
+      spec: { containers: [WrittenContainer]; tolerations?: WrittenToleration[]; terminationGracePeriodSeconds?: number; hostPID?: boolean };
+    };
+    strategy?: WrittenStrategy;
+    minReadySeconds?: number;
+    revisionHistoryLimit?: number;
+    progressDeadlineSeconds?: number;
+    paused?: boolean;
+  };
+};
 
-/** True for a Kubernetes label key: `[prefix/]name`, prefix a DNS subdomain (<= 253), name <= 63. */
-export function isLabelKey(key: string): boolean {
-  const slash = key.lastIndexOf('/');
-  const prefix = slash === -1 ? undefined : key.slice(0, slash);
-  const name = slash === -1 ? key : key.slice(slash + 1);
-  if (prefix !== undefined && (prefix.length === 0 || prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix))) return false;
-  return name.length <= 63 && LABEL_NAME.test(name);
+/**
+ * Manifests say "not supported" for a field we do not know (it may well be
+ * valid Kubernetes), and read `key:` (null) as a field not given.
+ */
+function fields<T>(table: FieldTable<T>, what?: string): Validator<T> {
+  return object<T>(table, { unknownField: 'not supported', nullIsAbsent: true, what });
 }
 
-/** True for a Kubernetes label value: empty, or <= 63 of [-A-Za-z0-9_.] starting and ending alphanumeric. */
-export function isLabelValue(value: string): boolean {
-  return value === '' || (value.length <= 63 && LABEL_NAME.test(value));
+/** A string as people write it (`expected a string (quote it in YAML), got 5`). */
+function text(maxChars: number): Validator<string> {
+  return string({ maxChars, written: true });
 }
 
-function show(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
-  if (typeof value === 'number' || typeof value === 'boolean' || value === null) return String(value);
-  if (Array.isArray(value)) return `a list of ${value.length}`;
-  return typeof value === 'object' ? 'an object' : typeof value;
+/** A list (`expected a list, got "sleep 5"`). */
+function list<T>(item: Validator<T>, maxItems: number, what = 'a list'): Validator<T[]> {
+  return array(item, maxItems, what);
 }
 
-/** `a.b` for identifier-like keys, `a["nvidia.com/gpu"]` otherwise (escaped, cut short). */
-function child(path: string, key: string): string {
-  return fieldPath(path, key);
+/** `expected "TCP" or "UDP", got ...`. */
+function either<const L extends string>(...choices: L[]): Validator<L> {
+  const shown = choices.map((c) => JSON.stringify(c));
+  return oneOf(choices, `${shown.slice(0, -1).join(', ')} or ${shown[shown.length - 1]}`);
 }
 
-/** The object at `path`, after refusing every key that is neither known nor deliberately ignored. */
-function object(value: unknown, path: string, known: readonly string[], ignored: readonly string[] = []): Record<string, unknown> {
-  if (!isPlainObject(value)) throw new ManifestError(path, `expected an object, got ${show(value)}`);
-  for (const key of Object.keys(value)) {
-    if (!known.includes(key) && !ignored.includes(key)) throw new ManifestError(child(path, key), 'not supported');
-  }
-  return value;
+function count(min: number, max: number): Validator<number> {
+  return integer({ min, max });
 }
 
-function has(obj: Record<string, unknown>, key: string): boolean {
-  return Object.hasOwn(obj, key) && obj[key] !== undefined && obj[key] !== null;
+function dnsLabel(maxChars: number): Validator<string> {
+  return refine(text(Number.MAX_SAFE_INTEGER), (s, path) =>
+    isDnsLabel(s, maxChars) ? null : expected(`a DNS-1123 label of at most ${maxChars} chars (lower-case letters, digits and '-', starting and ending with a letter or digit)`, s, path),
+  );
 }
 
-function string(value: unknown, path: string, maxChars: number): string {
-  if (typeof value !== 'string') {
-    const hint = typeof value === 'number' || typeof value === 'boolean' ? ' (quote it in YAML)' : '';
-    throw new ManifestError(path, `expected a string${hint}, got ${show(value)}`);
-  }
-  if (value.length > maxChars) throw new ManifestError(path, `at most ${maxChars} chars allowed, got ${value.length}`);
-  if (value.includes('\u0000')) throw new ManifestError(path, 'NUL characters are not allowed');
-  return value;
+const labelMap: Validator<Record<string, string>> = stringMap(
+  refine(text(Number.MAX_SAFE_INTEGER), (k, path) => (isLabelKey(k) ? null : fail(path, 'not a valid label key ([prefix/]name, name at most 63 chars)'))),
+  refine(text(Number.MAX_SAFE_INTEGER), (v, path) => (isLabelValue(v) ? null : fail(path, `not a valid label value (at most 63 of [-A-Za-z0-9_.]), got ${describe(v)}`))),
+  MAX_LABELS_PER_OBJECT,
+);
+
+/** The rules of a document people write, for the nodes file too (shared/nodes-file.ts). */
+export { fields as writtenFields, text as writtenText, list as writtenList, labelMap as writtenLabels };
+
+const annotations: Validator<Record<string, string>> = stringMap(
+  refine(text(Number.MAX_SAFE_INTEGER), (k, path) => (isLabelKey(k) ? null : fail(path, 'not a valid annotation key'))),
+  text(MAX_ANNOTATION_VALUE_CHARS),
+  MAX_LABELS_PER_OBJECT,
+);
+
+const metadata = (nameMaxChars: number): Validator<WrittenMetadata> =>
+  fields<WrittenMetadata>({ name: dnsLabel(nameMaxChars), labels: optional(labelMap), annotations: optional(annotations) });
+
+const argv: Validator<string[]> = refine(list(text(MAX_ARG_CHARS), MAX_ARGV_ENTRIES), (command, path) =>
+  command.length === 0 || command[0] === '' ? fail(path, 'expected a non-empty list whose first entry is the program') : null,
+);
+
+const TAINT_CHOICES = TAINT_EFFECTS.map((e) => `"${e}"`).join(', ');
+
+/** One toleration; the rules Kubernetes has for operator, key and value. */
+const toleration: Validator<WrittenToleration> = refine(
+  fields<WrittenToleration>({
+    key: optional(text(MAX_TAINT_KEY_CHARS)),
+    operator: optional(either('Exists', 'Equal')),
+    value: optional(text(MAX_TAINT_VALUE_CHARS)),
+    effect: optional(oneOf(['', ...TAINT_EFFECTS], `one of ${TAINT_CHOICES} (or none for all)`)),
+  }),
+  (t, path) => {
+    const key = t.key ?? '';
+    const value = t.value ?? '';
+    const operator = t.operator ?? 'Equal';
+    if (key !== '' && !isLabelKey(key)) return fail(`${path}.key`, `not a valid taint key ([prefix/]name, name at most 63 of [-A-Za-z0-9_.]), got ${describe(key)}`);
+    if (!isLabelValue(value)) return fail(`${path}.value`, `not a valid taint value (at most 63 of [-A-Za-z0-9_.]), got ${describe(value)}`);
+    if (operator === 'Exists' && value !== '') return fail(`${path}.value`, 'must be empty when operator is "Exists"');
+    if (operator === 'Equal' && key === '') return fail(`${path}.key`, 'required when operator is "Equal" (only "Exists" may leave it empty to tolerate every taint)');
+    return null;
+  },
+);
+
+/** A quantity that parses: `expected a quantity such as 500m or 1`, or the parser's own message. */
+function quantity(parse: (q: string | number) => number, example: string): Validator<Quantity> {
+  return (value, path) => {
+    if (typeof value !== 'string' && typeof value !== 'number') return expected(`a quantity such as ${example}`, value, path);
+    try {
+      parse(value);
+      return null;
+    } catch (err) {
+      if (err instanceof QuantityError) return fail(path, err.message);
+      throw err;
+    }
+  };
 }
 
-function list(value: unknown, path: string, maxItems: number): unknown[] {
-  if (!Array.isArray(value)) throw new ManifestError(path, `expected a list, got ${show(value)}`);
-  if (value.length > maxItems) throw new ManifestError(path, `at most ${maxItems} entries allowed, got ${value.length}`);
-  return value;
-}
+const requests = fields<WrittenRequests>({ cpu: optional(quantity(parseCpu, '500m or 1')), memory: optional(quantity(parseMemory, '512Mi or 2Gi')) });
+const limits = refine(requests, (l, path) => {
+  if (l.cpu !== undefined && parseCpu(l.cpu) === 0) return fail(`${path}.cpu`, 'must be greater than 0');
+  if (l.memory !== undefined && parseMemory(l.memory) === 0) return fail(`${path}.memory`, 'must be greater than 0');
+  return null;
+});
 
-function dnsLabel(value: unknown, path: string, maxChars: number): string {
-  const s = string(value, path, Number.MAX_SAFE_INTEGER);
-  if (s.length === 0 || s.length > maxChars || !DNS_LABEL.test(s)) {
-    throw new ManifestError(
-      path,
-      `expected a DNS-1123 label of at most ${maxChars} chars (lower-case letters, digits and '-', starting and ending with a letter or digit), got ${show(value)}`,
-    );
-  }
-  return s;
-}
-
-function labelMap(value: unknown, path: string): Record<string, string> {
-  if (!isPlainObject(value)) throw new ManifestError(path, `expected a map of strings, got ${show(value)}`);
-  const keys = Object.keys(value);
-  if (keys.length > MAX_LABELS_PER_OBJECT) throw new ManifestError(path, `at most ${MAX_LABELS_PER_OBJECT} labels allowed, got ${keys.length}`);
-  const out: Record<string, string> = {};
-  for (const key of keys) {
-    if (!isLabelKey(key)) throw new ManifestError(child(path, key), 'not a valid label key ([prefix/]name, name at most 63 chars)');
-    const v = string(value[key], child(path, key), Number.MAX_SAFE_INTEGER);
-    if (!isLabelValue(v)) throw new ManifestError(child(path, key), `not a valid label value (at most 63 of [-A-Za-z0-9_.]), got ${show(v)}`);
-    out[key] = v;
-  }
+/** The cpu and memory written, as written (a request or a limit). */
+function given(r: WrittenRequests): WrittenRequests {
+  const out: WrittenRequests = {};
+  if (r.cpu !== undefined) out.cpu = r.cpu;
+  if (r.memory !== undefined) out.memory = r.memory;
   return out;
 }
 
-function annotations(value: unknown, path: string): void {
-  if (!isPlainObject(value)) throw new ManifestError(path, `expected a map of strings, got ${show(value)}`);
-  const keys = Object.keys(value);
-  if (keys.length > MAX_LABELS_PER_OBJECT) throw new ManifestError(path, `at most ${MAX_LABELS_PER_OBJECT} annotations allowed, got ${keys.length}`);
-  for (const key of keys) {
-    if (!isLabelKey(key)) throw new ManifestError(child(path, key), 'not a valid annotation key');
-    string(value[key], child(path, key), MAX_ANNOTATION_VALUE_CHARS);
-  }
+/** The requests a container asks the scheduler for, and its limits, as Kubernetes resolves them. */
+function resolveResources(r: WrittenContainer['resources']): { cpu: number; memory: number; limits: { cpu?: number; memory?: number } } {
+  const limitsOut: { cpu?: number; memory?: number } = {};
+  if (r?.limits?.cpu !== undefined) limitsOut.cpu = parseCpu(r.limits.cpu);
+  if (r?.limits?.memory !== undefined) limitsOut.memory = parseMemory(r.limits.memory);
+  // Kubernetes: a request not given defaults to its limit when there is one.
+  const cpu = r?.requests?.cpu !== undefined ? parseCpu(r.requests.cpu) : (limitsOut.cpu ?? parseCpu(DEFAULT_CPU_REQUEST));
+  const memory = r?.requests?.memory !== undefined ? parseMemory(r.requests.memory) : (limitsOut.memory ?? parseMemory(DEFAULT_MEMORY_REQUEST));
+  return { cpu, memory, limits: limitsOut };
 }
 
-const EFFECTS: readonly TaintEffect[] = TAINT_EFFECTS;
-
-/** One toleration, empty strings normalised to absent fields. */
-function toleration(value: unknown, path: string): Toleration {
-  const t = object(value, path, ['key', 'operator', 'value', 'effect']);
-  const key = has(t, 'key') ? string(t.key, `${path}.key`, MAX_TAINT_KEY_CHARS) : '';
-  const operator = has(t, 'operator') ? t.operator : 'Equal';
-  if (operator !== 'Exists' && operator !== 'Equal') {
-    throw new ManifestError(`${path}.operator`, `expected "Exists" or "Equal", got ${show(operator)}`);
+const resources = refine(fields<NonNullable<WrittenContainer['resources']>>({ requests: optional(requests), limits: optional(limits) }), (r, path) => {
+  const { cpu, memory, limits: l } = resolveResources(r);
+  if (l.cpu !== undefined && l.cpu < cpu) return fail(`${path}.limits.cpu`, `${l.cpu}m is below the request of ${cpu}m (resources.requests.cpu); a limit must be at least its request`);
+  if (l.memory !== undefined && l.memory < memory) {
+    return fail(`${path}.limits.memory`, `${l.memory}Mi is below the request of ${memory}Mi (resources.requests.memory); a limit must be at least its request`);
   }
-  const val = has(t, 'value') ? string(t.value, `${path}.value`, MAX_TAINT_VALUE_CHARS) : '';
-  const effect = has(t, 'effect') ? t.effect : '';
-  if (effect !== '' && !EFFECTS.includes(effect as TaintEffect)) {
-    throw new ManifestError(`${path}.effect`, `expected one of ${EFFECTS.map((e) => `"${e}"`).join(', ')} (or none for all), got ${show(effect)}`);
-  }
-  if (key !== '' && !isLabelKey(key)) throw new ManifestError(`${path}.key`, `not a valid taint key ([prefix/]name, name at most 63 of [-A-Za-z0-9_.]), got ${show(key)}`);
-  if (!isLabelValue(val)) throw new ManifestError(`${path}.value`, `not a valid taint value (at most 63 of [-A-Za-z0-9_.]), got ${show(val)}`);
-  if (operator === 'Exists' && val !== '') throw new ManifestError(`${path}.value`, 'must be empty when operator is "Exists"');
-  if (operator === 'Equal' && key === '') throw new ManifestError(`${path}.key`, 'required when operator is "Equal" (only "Exists" may leave it empty to tolerate every taint)');
-  const out: Toleration = key === '' ? { operator } : { key, operator };
-  if (operator === 'Equal') out.value = val;
-  if (effect !== '') out.effect = effect as TaintEffect;
-  return out;
-}
-
-function quantity(value: unknown, path: string, parse: (q: string | number) => number): number {
-  if (typeof value !== 'string' && typeof value !== 'number') {
-    throw new ManifestError(path, `expected a quantity such as ${path.endsWith('cpu') ? '500m or 1' : '512Mi or 2Gi'}, got ${show(value)}`);
-  }
-  try {
-    return parse(value);
-  } catch (err) {
-    if (err instanceof QuantityError) throw new ManifestError(path, err.message);
-    throw err;
-  }
-}
-
-function wholeNumber(value: unknown, path: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ManifestError(path, `expected an integer in ${min}..${max}, got ${show(value)}`);
-  }
-  return value;
-}
+  return null;
+});
 
 const PERCENT = /^(\d{1,3})%$/;
 
 /** maxSurge / maxUnavailable: an integer >= 0 or 'N%'. */
-function intOrPercent(value: unknown, path: string): IntOrPercent {
-  if (typeof value === 'number') return wholeNumber(value, path, 0, 1_000_000);
-  if (typeof value === 'string' && PERCENT.test(value)) return value;
-  throw new ManifestError(path, `expected an integer >= 0 or a percentage such as "25%", got ${show(value)}`);
-}
+const intOrPercent: Validator<IntOrPercent> = union<IntOrPercent>(
+  'an integer >= 0 or a percentage such as "25%"',
+  { accepts: (v) => typeof v === 'number', check: count(0, 1_000_000) },
+  { accepts: (v) => typeof v === 'string' && PERCENT.test(v), check: text(5) },
+);
 
 /** True for 0 and '0%'. */
 function isZero(v: IntOrPercent): boolean {
@@ -306,126 +367,204 @@ export function resolveIntOrPercent(v: IntOrPercent, replicas: number, roundUp: 
   return roundUp ? Math.ceil(exact) : Math.floor(exact);
 }
 
-function strategy(value: unknown, path: string): DeploymentStrategy {
-  const s = object(value, path, ['type', 'rollingUpdate']);
-  const type = has(s, 'type') ? s.type : 'RollingUpdate';
-  if (type !== 'RollingUpdate' && type !== 'Recreate') {
-    throw new ManifestError(`${path}.type`, `expected "RollingUpdate" or "Recreate", got ${show(type)}`);
-  }
-  if (type === 'Recreate') {
-    if (has(s, 'rollingUpdate')) throw new ManifestError(`${path}.rollingUpdate`, 'may not be given when type is "Recreate"');
-    return { type };
-  }
-  const out: DeploymentStrategy = { type };
-  if (has(s, 'rollingUpdate')) {
-    const ru = object(s.rollingUpdate, `${path}.rollingUpdate`, ['maxSurge', 'maxUnavailable']);
-    const maxSurge = has(ru, 'maxSurge') ? intOrPercent(ru.maxSurge, `${path}.rollingUpdate.maxSurge`) : undefined;
-    const maxUnavailable = has(ru, 'maxUnavailable') ? intOrPercent(ru.maxUnavailable, `${path}.rollingUpdate.maxUnavailable`) : undefined;
+const strategy: Validator<WrittenStrategy> = refine(
+  fields<WrittenStrategy>({
+    type: optional(either('RollingUpdate', 'Recreate')),
+    rollingUpdate: optional(fields<NonNullable<WrittenStrategy['rollingUpdate']>>({ maxSurge: optional(intOrPercent), maxUnavailable: optional(intOrPercent) })),
+  }),
+  (s, path) => {
+    if (s.type === 'Recreate') return s.rollingUpdate !== undefined ? fail(`${path}.rollingUpdate`, 'may not be given when type is "Recreate"') : null;
+    if (s.rollingUpdate === undefined) return null;
+    const { maxSurge, maxUnavailable } = s.rollingUpdate;
     if (typeof maxUnavailable === 'string' && Number(PERCENT.exec(maxUnavailable)![1]) > 100) {
-      throw new ManifestError(`${path}.rollingUpdate.maxUnavailable`, `may not be more than 100%, got ${show(maxUnavailable)}`);
+      return fail(`${path}.rollingUpdate.maxUnavailable`, `may not be more than 100%, got ${describe(maxUnavailable)}`);
     }
     if (isZero(maxSurge ?? DEFAULT_MAX_SURGE) && isZero(maxUnavailable ?? DEFAULT_MAX_UNAVAILABLE)) {
-      throw new ManifestError(`${path}.rollingUpdate.maxUnavailable`, 'may not be 0 when maxSurge is 0 (the rollout could never start)');
+      return fail(`${path}.rollingUpdate.maxUnavailable`, 'may not be 0 when maxSurge is 0 (the rollout could never start)');
     }
-    out.rollingUpdate = {};
-    if (maxSurge !== undefined) out.rollingUpdate.maxSurge = maxSurge;
-    if (maxUnavailable !== undefined) out.rollingUpdate.maxUnavailable = maxUnavailable;
-  }
-  return out;
-}
+    return null;
+  },
+);
 
 /** IANA service name, as Kubernetes checks a port's name. */
 const PORT_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
-function portNumber(value: unknown, path: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 65535) {
-    throw new ManifestError(path, `expected a port number in 1..65535, got ${show(value)}`);
-  }
-  return value;
-}
+const portNumber = integer({ min: 1, max: 65535, what: 'a port number in 1..65535' });
 
-function containerPorts(value: unknown, path: string): ContainerPort[] {
-  const seenNames = new Set<string>();
-  const seenPorts = new Set<string>();
-  return list(value, path, MAX_PORTS_PER_UNIT).map((p, i) => {
-    const pPath = `${path}[${i}]`;
-    const o = object(p, pPath, ['containerPort', 'name', 'protocol']);
-    if (!has(o, 'containerPort')) throw new ManifestError(`${pPath}.containerPort`, 'missing');
-    const containerPort = portNumber(o.containerPort, `${pPath}.containerPort`);
-    const protocol = has(o, 'protocol') ? o.protocol : 'TCP';
-    if (protocol !== 'TCP' && protocol !== 'UDP') throw new ManifestError(`${pPath}.protocol`, `expected "TCP" or "UDP", got ${show(protocol)}`);
-    const out: ContainerPort = { containerPort, protocol };
-    if (has(o, 'name')) {
-      const n = string(o.name, `${pPath}.name`, 15);
-      if (!PORT_NAME.test(n) || !/[a-z]/.test(n) || n.includes('--')) {
-        throw new ManifestError(`${pPath}.name`, `expected at most 15 lower-case letters, digits and '-' with at least one letter, got ${show(n)}`);
+const containerPortName = refine(text(15), (n, path) =>
+  PORT_NAME.test(n) && /[a-z]/.test(n) && !n.includes('--') ? null : expected("at most 15 lower-case letters, digits and '-' with at least one letter", n, path),
+);
+
+/** A container's ports: names and number/protocol pairs unique. */
+const containerPorts: Validator<WrittenPort[]> = refine(
+  list(fields<WrittenPort>({ containerPort: portNumber, name: optional(containerPortName), protocol: optional(either('TCP', 'UDP')) }), MAX_PORTS_PER_UNIT),
+  (ports, path) => {
+    const seenNames = new Set<string>();
+    const seenPorts = new Set<string>();
+    for (let i = 0; i < ports.length; i++) {
+      const p = ports[i];
+      if (p.name !== undefined) {
+        if (seenNames.has(p.name)) return fail(`${path}[${i}].name`, `duplicate port name ${describe(p.name)}`);
+        seenNames.add(p.name);
       }
-      if (seenNames.has(n)) throw new ManifestError(`${pPath}.name`, `duplicate port name ${show(n)}`);
-      seenNames.add(n);
-      out.name = n;
+      const key = `${p.containerPort}/${p.protocol ?? 'TCP'}`;
+      if (seenPorts.has(key)) return fail(`${path}[${i}].containerPort`, `duplicate port ${key}`);
+      seenPorts.add(key);
     }
-    const key = `${containerPort}/${protocol}`;
-    if (seenPorts.has(key)) throw new ManifestError(`${pPath}.containerPort`, `duplicate port ${key}`);
-    seenPorts.add(key);
-    return out;
-  });
+    return null;
+  },
+);
+
+/** A probe's port: a number, or the name of one of the container's ports (resolved by the container's rule). */
+const probePort: Validator<number | string> = (value, path) => (typeof value === 'string' ? text(MAX_NAME_CHARS)(value, path) : portNumber(value, path));
+
+const urlPath = refine(text(MAX_PROBE_PATH_CHARS), (p, path) =>
+  // eslint-disable-next-line no-control-regex
+  p.startsWith('/') && !/[\u0000-\u0020\u007f]/.test(p) ? null : expected('an absolute path without spaces or control characters', p, path),
+);
+
+const PROBE_TIMING = ['initialDelaySeconds', 'periodSeconds', 'timeoutSeconds', 'failureThreshold', 'successThreshold'] as const;
+
+/** One probe: exactly one handler; liveness and startup probes succeed once. */
+function probe(successMustBeOne: boolean): Validator<ManifestProbe> {
+  return refine(
+    fields<ManifestProbe>({
+      exec: optional(fields<{ command: string[] }>({ command: argv })),
+      httpGet: optional(fields<NonNullable<ManifestProbe['httpGet']>>({ path: optional(urlPath), port: probePort })),
+      tcpSocket: optional(fields<NonNullable<ManifestProbe['tcpSocket']>>({ port: probePort })),
+      initialDelaySeconds: optional(count(0, MAX_PROBE_SECONDS)),
+      periodSeconds: optional(count(1, MAX_PROBE_SECONDS)),
+      timeoutSeconds: optional(count(1, MAX_PROBE_SECONDS)),
+      failureThreshold: optional(count(1, MAX_PROBE_THRESHOLD)),
+      successThreshold: optional(count(1, MAX_PROBE_THRESHOLD)),
+    }),
+    (p, path) => {
+      const handlers = (['exec', 'httpGet', 'tcpSocket'] as const).filter((h) => p[h] !== undefined);
+      if (handlers.length !== 1)
+        return fail(path, handlers.length === 0 ? 'needs a handler: one of exec, httpGet, tcpSocket' : `may have only one handler, got ${handlers.join(' and ')}`);
+      if (successMustBeOne && p.successThreshold !== undefined && p.successThreshold !== 1) {
+        return fail(`${path}.successThreshold`, `must be 1 for liveness and startup probes, got ${p.successThreshold}`);
+      }
+      return null;
+    },
+  );
 }
 
-/** A probe's port: a number, or the name of one of the container's ports. */
-function probePort(value: unknown, path: string, ports: readonly ContainerPort[]): { written: number | string; port: number } {
-  if (typeof value === 'string') {
-    const named = ports.find((p) => p.name === value);
-    if (!named) throw new ManifestError(path, `no port named ${show(value)} in the container's ports`);
-    return { written: value, port: named.containerPort };
-  }
-  const port = portNumber(value, path);
-  return { written: port, port };
+const PROBE_FIELDS = [
+  ['startupProbe', 'startup'],
+  ['readinessProbe', 'readiness'],
+  ['livenessProbe', 'liveness'],
+] as const;
+
+const envName = refine(text(MAX_ENV_NAME_CHARS), (n, path) =>
+  // eslint-disable-next-line no-control-regex
+  n === '' || n.includes('=') || /[\u0000-\u001f\u007f]/.test(n) ? expected("a non-empty name without '=' or control characters", n, path) : null,
+);
+
+/** The one container: argv within its limit, probes naming ports it has. */
+const container: Validator<WrittenContainer> = refine(
+  fields<WrittenContainer>({
+    name: dnsLabel(MAX_DNS_LABEL_CHARS),
+    command: withMissing(argv, '(a unit runs this program on the node; there is no image entrypoint)'),
+    args: optional(list(text(MAX_ARG_CHARS), MAX_ARGV_ENTRIES)),
+    env: optional(list(fields<{ name: string; value?: string }>({ name: envName, value: optional(text(MAX_ENV_VALUE_CHARS)) }), MAX_ENV_VARS_PER_UNIT)),
+    resources: optional(resources),
+    ports: optional(containerPorts),
+    readinessProbe: optional(probe(false)),
+    livenessProbe: optional(probe(true)),
+    startupProbe: optional(probe(true)),
+    image: optional(text(MAX_ARG_CHARS)),
+    imagePullPolicy: optional(text(MAX_ARG_CHARS)),
+  }),
+  (c, path) => {
+    if (c.command.length + (c.args?.length ?? 0) > MAX_ARGV_ENTRIES) return fail(`${path}.args`, `command and args together may have at most ${MAX_ARGV_ENTRIES} entries`);
+    for (const [field] of PROBE_FIELDS) {
+      const p = c[field];
+      const handler = p?.httpGet !== undefined ? 'httpGet' : 'tcpSocket';
+      const port = p?.[handler]?.port;
+      if (typeof port === 'string' && !c.ports?.some((cp) => cp.name === port)) {
+        return fail(`${path}.${field}.${handler}.port`, `no port named ${describe(port)} in the container's ports`);
+      }
+    }
+    return null;
+  },
+);
+
+/** Exactly one container, told before its fields are looked at. */
+const containers: Validator<[WrittenContainer]> = (value, path) => {
+  if (!Array.isArray(value)) return expected('a list', value, path);
+  if (value.length !== 1) return fail(path, `expected exactly one container (a unit is one process), got ${value.length}`);
+  return container(value[0], `${path}[0]`);
+};
+
+type WrittenSpec = WrittenDeployment['spec'];
+type WrittenTemplate = WrittenSpec['template'];
+
+const deploymentSpec: Validator<WrittenSpec> = refine(
+  fields<WrittenSpec>({
+    replicas: optional(refine(integer({ min: 0, what: 'an integer >= 0' }), (n, path) => (n > MAX_REPLICAS ? fail(path, `at most ${MAX_REPLICAS} allowed, got ${n}`) : null))),
+    selector: optional(fields<NonNullable<WrittenSpec['selector']>>({ matchLabels: optional(labelMap) })),
+    template: fields<WrittenTemplate>({
+      metadata: optional(fields<NonNullable<WrittenTemplate['metadata']>>({ labels: optional(labelMap), annotations: optional(annotations) })),
+      spec: fields<WrittenTemplate['spec']>({
+        containers,
+        tolerations: optional(list(toleration, MAX_TOLERATIONS_PER_UNIT)),
+        terminationGracePeriodSeconds: optional(count(0, MAX_GRACE_PERIOD_MS / 1000)),
+        hostPID: optional(boolean),
+      }),
+    }),
+    strategy: optional(strategy),
+    minReadySeconds: optional(count(0, MAX_DEPLOYMENT_SECONDS)),
+    revisionHistoryLimit: optional(count(0, 1000)),
+    progressDeadlineSeconds: optional(count(1, MAX_DEPLOYMENT_SECONDS)),
+    paused: optional(boolean),
+  }),
+  (spec, path) => {
+    const templateLabels = spec.template.metadata?.labels;
+    for (const [k, v] of Object.entries(spec.selector?.matchLabels ?? {})) {
+      if (templateLabels?.[k] !== v) return fail(`${path}.template.metadata.labels`, `must carry every spec.selector.matchLabels pair, missing ${k}=${v}`);
+    }
+    if (spec.progressDeadlineSeconds !== undefined && spec.progressDeadlineSeconds <= (spec.minReadySeconds ?? 0)) {
+      return fail(`${path}.progressDeadlineSeconds`, `must be greater than spec.minReadySeconds (${spec.minReadySeconds ?? 0})`);
+    }
+    return null;
+  },
+);
+
+const deploymentSchema: Validator<WrittenDeployment> = fields<WrittenDeployment>({
+  apiVersion: toldWhenMissing(literal('apps/v1')),
+  kind: toldWhenMissing(literal('Deployment')),
+  metadata: metadata(MAX_DEPLOYMENT_NAME_CHARS),
+  spec: deploymentSpec,
+});
+
+/** Runs a schema over a parsed document; throws ManifestError naming the field. Returns a copy without the null (absent) fields. */
+function check<T>(schema: Validator<T>, obj: unknown): T {
+  const problem = schema(obj, '');
+  if (problem !== null) throw new ManifestError(problem.path, problem.detail);
+  return dropNullFields(obj) as T;
 }
 
-/** One probe: exactly one handler, Kubernetes' defaults filled in. */
-function probe(value: unknown, path: string, ports: readonly ContainerPort[], successMustBeOne: boolean): { written: ManifestProbe; resolved: Probe } {
-  const timing = ['initialDelaySeconds', 'periodSeconds', 'timeoutSeconds', 'failureThreshold', 'successThreshold'] as const;
-  const o = object(value, path, ['exec', 'httpGet', 'tcpSocket', ...timing]);
-  const handlers = (['exec', 'httpGet', 'tcpSocket'] as const).filter((h) => has(o, h));
-  if (handlers.length !== 1) {
-    throw new ManifestError(path, handlers.length === 0 ? 'needs a handler: one of exec, httpGet, tcpSocket' : `may have only one handler, got ${handlers.join(' and ')}`);
-  }
+/** A probe as stored (Kubernetes' defaults written out) and as the agent runs it (named ports resolved). */
+function resolveProbe(p: ManifestProbe, ports: readonly ContainerPort[]): { written: ManifestProbe; resolved: Probe } {
+  const portOf = (port: number | string): number => (typeof port === 'number' ? port : ports.find((cp) => cp.name === port)!.containerPort);
   const written: ManifestProbe = {} as ManifestProbe;
   const resolved: Probe = { ...PROBE_DEFAULTS };
-  if (has(o, 'exec')) {
-    const e = object(o.exec, `${path}.exec`, ['command']);
-    if (!has(e, 'command')) throw new ManifestError(`${path}.exec.command`, 'missing');
-    const command = list(e.command, `${path}.exec.command`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${path}.exec.command[${i}]`, MAX_ARG_CHARS));
-    if (command.length === 0 || command[0] === '') throw new ManifestError(`${path}.exec.command`, 'expected a non-empty list whose first entry is the program');
-    written.exec = { command };
-    resolved.exec = { command };
-  } else if (has(o, 'httpGet')) {
-    const h = object(o.httpGet, `${path}.httpGet`, ['path', 'port']);
-    if (!has(h, 'port')) throw new ManifestError(`${path}.httpGet.port`, 'missing');
-    const p = probePort(h.port, `${path}.httpGet.port`, ports);
-    const urlPath = has(h, 'path') ? string(h.path, `${path}.httpGet.path`, MAX_PROBE_PATH_CHARS) : '/';
-    if (!urlPath.startsWith('/') || /[\u0000-\u0020\u007f]/.test(urlPath)) {
-      throw new ManifestError(`${path}.httpGet.path`, `expected an absolute path without spaces or control characters, got ${show(urlPath)}`);
-    }
-    written.httpGet = { path: urlPath, port: p.written };
-    resolved.httpGet = { path: urlPath, port: p.port };
+  if (p.exec !== undefined) {
+    written.exec = { command: p.exec.command };
+    resolved.exec = { command: p.exec.command };
+  } else if (p.httpGet !== undefined) {
+    const urlPath = p.httpGet.path ?? '/';
+    written.httpGet = { path: urlPath, port: p.httpGet.port };
+    resolved.httpGet = { path: urlPath, port: portOf(p.httpGet.port) };
   } else {
-    const t = object(o.tcpSocket, `${path}.tcpSocket`, ['port']);
-    if (!has(t, 'port')) throw new ManifestError(`${path}.tcpSocket.port`, 'missing');
-    const p = probePort(t.port, `${path}.tcpSocket.port`, ports);
-    written.tcpSocket = { port: p.written };
-    resolved.tcpSocket = { port: p.port };
+    written.tcpSocket = { port: p.tcpSocket!.port };
+    resolved.tcpSocket = { port: portOf(p.tcpSocket!.port) };
   }
-  for (const field of timing) {
-    if (!has(o, field)) continue;
-    const min = field === 'initialDelaySeconds' ? 0 : 1;
-    const max = field.endsWith('Threshold') ? MAX_PROBE_THRESHOLD : MAX_PROBE_SECONDS;
-    resolved[field] = wholeNumber(o[field], `${path}.${field}`, min, max);
+  for (const field of PROBE_TIMING) {
+    if (p[field] !== undefined) resolved[field] = p[field];
   }
-  if (successMustBeOne && resolved.successThreshold !== 1) {
-    throw new ManifestError(`${path}.successThreshold`, `must be 1 for liveness and startup probes, got ${resolved.successThreshold}`);
-  }
-  for (const field of timing) written[field] = resolved[field];
+  for (const field of PROBE_TIMING) written[field] = resolved[field];
   return { written, resolved };
 }
 
@@ -438,189 +577,78 @@ function probe(value: unknown, path: string, ports: readonly ContainerPort[], su
  * ManifestError naming the first field at fault.
  */
 export function validateManifest(obj: unknown): { manifest: DeploymentManifest; unitSpec: UnitSpec } {
-  const root = object(obj, '', ['apiVersion', 'kind', 'metadata', 'spec']);
-  if (root.apiVersion !== 'apps/v1') throw new ManifestError('apiVersion', `expected "apps/v1", got ${show(root.apiVersion)}`);
-  if (root.kind !== 'Deployment') throw new ManifestError('kind', `expected "Deployment", got ${show(root.kind)}`);
-
-  if (!has(root, 'metadata')) throw new ManifestError('metadata', 'missing');
-  const metadata = object(root.metadata, 'metadata', ['name', 'labels', 'annotations']);
-  if (!has(metadata, 'name')) throw new ManifestError('metadata.name', 'missing');
-  const name = dnsLabel(metadata.name, 'metadata.name', MAX_DEPLOYMENT_NAME_CHARS);
-  const labels = has(metadata, 'labels') ? labelMap(metadata.labels, 'metadata.labels') : undefined;
-  if (has(metadata, 'annotations')) annotations(metadata.annotations, 'metadata.annotations');
-
-  if (!has(root, 'spec')) throw new ManifestError('spec', 'missing');
-  const spec = object(root.spec, 'spec', ['replicas', 'selector', 'template', 'strategy', 'minReadySeconds', 'revisionHistoryLimit', 'progressDeadlineSeconds', 'paused']);
-  const replicas = has(spec, 'replicas') ? spec.replicas : DEFAULT_REPLICAS;
-  if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
-    throw new ManifestError('spec.replicas', `expected an integer >= 0, got ${show(replicas)}`);
-  }
-  if (replicas > MAX_REPLICAS) throw new ManifestError('spec.replicas', `at most ${MAX_REPLICAS} allowed, got ${replicas}`);
-
-  if (!has(spec, 'template')) throw new ManifestError('spec.template', 'missing');
-  const template = object(spec.template, 'spec.template', ['metadata', 'spec']);
-  let templateLabels: Record<string, string> | undefined;
-  if (has(template, 'metadata')) {
-    const tm = object(template.metadata, 'spec.template.metadata', ['labels', 'annotations']);
-    if (has(tm, 'labels')) templateLabels = labelMap(tm.labels, 'spec.template.metadata.labels');
-    if (has(tm, 'annotations')) annotations(tm.annotations, 'spec.template.metadata.annotations');
-  }
-  if (has(spec, 'selector')) {
-    const selector = object(spec.selector, 'spec.selector', ['matchLabels']);
-    const matchLabels = has(selector, 'matchLabels') ? labelMap(selector.matchLabels, 'spec.selector.matchLabels') : {};
-    for (const [k, v] of Object.entries(matchLabels)) {
-      if (templateLabels?.[k] !== v) {
-        throw new ManifestError('spec.template.metadata.labels', `must carry every spec.selector.matchLabels pair, missing ${k}=${v}`);
-      }
-    }
-  }
-
-  if (!has(template, 'spec')) throw new ManifestError('spec.template.spec', 'missing');
-  const podSpec = object(template.spec, 'spec.template.spec', ['containers', 'tolerations', 'terminationGracePeriodSeconds', 'hostPID']);
-  if (has(podSpec, 'hostPID') && typeof podSpec.hostPID !== 'boolean') {
-    throw new ManifestError('spec.template.spec.hostPID', `expected true or false, got ${show(podSpec.hostPID)}`);
-  }
-  const hostPID = podSpec.hostPID === true;
-  if (!has(podSpec, 'containers')) throw new ManifestError('spec.template.spec.containers', 'missing');
-  const containers = list(podSpec.containers, 'spec.template.spec.containers', Number.MAX_SAFE_INTEGER);
-  if (containers.length !== 1) {
-    throw new ManifestError('spec.template.spec.containers', `expected exactly one container (a unit is one process), got ${containers.length}`);
-  }
-
-  const cPath = 'spec.template.spec.containers[0]';
-  const c = object(containers[0], cPath, ['name', 'command', 'args', 'env', 'resources', 'ports', 'readinessProbe', 'livenessProbe', 'startupProbe'], ['image', 'imagePullPolicy']);
-  if (has(c, 'image')) string(c.image, `${cPath}.image`, MAX_ARG_CHARS);
-  if (has(c, 'imagePullPolicy')) string(c.imagePullPolicy, `${cPath}.imagePullPolicy`, MAX_ARG_CHARS);
-  if (!has(c, 'name')) throw new ManifestError(`${cPath}.name`, 'missing');
-  const containerName = dnsLabel(c.name, `${cPath}.name`, MAX_DNS_LABEL_CHARS);
-
-  if (!has(c, 'command')) {
-    throw new ManifestError(`${cPath}.command`, 'missing (a unit runs this program on the node; there is no image entrypoint)');
-  }
-  const command = list(c.command, `${cPath}.command`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${cPath}.command[${i}]`, MAX_ARG_CHARS));
-  if (command.length === 0 || command[0] === '') throw new ManifestError(`${cPath}.command`, 'expected a non-empty list whose first entry is the program');
-  const args = has(c, 'args') ? list(c.args, `${cPath}.args`, MAX_ARGV_ENTRIES).map((a, i) => string(a, `${cPath}.args[${i}]`, MAX_ARG_CHARS)) : undefined;
-  if (command.length + (args?.length ?? 0) > MAX_ARGV_ENTRIES) {
-    throw new ManifestError(`${cPath}.args`, `command and args together may have at most ${MAX_ARGV_ENTRIES} entries`);
-  }
-
-  const env: EnvVar[] | undefined = has(c, 'env')
-    ? list(c.env, `${cPath}.env`, MAX_ENV_VARS_PER_UNIT).map((e, i) => {
-        const ePath = `${cPath}.env[${i}]`;
-        const entry = object(e, ePath, ['name', 'value']);
-        if (!has(entry, 'name')) throw new ManifestError(`${ePath}.name`, 'missing');
-        const envName = string(entry.name, `${ePath}.name`, MAX_ENV_NAME_CHARS);
-        if (envName === '' || envName.includes('=') || /[\u0000-\u001f\u007f]/.test(envName)) {
-          throw new ManifestError(`${ePath}.name`, `expected a non-empty name without '=' or control characters, got ${show(envName)}`);
-        }
-        return { name: envName, value: has(entry, 'value') ? string(entry.value, `${ePath}.value`, MAX_ENV_VALUE_CHARS) : '' };
-      })
-    : undefined;
-
-  let cpuRequest: string | number | undefined;
-  let memoryRequest: string | number | undefined;
-  let requestsGiven: { cpu?: string | number; memory?: string | number } | undefined;
-  let limitsGiven: { cpu?: string | number; memory?: string | number } | undefined;
-  if (has(c, 'resources')) {
-    const resources = object(c.resources, `${cPath}.resources`, ['requests', 'limits']);
-    if (has(resources, 'requests')) {
-      const requests = object(resources.requests, `${cPath}.resources.requests`, ['cpu', 'memory']);
-      requestsGiven = {};
-      if (has(requests, 'cpu')) cpuRequest = requestsGiven.cpu = requests.cpu as string | number;
-      if (has(requests, 'memory')) memoryRequest = requestsGiven.memory = requests.memory as string | number;
-    }
-    if (has(resources, 'limits')) {
-      const lim = object(resources.limits, `${cPath}.resources.limits`, ['cpu', 'memory']);
-      limitsGiven = {};
-      if (has(lim, 'cpu')) limitsGiven.cpu = lim.cpu as string | number;
-      if (has(lim, 'memory')) limitsGiven.memory = lim.memory as string | number;
-    }
-  }
-  const limits: { cpu?: number; memory?: number } = {};
-  if (limitsGiven?.cpu !== undefined) limits.cpu = quantity(limitsGiven.cpu, `${cPath}.resources.limits.cpu`, parseCpu);
-  if (limitsGiven?.memory !== undefined) limits.memory = quantity(limitsGiven.memory, `${cPath}.resources.limits.memory`, parseMemory);
-  if (limits.cpu === 0) throw new ManifestError(`${cPath}.resources.limits.cpu`, 'must be greater than 0');
-  if (limits.memory === 0) throw new ManifestError(`${cPath}.resources.limits.memory`, 'must be greater than 0');
-  // Kubernetes: a request not given defaults to its limit when there is one.
-  const cpu =
-    cpuRequest !== undefined
-      ? quantity(cpuRequest, `${cPath}.resources.requests.cpu`, parseCpu)
-      : (limits.cpu ?? quantity(DEFAULT_CPU_REQUEST, `${cPath}.resources.requests.cpu`, parseCpu));
-  const memory =
-    memoryRequest !== undefined
-      ? quantity(memoryRequest, `${cPath}.resources.requests.memory`, parseMemory)
-      : (limits.memory ?? quantity(DEFAULT_MEMORY_REQUEST, `${cPath}.resources.requests.memory`, parseMemory));
-  if (limits.cpu !== undefined && limits.cpu < cpu) {
-    throw new ManifestError(`${cPath}.resources.limits.cpu`, `${limits.cpu}m is below the request of ${cpu}m (resources.requests.cpu); a limit must be at least its request`);
-  }
-  if (limits.memory !== undefined && limits.memory < memory) {
-    throw new ManifestError(
-      `${cPath}.resources.limits.memory`,
-      `${limits.memory}Mi is below the request of ${memory}Mi (resources.requests.memory); a limit must be at least its request`,
-    );
-  }
-
-  const tolerations = has(podSpec, 'tolerations')
-    ? list(podSpec.tolerations, 'spec.template.spec.tolerations', MAX_TOLERATIONS_PER_UNIT).map((t, i) => toleration(t, `spec.template.spec.tolerations[${i}]`))
-    : undefined;
-
-  const ports = has(c, 'ports') ? containerPorts(c.ports, `${cPath}.ports`) : undefined;
+  const { metadata: meta, spec } = check(deploymentSchema, obj);
+  const podSpec = spec.template.spec;
+  const c = podSpec.containers[0];
+  const templateLabels = spec.template.metadata?.labels;
+  const { cpu, memory, limits: limitsOut } = resolveResources(c.resources);
+  const env: EnvVar[] | undefined = c.env?.map((e) => ({ name: e.name, value: e.value ?? '' }));
+  const tolerations: Toleration[] | undefined = podSpec.tolerations?.map((t) => {
+    // Kubernetes' defaults: operator Equal; empty strings are absent fields.
+    const operator = t.operator ?? 'Equal';
+    const out: Toleration = t.key === undefined || t.key === '' ? { operator } : { key: t.key, operator };
+    if (operator === 'Equal') out.value = t.value ?? '';
+    if (t.effect !== undefined && t.effect !== '') out.effect = t.effect;
+    return out;
+  });
+  const ports: ContainerPort[] | undefined = c.ports?.map((p) => {
+    const out: ContainerPort = { containerPort: p.containerPort, protocol: p.protocol ?? 'TCP' };
+    if (p.name !== undefined) out.name = p.name;
+    return out;
+  });
   const probes: UnitProbes = {};
-  const probesOut: Partial<Record<'readinessProbe' | 'livenessProbe' | 'startupProbe', ManifestProbe>> = {};
-  for (const [field, key] of [
-    ['startupProbe', 'startup'],
-    ['readinessProbe', 'readiness'],
-    ['livenessProbe', 'liveness'],
-  ] as const) {
-    if (!has(c, field)) continue;
-    const { written, resolved } = probe(c[field], `${cPath}.${field}`, ports ?? [], field !== 'readinessProbe');
+  const probesOut: Partial<Record<(typeof PROBE_FIELDS)[number][0], ManifestProbe>> = {};
+  for (const [field, key] of PROBE_FIELDS) {
+    const p = c[field];
+    if (p === undefined) continue;
+    const { written, resolved } = resolveProbe(p, ports ?? []);
     probes[key] = resolved;
     probesOut[field] = written;
   }
-  const grace = has(podSpec, 'terminationGracePeriodSeconds')
-    ? wholeNumber(podSpec.terminationGracePeriodSeconds, 'spec.template.spec.terminationGracePeriodSeconds', 0, MAX_GRACE_PERIOD_MS / 1000)
-    : undefined;
+  const grace = podSpec.terminationGracePeriodSeconds;
+  const hostPID = podSpec.hostPID === true;
 
-  const container: PodTemplate['spec']['containers'][number] = { name: containerName, command };
-  if (args !== undefined) container.args = args;
-  if (env !== undefined) container.env = env;
-  if (requestsGiven !== undefined || limitsGiven !== undefined) {
-    container.resources = {};
-    if (requestsGiven !== undefined) container.resources.requests = requestsGiven;
-    if (limitsGiven !== undefined) container.resources.limits = limitsGiven;
+  const containerOut: PodTemplate['spec']['containers'][number] = { name: c.name, command: c.command };
+  if (c.args !== undefined) containerOut.args = c.args;
+  if (env !== undefined) containerOut.env = env;
+  if (c.resources?.requests !== undefined || c.resources?.limits !== undefined) {
+    containerOut.resources = {};
+    if (c.resources.requests !== undefined) containerOut.resources.requests = given(c.resources.requests);
+    if (c.resources.limits !== undefined) containerOut.resources.limits = given(c.resources.limits);
   }
-  if (ports !== undefined) container.ports = ports;
-  Object.assign(container, probesOut);
-  const templateOut: PodTemplate = { spec: { containers: [container] } };
+  if (ports !== undefined) containerOut.ports = ports;
+  Object.assign(containerOut, probesOut);
+  const templateOut: PodTemplate = { spec: { containers: [containerOut] } };
   if (templateLabels !== undefined) templateOut.metadata = { labels: templateLabels };
   if (tolerations !== undefined) templateOut.spec.tolerations = tolerations;
   if (grace !== undefined) templateOut.spec.terminationGracePeriodSeconds = grace;
-  if (has(podSpec, 'hostPID')) templateOut.spec.hostPID = hostPID;
+  if (podSpec.hostPID !== undefined) templateOut.spec.hostPID = hostPID;
 
-  const specOut: DeploymentManifest['spec'] = { replicas, template: templateOut };
-  if (has(spec, 'strategy')) specOut.strategy = strategy(spec.strategy, 'spec.strategy');
-  if (has(spec, 'minReadySeconds')) specOut.minReadySeconds = wholeNumber(spec.minReadySeconds, 'spec.minReadySeconds', 0, MAX_DEPLOYMENT_SECONDS);
-  if (has(spec, 'revisionHistoryLimit')) specOut.revisionHistoryLimit = wholeNumber(spec.revisionHistoryLimit, 'spec.revisionHistoryLimit', 0, 1000);
-  if (has(spec, 'progressDeadlineSeconds')) {
-    specOut.progressDeadlineSeconds = wholeNumber(spec.progressDeadlineSeconds, 'spec.progressDeadlineSeconds', 1, MAX_DEPLOYMENT_SECONDS);
-    if (specOut.progressDeadlineSeconds <= (specOut.minReadySeconds ?? 0)) {
-      throw new ManifestError('spec.progressDeadlineSeconds', `must be greater than spec.minReadySeconds (${specOut.minReadySeconds ?? 0})`);
+  const specOut: DeploymentManifest['spec'] = { replicas: spec.replicas ?? DEFAULT_REPLICAS, template: templateOut };
+  if (spec.strategy !== undefined) {
+    const type = spec.strategy.type ?? 'RollingUpdate';
+    const ru = spec.strategy.rollingUpdate;
+    specOut.strategy = { type };
+    if (type === 'RollingUpdate' && ru !== undefined) {
+      specOut.strategy.rollingUpdate = {};
+      if (ru.maxSurge !== undefined) specOut.strategy.rollingUpdate.maxSurge = ru.maxSurge;
+      if (ru.maxUnavailable !== undefined) specOut.strategy.rollingUpdate.maxUnavailable = ru.maxUnavailable;
     }
   }
-  if (has(spec, 'paused')) {
-    if (typeof spec.paused !== 'boolean') throw new ManifestError('spec.paused', `expected true or false, got ${show(spec.paused)}`);
-    specOut.paused = spec.paused;
-  }
+  if (spec.minReadySeconds !== undefined) specOut.minReadySeconds = spec.minReadySeconds;
+  if (spec.revisionHistoryLimit !== undefined) specOut.revisionHistoryLimit = spec.revisionHistoryLimit;
+  if (spec.progressDeadlineSeconds !== undefined) specOut.progressDeadlineSeconds = spec.progressDeadlineSeconds;
+  if (spec.paused !== undefined) specOut.paused = spec.paused;
 
   const manifest: DeploymentManifest = {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: labels === undefined ? { name } : { name, labels },
+    metadata: meta.labels === undefined ? { name: meta.name } : { name: meta.name, labels: meta.labels },
     spec: specOut,
   };
   const unitSpec: UnitSpec = {
-    containerName,
-    command: [...command, ...(args ?? [])],
+    containerName: c.name,
+    command: [...c.command, ...(c.args ?? [])],
     env: env ?? [],
     resources: { cpu, memory },
     tolerations: tolerations ?? [],
@@ -630,7 +658,7 @@ export function validateManifest(obj: unknown): { manifest: DeploymentManifest; 
   if (ports !== undefined && ports.length > 0) unitSpec.ports = ports;
   if (Object.keys(probes).length > 0) unitSpec.probes = probes;
   if (grace !== undefined) unitSpec.gracePeriodMs = grace * 1000;
-  if (limits.cpu !== undefined || limits.memory !== undefined) unitSpec.limits = limits;
+  if (limitsOut.cpu !== undefined || limitsOut.memory !== undefined) unitSpec.limits = limitsOut;
   if (hostPID) unitSpec.hostPID = true;
   return { manifest, unitSpec };
 }
@@ -694,6 +722,71 @@ export function unitSpecHash(spec: UnitSpec): string {
 export const NODE_PORT_MIN = 30000;
 export const NODE_PORT_MAX = 32767;
 
+type WrittenServicePort = { name?: string; protocol?: 'TCP'; port: number; targetPort?: number | string; nodePort?: number };
+type WrittenService = {
+  apiVersion: 'v1';
+  kind: 'Service';
+  metadata: WrittenMetadata;
+  spec: { type?: 'NodePort'; selector: Record<string, string>; ports: WrittenServicePort[] };
+};
+
+const servicePortName = refine(text(15), (n, path) => (PORT_NAME.test(n) ? null : expected("at most 15 lower-case letters, digits and '-'", n, path)));
+
+const targetPort: Validator<number | string> = (value, path) => {
+  if (typeof value !== 'string') return portNumber(value, path);
+  return PORT_NAME.test(value) && /[a-z]/.test(value) ? null : expected("a port number or a container port's name", value, path);
+};
+
+const servicePorts: Validator<WrittenServicePort[]> = refine(
+  list(
+    fields<WrittenServicePort>({
+      name: optional(servicePortName),
+      protocol: optional(((value, path) => (value === 'TCP' ? null : fail(path, `only "TCP" is supported, got ${describe(value)}`))) as Validator<'TCP'>),
+      port: portNumber,
+      targetPort: optional(targetPort),
+      nodePort: optional(integer({ min: NODE_PORT_MIN, max: NODE_PORT_MAX, what: `a port in ${NODE_PORT_MIN}..${NODE_PORT_MAX}` })),
+    }),
+    MAX_PORTS_PER_UNIT,
+  ),
+  (ports, path) => {
+    if (ports.length === 0) return fail(path, 'needs at least one port');
+    const seenNames = new Set<string>();
+    const seenPorts = new Set<number>();
+    const seenNodePorts = new Set<number>();
+    for (let i = 0; i < ports.length; i++) {
+      const p = ports[i];
+      if (seenPorts.has(p.port)) return fail(`${path}[${i}].port`, `duplicate port ${p.port}`);
+      seenPorts.add(p.port);
+      if (p.name !== undefined) {
+        if (seenNames.has(p.name)) return fail(`${path}[${i}].name`, `duplicate port name ${describe(p.name)}`);
+        seenNames.add(p.name);
+      } else if (ports.length > 1) {
+        return fail(`${path}[${i}].name`, 'required when a Service has more than one port');
+      }
+      if (p.nodePort !== undefined) {
+        if (seenNodePorts.has(p.nodePort)) return fail(`${path}[${i}].nodePort`, `duplicate nodePort ${p.nodePort}`);
+        seenNodePorts.add(p.nodePort);
+      }
+    }
+    return null;
+  },
+);
+
+const serviceSchema: Validator<WrittenService> = fields<WrittenService>({
+  apiVersion: toldWhenMissing(literal('v1')),
+  kind: toldWhenMissing(literal('Service')),
+  metadata: metadata(MAX_DNS_LABEL_CHARS),
+  spec: fields<WrittenService['spec']>({
+    type: optional(((value, path) =>
+      value === 'NodePort' ? null : fail(path, `only "NodePort" is supported (every node's proxy listens on its nodePort), got ${describe(value)}`)) as Validator<'NodePort'>),
+    selector: withMissing(
+      refine(labelMap, (s, path) => (Object.keys(s).length === 0 ? fail(path, 'needs at least one label') : null)),
+      '(a Service picks its units by their template labels)',
+    ),
+    ports: servicePorts,
+  }),
+});
+
 /**
  * A Service (v1) as we accept it: `type: NodePort` (the default here, since
  * a cluster address would need a virtual network), TCP, a selector over
@@ -703,72 +796,17 @@ export const NODE_PORT_MAX = 32767;
  * the field, like validateManifest.
  */
 export function validateService(obj: unknown): ServiceManifest {
-  const root = object(obj, '', ['apiVersion', 'kind', 'metadata', 'spec']);
-  if (root.apiVersion !== 'v1') throw new ManifestError('apiVersion', `expected "v1", got ${show(root.apiVersion)}`);
-  if (root.kind !== 'Service') throw new ManifestError('kind', `expected "Service", got ${show(root.kind)}`);
-  if (!has(root, 'metadata')) throw new ManifestError('metadata', 'missing');
-  const metadata = object(root.metadata, 'metadata', ['name', 'labels', 'annotations']);
-  if (!has(metadata, 'name')) throw new ManifestError('metadata.name', 'missing');
-  const name = dnsLabel(metadata.name, 'metadata.name', MAX_DNS_LABEL_CHARS);
-  const labels = has(metadata, 'labels') ? labelMap(metadata.labels, 'metadata.labels') : undefined;
-  if (has(metadata, 'annotations')) annotations(metadata.annotations, 'metadata.annotations');
-  if (!has(root, 'spec')) throw new ManifestError('spec', 'missing');
-  const spec = object(root.spec, 'spec', ['type', 'selector', 'ports']);
-  const type = has(spec, 'type') ? spec.type : 'NodePort';
-  if (type !== 'NodePort') {
-    throw new ManifestError('spec.type', `only "NodePort" is supported (every node's proxy listens on its nodePort), got ${show(type)}`);
-  }
-  if (!has(spec, 'selector')) throw new ManifestError('spec.selector', 'missing (a Service picks its units by their template labels)');
-  const selector = labelMap(spec.selector, 'spec.selector');
-  if (Object.keys(selector).length === 0) throw new ManifestError('spec.selector', 'needs at least one label');
-  if (!has(spec, 'ports')) throw new ManifestError('spec.ports', 'missing');
-  const raw = list(spec.ports, 'spec.ports', MAX_PORTS_PER_UNIT);
-  if (raw.length === 0) throw new ManifestError('spec.ports', 'needs at least one port');
-  const seenNames = new Set<string>();
-  const seenPorts = new Set<number>();
-  const seenNodePorts = new Set<number>();
-  const ports = raw.map((p, i): ServicePort => {
-    const pPath = `spec.ports[${i}]`;
-    const o = object(p, pPath, ['name', 'protocol', 'port', 'targetPort', 'nodePort']);
-    if (has(o, 'protocol') && o.protocol !== 'TCP') throw new ManifestError(`${pPath}.protocol`, `only "TCP" is supported, got ${show(o.protocol)}`);
-    if (!has(o, 'port')) throw new ManifestError(`${pPath}.port`, 'missing');
-    const port = portNumber(o.port, `${pPath}.port`);
-    if (seenPorts.has(port)) throw new ManifestError(`${pPath}.port`, `duplicate port ${port}`);
-    seenPorts.add(port);
-    const out: ServicePort = { protocol: 'TCP', port, targetPort: port };
-    if (has(o, 'name')) {
-      const n = string(o.name, `${pPath}.name`, 15);
-      if (!PORT_NAME.test(n)) throw new ManifestError(`${pPath}.name`, `expected at most 15 lower-case letters, digits and '-', got ${show(n)}`);
-      if (seenNames.has(n)) throw new ManifestError(`${pPath}.name`, `duplicate port name ${show(n)}`);
-      seenNames.add(n);
-      out.name = n;
-    } else if (raw.length > 1) {
-      throw new ManifestError(`${pPath}.name`, 'required when a Service has more than one port');
-    }
-    if (has(o, 'targetPort')) {
-      if (typeof o.targetPort === 'string') {
-        if (!PORT_NAME.test(o.targetPort) || !/[a-z]/.test(o.targetPort))
-          throw new ManifestError(`${pPath}.targetPort`, `expected a port number or a container port's name, got ${show(o.targetPort)}`);
-        out.targetPort = o.targetPort;
-      } else {
-        out.targetPort = portNumber(o.targetPort, `${pPath}.targetPort`);
-      }
-    }
-    if (has(o, 'nodePort')) {
-      const np = o.nodePort;
-      if (typeof np !== 'number' || !Number.isInteger(np) || np < NODE_PORT_MIN || np > NODE_PORT_MAX) {
-        throw new ManifestError(`${pPath}.nodePort`, `expected a port in ${NODE_PORT_MIN}..${NODE_PORT_MAX}, got ${show(np)}`);
-      }
-      if (seenNodePorts.has(np)) throw new ManifestError(`${pPath}.nodePort`, `duplicate nodePort ${np}`);
-      seenNodePorts.add(np);
-      out.nodePort = np;
-    }
+  const { metadata: meta, spec } = check(serviceSchema, obj);
+  const ports = spec.ports.map((p): ServicePort => {
+    const out: ServicePort = { protocol: 'TCP', port: p.port, targetPort: p.targetPort ?? p.port };
+    if (p.name !== undefined) out.name = p.name;
+    if (p.nodePort !== undefined) out.nodePort = p.nodePort;
     return out;
   });
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: labels === undefined ? { name } : { name, labels },
-    spec: { type: 'NodePort', selector, ports },
+    metadata: meta.labels === undefined ? { name: meta.name } : { name: meta.name, labels: meta.labels },
+    spec: { type: 'NodePort', selector: spec.selector, ports },
   };
 }

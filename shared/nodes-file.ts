@@ -16,13 +16,17 @@
 // bare fraction such as 1.5 is refused (write 1500m). Beware that Kubernetes reads a bare cpu "4" as
 // 4 cores and a bare memory "8192" as bytes; here a bare number always means
 // millicores / MiB. 4000m and 8Gi mean the same in both worlds.
+// Checked with the combinators of shared/validate.ts and the manifests' rules
+// for written documents (a field left empty is not given, an unknown one is
+// "not supported", labels as Kubernetes has them).
 
 import { parseDocument } from 'yaml';
-import type { NodeInfo, Taint, TaintEffect } from './model.ts';
-import { isLabelKey, isLabelValue } from './manifest.ts';
+import type { NodeInfo, Taint } from './model.ts';
+import { writtenFields, writtenLabels, writtenList, writtenText } from './manifest.ts';
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
-import { DEFAULT_TAINT_EFFECT, DNS_SUBDOMAIN, TAINT_EFFECTS } from './notation.ts';
-import { MAX_LABELS_PER_OBJECT, MAX_NAME_CHARS, MAX_RESOURCE_AMOUNT, MAX_TAINTS_PER_NODE, fieldPath, isPlainObject } from './protocol/validate.ts';
+import { DEFAULT_TAINT_EFFECT, TAINT_EFFECTS, isDnsSubdomain, isLabelKey, isLabelValue } from './notation.ts';
+import { MAX_NAME_CHARS, MAX_RESOURCE_AMOUNT, MAX_TAINTS_PER_NODE, MAX_TAINT_KEY_CHARS, MAX_TAINT_VALUE_CHARS } from './protocol/validate.ts';
+import { type Problem, type Validator, describe, dropNullFields, expected, fail, oneOf, optional, refine, toldWhenMissing, union } from './validate.ts';
 
 /** Most nodes one file may list: each one is an agent process on this machine. */
 export const MAX_NODES_IN_FILE = 256;
@@ -41,7 +45,6 @@ export class NodeSpecError extends Error {
   }
 }
 
-const EFFECTS = TAINT_EFFECTS;
 /** A number without a unit suffix, written as a string. */
 const BARE_NUMBER = /^\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -61,28 +64,117 @@ export const LESSON_NODES: NodeInfo[] = deepFreeze([
   { name: 'node-d', capacity: { cpu: 8000, memory: 16384 }, taints: [], labels: {} },
 ]);
 
-function show(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
-  if (typeof value === 'number' || typeof value === 'boolean' || value === null) return String(value);
-  if (Array.isArray(value)) return `a list of ${value.length}`;
-  return typeof value === 'object' ? 'an object' : typeof value;
+/** A NodeSpecError from the first problem a validator found. */
+function refused(problem: Problem): NodeSpecError {
+  return new NodeSpecError(problem.path, problem.detail);
 }
 
-function effectOf(value: unknown, field: string, taintText?: string): TaintEffect {
-  if (typeof value === 'string' && (EFFECTS as readonly string[]).includes(value)) return value as TaintEffect;
-  const choices = `one of ${EFFECTS.join(', ')}, got ${show(value)}`;
-  throw new NodeSpecError(field, taintText === undefined ? `expected ${choices}` : `invalid taint ${show(taintText)}: effect must be ${choices}`);
-}
+const EFFECT_CHOICES = `one of ${TAINT_EFFECTS.join(', ')}`;
 
-function checkTaint(taint: Taint, field: string, taintText: string): Taint {
+/** The key and value rules of a taint (Kubernetes' label rules), worded with the taint as written. */
+function taintRules(taint: Taint, path: string, written: string): Problem | null {
   if (!isLabelKey(taint.key)) {
-    throw new NodeSpecError(field, `invalid taint ${show(taintText)}: key ${show(taint.key)} is not a valid key ([prefix/]name, name at most 63 of [-A-Za-z0-9_.])`);
+    return fail(path, `invalid taint ${describe(written)}: key ${describe(taint.key)} is not a valid key ([prefix/]name, name at most 63 of [-A-Za-z0-9_.])`);
   }
   if (taint.value !== undefined && !isLabelValue(taint.value)) {
-    throw new NodeSpecError(field, `invalid taint ${show(taintText)}: value ${show(taint.value)} is not a valid value (at most 63 of [-A-Za-z0-9_.])`);
+    return fail(path, `invalid taint ${describe(written)}: value ${describe(taint.value)} is not a valid value (at most 63 of [-A-Za-z0-9_.])`);
   }
-  return taint;
+  return null;
+}
+
+/** `key[=value][:Effect]` split into its parts, or the reason it cannot be; an empty value is no value. */
+function readTaint(text: string, path: string): Taint | Problem {
+  const colon = text.lastIndexOf(':');
+  const keyValue = colon === -1 ? text : text.slice(0, colon);
+  const effect = colon === -1 ? DEFAULT_TAINT_EFFECT : text.slice(colon + 1);
+  if (!(TAINT_EFFECTS as readonly string[]).includes(effect)) return fail(path, `invalid taint ${describe(text)}: effect must be ${EFFECT_CHOICES}, got ${describe(effect)}`);
+  const eq = keyValue.indexOf('=');
+  const value = eq === -1 ? '' : keyValue.slice(eq + 1);
+  const key = eq === -1 ? keyValue : keyValue.slice(0, eq);
+  const taint: Taint = value === '' ? { key, effect: effect as Taint['effect'] } : { key, value, effect: effect as Taint['effect'] };
+  return taintRules(taint, path, text) ?? taint;
+}
+
+/** A taint in the kubectl notation, as a flag or a nodes file writes it. */
+const taintText: Validator<string> = (value, path) => {
+  if (typeof value !== 'string') return expected('a taint such as "gpu-only" or "key=value:NoExecute"', value, path);
+  const taint = readTaint(value, path);
+  return 'effect' in taint ? null : taint;
+};
+
+type WrittenTaint = { key: string; value?: string; effect?: Taint['effect'] };
+
+/** A taint written as {key, value, effect}. */
+const taintObject: Validator<WrittenTaint> = refine(
+  writtenFields<WrittenTaint>({
+    key: writtenText(MAX_TAINT_KEY_CHARS),
+    value: optional(writtenText(MAX_TAINT_VALUE_CHARS)),
+    effect: optional(oneOf(TAINT_EFFECTS, EFFECT_CHOICES)),
+  }),
+  (t, path) => {
+    const taint = taintOf(t);
+    return taintRules(taint, path, `${taint.key}${taint.value === undefined ? '' : `=${taint.value}`}:${taint.effect}`);
+  },
+);
+
+function taintOf(written: string | WrittenTaint): Taint {
+  if (typeof written === 'string') return readTaint(written, '') as Taint;
+  const effect = written.effect ?? DEFAULT_TAINT_EFFECT;
+  return written.value !== undefined && written.value !== '' ? { key: written.key, value: written.value, effect } : { key: written.key, effect };
+}
+
+const taintEntry: Validator<string | WrittenTaint> = union<string | WrittenTaint>(
+  '"key[=value][:Effect]" or {key, value, effect}',
+  { accepts: (v) => typeof v === 'string', check: taintText },
+  { accepts: (v) => typeof v === 'object' && v !== null && !Array.isArray(v), check: taintObject },
+);
+
+/** A node's taints: Kubernetes allows one per key and effect. */
+const taints: Validator<Array<string | WrittenTaint>> = refine(writtenList(taintEntry, MAX_TAINTS_PER_NODE), (list, path) => {
+  const seen = new Set<string>();
+  for (let i = 0; i < list.length; i++) {
+    const t = taintOf(list[i]);
+    const key = `${t.key}:${t.effect}`;
+    if (seen.has(key)) return fail(`${path}[${i}]`, `duplicate taint ${key}`);
+    seen.add(key);
+  }
+  return null;
+});
+
+/** A capacity figure in this project's units (a bare whole number) or a Kubernetes quantity; or the reason it is none. */
+function capacityAmount(input: unknown, what: 'cpu' | 'memory'): number | string {
+  const unit = what === 'cpu' ? 'millicores' : 'MiB';
+  const example = what === 'cpu' ? '4000m' : '8Gi';
+  let amount: number;
+  if (typeof input === 'number' || (typeof input === 'string' && BARE_NUMBER.test(input))) {
+    amount = Number(input);
+    if (!Number.isSafeInteger(amount) || amount < 0) return `expected a whole number of ${unit} or a quantity such as ${example}, got ${describe(input)}`;
+  } else if (typeof input === 'string') {
+    try {
+      amount = what === 'cpu' ? parseCpu(input) : parseMemory(input);
+    } catch (err) {
+      if (err instanceof QuantityError) return err.message;
+      throw err;
+    }
+  } else {
+    return `expected ${unit} or a quantity such as ${example}, got ${describe(input)}`;
+  }
+  if (amount === 0) return `a node needs some ${what}, got ${describe(input)}`;
+  if (amount > MAX_RESOURCE_AMOUNT) return `more than ${MAX_RESOURCE_AMOUNT} ${unit}`;
+  return amount;
+}
+
+function capacity(what: 'cpu' | 'memory'): Validator<string | number> {
+  return (value, path) => {
+    const amount = capacityAmount(value, what);
+    return typeof amount === 'string' ? fail(path, amount) : null;
+  };
+}
+
+function parseCapacity(input: string | number, field: string, what: 'cpu' | 'memory'): number {
+  const amount = capacityAmount(input, what);
+  if (typeof amount === 'string') throw new NodeSpecError(field, amount);
+  return amount;
 }
 
 /**
@@ -91,108 +183,47 @@ function checkTaint(taint: Taint, field: string, taintText: string): Taint {
  * value. The effect defaults to NoSchedule. Throws NodeSpecError.
  */
 export function parseTaint(text: string, field = 'taint'): Taint {
-  if (typeof text !== 'string') throw new NodeSpecError(field, `expected a taint such as "gpu-only" or "key=value:NoExecute", got ${show(text)}`);
-  const colon = text.lastIndexOf(':');
-  const keyValue = colon === -1 ? text : text.slice(0, colon);
-  const effect = colon === -1 ? DEFAULT_TAINT_EFFECT : effectOf(text.slice(colon + 1), field, text);
-  const eq = keyValue.indexOf('=');
-  const taint: Taint = eq === -1 ? { key: keyValue, effect } : { key: keyValue.slice(0, eq), value: keyValue.slice(eq + 1), effect };
-  if (taint.value === '') delete taint.value;
-  return checkTaint(taint, field, text);
-}
-
-function taintFromObject(value: Record<string, unknown>, field: string): Taint {
-  for (const key of Object.keys(value)) {
-    if (key !== 'key' && key !== 'value' && key !== 'effect') throw new NodeSpecError(fieldPath(field, key), 'not supported');
-  }
-  if (typeof value.key !== 'string') throw new NodeSpecError(`${field}.key`, `expected a string, got ${show(value.key)}`);
-  if (value.value !== undefined && value.value !== null && typeof value.value !== 'string') {
-    throw new NodeSpecError(`${field}.value`, `expected a string (quote it in YAML), got ${show(value.value)}`);
-  }
-  const effect = value.effect === undefined || value.effect === null ? DEFAULT_TAINT_EFFECT : effectOf(value.effect, `${field}.effect`);
-  const taint: Taint = typeof value.value === 'string' && value.value !== '' ? { key: value.key, value: value.value, effect } : { key: value.key, effect };
-  return checkTaint(taint, field, `${taint.key}${taint.value === undefined ? '' : `=${taint.value}`}:${effect}`);
-}
-
-function capacity(input: unknown, field: string, what: 'cpu' | 'memory'): number {
-  const unit = what === 'cpu' ? 'millicores' : 'MiB';
-  let amount: number;
-  if (typeof input === 'number' || (typeof input === 'string' && BARE_NUMBER.test(input))) {
-    amount = Number(input);
-    if (!Number.isSafeInteger(amount) || amount < 0) {
-      throw new NodeSpecError(field, `expected a whole number of ${unit} or a quantity such as ${what === 'cpu' ? '4000m' : '8Gi'}, got ${show(input)}`);
-    }
-  } else if (typeof input === 'string') {
-    try {
-      amount = what === 'cpu' ? parseCpu(input) : parseMemory(input);
-    } catch (err) {
-      if (err instanceof QuantityError) throw new NodeSpecError(field, err.message);
-      throw err;
-    }
-  } else {
-    throw new NodeSpecError(field, `expected ${unit} or a quantity such as ${what === 'cpu' ? '4000m' : '8Gi'}, got ${show(input)}`);
-  }
-  if (amount === 0) throw new NodeSpecError(field, `a node needs some ${what}, got ${show(input)}`);
-  if (amount > MAX_RESOURCE_AMOUNT) throw new NodeSpecError(field, `more than ${MAX_RESOURCE_AMOUNT} ${unit}`);
-  return amount;
+  const problem = taintText(text, field);
+  if (problem !== null) throw refused(problem);
+  return taintOf(text);
 }
 
 /** Node cpu capacity in millicores: 4000, '4000' and '4000m' all mean 4000m; '4' means 4m. Throws NodeSpecError. */
 export function parseCapacityCpu(input: string | number, field = 'cpu'): number {
-  return capacity(input, field, 'cpu');
+  return parseCapacity(input, field, 'cpu');
 }
 
 /** Node memory capacity in MiB: 8192, '8192', '8Gi', '8192Mi'. Throws NodeSpecError. */
 export function parseCapacityMemory(input: string | number, field = 'memory'): number {
-  return capacity(input, field, 'memory');
+  return parseCapacity(input, field, 'memory');
 }
 
-function nodeEntry(value: unknown, field: string): NodeInfo {
-  if (!isPlainObject(value)) throw new NodeSpecError(field, `expected an object with name, cpu and memory, got ${show(value)}`);
-  for (const key of Object.keys(value)) {
-    if (!['name', 'cpu', 'memory', 'taints', 'labels'].includes(key)) throw new NodeSpecError(fieldPath(field, key), 'not supported');
+type WrittenNode = { name: string; cpu: string | number; memory: string | number; taints?: Array<string | WrittenTaint>; labels?: Record<string, string> };
+
+const nodeName: Validator<string> = (value, path) =>
+  typeof value === 'string' && isDnsSubdomain(value, MAX_NAME_CHARS) ? null : expected("a DNS-1123 name (lower-case letters, digits, '-' and '.')", value, path);
+
+const nodeEntry: Validator<WrittenNode> = writtenFields<WrittenNode>(
+  {
+    name: toldWhenMissing(nodeName),
+    cpu: capacity('cpu'),
+    memory: capacity('memory'),
+    taints: optional(taints),
+    labels: optional(writtenLabels),
+  },
+  'an object with name, cpu and memory',
+);
+
+const nodesSchema: Validator<WrittenNode[]> = refine(writtenList(nodeEntry, MAX_NODES_IN_FILE, 'a list of nodes'), (nodes, path) => {
+  if (nodes.length === 0) return fail(path, 'the list has no nodes');
+  const first = new Map<string, number>();
+  for (let i = 0; i < nodes.length; i++) {
+    const seen = first.get(nodes[i].name);
+    if (seen !== undefined) return fail(`${path}[${i}].name`, `"${nodes[i].name}" is already the name of nodes[${seen}]`);
+    first.set(nodes[i].name, i);
   }
-  const name = value.name;
-  if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME_CHARS || !DNS_SUBDOMAIN.test(name)) {
-    throw new NodeSpecError(`${field}.name`, `expected a DNS-1123 name (lower-case letters, digits, '-' and '.'), got ${show(name)}`);
-  }
-  if (value.cpu === undefined) throw new NodeSpecError(`${field}.cpu`, 'missing');
-  if (value.memory === undefined) throw new NodeSpecError(`${field}.memory`, 'missing');
-  const node: NodeInfo = {
-    name,
-    capacity: { cpu: capacity(value.cpu, `${field}.cpu`, 'cpu'), memory: capacity(value.memory, `${field}.memory`, 'memory') },
-    taints: [],
-    labels: {},
-  };
-  if (value.taints !== undefined && value.taints !== null) {
-    if (!Array.isArray(value.taints)) throw new NodeSpecError(`${field}.taints`, `expected a list, got ${show(value.taints)}`);
-    if (value.taints.length > MAX_TAINTS_PER_NODE) throw new NodeSpecError(`${field}.taints`, `at most ${MAX_TAINTS_PER_NODE} taints allowed, got ${value.taints.length}`);
-    value.taints.forEach((t: unknown, i: number) => {
-      const tField = `${field}.taints[${i}]`;
-      const taint = typeof t === 'string' ? parseTaint(t, tField) : isPlainObject(t) ? taintFromObject(t, tField) : undefined;
-      if (taint === undefined) throw new NodeSpecError(tField, `expected "key[=value][:Effect]" or {key, value, effect}, got ${show(t)}`);
-      // Kubernetes allows one taint per key and effect.
-      if (node.taints.some((o) => o.key === taint.key && o.effect === taint.effect)) {
-        throw new NodeSpecError(tField, `duplicate taint ${taint.key}:${taint.effect}`);
-      }
-      node.taints.push(taint);
-    });
-  }
-  if (value.labels !== undefined && value.labels !== null) {
-    const labels = value.labels;
-    if (!isPlainObject(labels)) throw new NodeSpecError(`${field}.labels`, `expected a map of strings, got ${show(labels)}`);
-    const keys = Object.keys(labels);
-    if (keys.length > MAX_LABELS_PER_OBJECT) throw new NodeSpecError(`${field}.labels`, `at most ${MAX_LABELS_PER_OBJECT} labels allowed, got ${keys.length}`);
-    for (const key of keys) {
-      const v = labels[key];
-      if (!isLabelKey(key)) throw new NodeSpecError(`${field}.labels`, `${show(key)} is not a valid label key`);
-      if (typeof v !== 'string') throw new NodeSpecError(fieldPath(`${field}.labels`, key), `expected a string (quote it in YAML), got ${show(v)}`);
-      if (!isLabelValue(v)) throw new NodeSpecError(fieldPath(`${field}.labels`, key), `not a valid label value (at most 63 of [-A-Za-z0-9_.]), got ${show(v)}`);
-      node.labels[key] = v;
-    }
-  }
-  return node;
-}
+  return null;
+});
 
 /**
  * The content of a `--nodes FILE` (YAML or JSON) to NodeInfo[]. Throws
@@ -214,15 +245,12 @@ export function parseNodesFile(text: string): NodeInfo[] {
   } catch (err) {
     throw new NodeSpecError('', `YAML error: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
   }
-  if (!Array.isArray(value)) throw new NodeSpecError('nodes', `expected a list of nodes, got ${show(value)}`);
-  if (value.length === 0) throw new NodeSpecError('nodes', 'the list has no nodes');
-  if (value.length > MAX_NODES_IN_FILE) throw new NodeSpecError('nodes', `at most ${MAX_NODES_IN_FILE} nodes allowed, got ${value.length}`);
-  const nodes: NodeInfo[] = [];
-  value.forEach((entry, i) => {
-    const node = nodeEntry(entry, `nodes[${i}]`);
-    const first = nodes.findIndex((n) => n.name === node.name);
-    if (first !== -1) throw new NodeSpecError(`nodes[${i}].name`, `"${node.name}" is already the name of nodes[${first}]`);
-    nodes.push(node);
-  });
-  return nodes;
+  const problem = nodesSchema(value, 'nodes');
+  if (problem !== null) throw refused(problem);
+  return (dropNullFields(value) as WrittenNode[]).map((n): NodeInfo => ({
+    name: n.name,
+    capacity: { cpu: parseCapacityCpu(n.cpu), memory: parseCapacityMemory(n.memory) },
+    taints: (n.taints ?? []).map(taintOf),
+    labels: n.labels ?? {},
+  }));
 }

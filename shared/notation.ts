@@ -1,5 +1,6 @@
 // shared/notation.ts -- the notations a user writes and reads, each defined
-// once: taint effects and the kubectl taint notation, DNS-1123 names.
+// once: taint effects and the kubectl taint notation, DNS-1123 names, label
+// keys and values.
 // Quantities (`500m`, `2Gi`) are shared/quantity.ts's. Pure: no imports but
 // types, so every pure module may use it.
 
@@ -38,4 +39,20 @@ export function isDnsLabel(s: string, maxChars = MAX_DNS_LABEL_CHARS): boolean {
 
 export function isDnsSubdomain(s: string, maxChars = MAX_DNS_SUBDOMAIN_CHARS): boolean {
   return s.length > 0 && s.length <= maxChars && DNS_SUBDOMAIN.test(s);
+}
+
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/** True for a Kubernetes label key (also taint keys): `[prefix/]name`, prefix a DNS subdomain (<= 253), name <= 63. */
+export function isLabelKey(key: string): boolean {
+  const slash = key.lastIndexOf('/');
+  const prefix = slash === -1 ? undefined : key.slice(0, slash);
+  const name = slash === -1 ? key : key.slice(slash + 1);
+  if (prefix !== undefined && !isDnsSubdomain(prefix)) return false;
+  return name.length <= 63 && LABEL_NAME.test(name);
+}
+
+/** True for a Kubernetes label value (also taint values): empty, or <= 63 of [-A-Za-z0-9_.] starting and ending alphanumeric. */
+export function isLabelValue(value: string): boolean {
+  return value === '' || (value.length <= 63 && LABEL_NAME.test(value));
 }

@@ -1,28 +1,24 @@
-// shared/protocol/validate.ts -- the strict, hand-written check every decoded
-// frame passes before any code trusts it, on both sides of the agent <->
-// control-plane socket. Owns: a tiny schema helper (validators are plain
-// functions returning an error or null), the named size limits of every
-// string and list in the protocol, and one schema per message of
-// messages.ts.
+// shared/protocol/validate.ts -- the strict check every decoded frame passes
+// before any code trusts it, on both sides of the agent <-> control-plane
+// socket. Owns: the named size limits of every string and list in the
+// protocol, and one schema per message of messages.ts, written with the
+// combinators of shared/validate.ts (the same ones manifests and the nodes
+// file use; their contracts are there).
 //
-// Contracts:
-// * A validator never throws, whatever it is given (bigints, typed arrays,
-//   objects with odd prototypes, cyclic data are all just "wrong type").
-// * The first problem found is reported as one line that starts with the
-//   path of the field at fault: `hello.node.capacity.cpu: expected a
+// Contracts of the frames:
+// * A validator never throws; the first problem is one line that starts with
+//   the path of the field at fault: `hello.node.capacity.cpu: expected a
 //   non-negative integer, got "x"`.
 // * Unknown fields are refused (`spawn.unit.spec.foo: unknown field`): a
 //   peer that speaks another shape must bump PROTOCOL_VERSION instead.
-// * An optional field may be absent or `undefined` (msgpack carries
-//   undefined); `null` is only accepted where the type says `| null`.
-// * `obj<T>()` is typed so that its field table must name every field of T,
-//   required and optional exactly as in T: a field added to messages.ts or
-//   model.ts without a validator is a compile error here.
+// * A field added to messages.ts or model.ts without a validator is a
+//   compile error here (object<T>()'s field table names every field of T).
 // Pure: no I/O, no clock, no node:* imports.
 
 import type { ContainerPort, NodeCondition, NodeInfo, Probe, ProxyTable, Resources, Taint, Toleration, UnitPortStatus, UnitProbes, UnitReport, UnitSpec, EnvVar } from '../model.ts';
 import { AGENT_SECONDS_BUCKETS, type HistogramCounts } from '../histogram.ts';
 import { TAINT_EFFECTS } from '../notation.ts';
+import { type Validator, array, boolean, describe, expected, fail, integer, isPlainObject, literal, nullable, object, oneOf, optional, string, stringMap } from '../validate.ts';
 import {
   PROTOCOL_VERSION,
   type AgentMessage,
@@ -97,194 +93,6 @@ export const MAX_ENDPOINTS = 4096;
 /** Replica connections one stats frame may report a round trip for. */
 export const MAX_STATS_REPLICAS = 16;
 
-// ---- the schema helper ----------------------------------------------------
-
-/**
- * Checks `value` found at `path`; returns null when it is a T, else one line
- * naming the path and the problem. `__type` is a phantom: it carries T for
- * the compiler only and is never set.
- */
-export type Validator<T> = ((value: unknown, path: string) => string | null) & { readonly __type?: T };
-
-interface OptionalField<T> {
-  readonly optional: true;
-  readonly check: Validator<T>;
-}
-
-/** Marks a field that may be absent (or undefined). */
-export function optional<T>(check: Validator<T>): OptionalField<T> {
-  return { optional: true, check };
-}
-
-type OptionalKeys<T> = { [K in keyof T]-?: {} extends Pick<T, K> ? K : never }[keyof T];
-
-/** A field table for T: every key of T, optional ones wrapped in optional(). */
-export type FieldTable<T> = {
-  [K in keyof T]-?: K extends OptionalKeys<T> ? OptionalField<Exclude<T[K], undefined>> : Validator<T[K]>;
-};
-
-const MAX_SHOWN_CHARS = 40;
-
-/** A short, safe rendering of any value for an error message; never throws. */
-export function describe(value: unknown): string {
-  switch (typeof value) {
-    case 'undefined':
-      return 'nothing';
-    case 'string': {
-      const shown = value.length > MAX_SHOWN_CHARS ? `${value.slice(0, MAX_SHOWN_CHARS)}...` : value;
-      return `${JSON.stringify(shown)}${value.length > MAX_SHOWN_CHARS ? ` (${value.length} chars)` : ''}`;
-    }
-    case 'number':
-      return Number.isNaN(value) ? 'NaN' : String(value);
-    case 'bigint':
-      return `bigint ${value.toString().slice(0, MAX_SHOWN_CHARS)}`;
-    case 'boolean':
-      return String(value);
-    case 'symbol':
-      return 'a symbol';
-    case 'function':
-      return 'a function';
-    case 'object':
-      if (value === null) return 'null';
-      if (Array.isArray(value)) return `an array of ${value.length}`;
-      if (ArrayBuffer.isView(value)) return `binary data of ${value.byteLength} bytes`;
-      if (value instanceof Date) return 'a timestamp';
-      if (value instanceof Map) return 'a map with non-string keys';
-      return 'an object';
-  }
-}
-
-/** `path.key` for identifier-like keys, else `path["key"]` escaped and cut short: keys come off the wire. */
-export function fieldPath(path: string, key: string): string {
-  if (/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key) && key.length <= MAX_SHOWN_CHARS) return path === '' ? key : `${path}.${key}`;
-  return `${path}[${describe(key)}]`;
-}
-
-function expected(what: string, value: unknown, path: string): string {
-  return `${path}: expected ${what}, got ${describe(value)}`;
-}
-
-/** True for a plain data object as msgpack maps decode (no class, no array). */
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
-
-export function literal<const L extends string | number>(want: L): Validator<L> {
-  return (value, path) => (value === want ? null : expected(JSON.stringify(want), value, path));
-}
-
-export function oneOf<const L extends string>(choices: readonly L[]): Validator<L> {
-  const what = `one of ${choices.map((c) => JSON.stringify(c)).join(', ')}`;
-  return (value, path) => (typeof value === 'string' && (choices as readonly string[]).includes(value) ? null : expected(what, value, path));
-}
-
-export interface StringRule {
-  maxChars: number;
-  /** Refuse '' (names, ids). */
-  nonEmpty?: boolean;
-  /**
-   * Refuse control characters (names, ids, reasons: they end up in logs and
-   * tables). Otherwise only NUL is refused: it cannot cross into argv/env.
-   */
-  printable?: boolean;
-}
-
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
-
-export function string(rule: StringRule): Validator<string> {
-  const what = `${rule.nonEmpty ? 'a non-empty' : 'a'} string of at most ${rule.maxChars} chars`;
-  return (value, path) => {
-    if (typeof value !== 'string') return expected(what, value, path);
-    if (rule.nonEmpty && value.length === 0) return expected(what, value, path);
-    if (value.length > rule.maxChars) return expected(what, value, path);
-    if (rule.printable ? CONTROL_CHARS.test(value) : value.includes('\u0000'))
-      return `${path}: ${rule.printable ? 'control characters' : 'NUL characters'} are not allowed, got ${describe(value)}`;
-    return null;
-  };
-}
-
-export interface IntegerRule {
-  min: number;
-  max?: number;
-}
-
-/** Safe integers within [min, max]. */
-export function integer(rule: IntegerRule): Validator<number> {
-  const max = rule.max ?? Number.MAX_SAFE_INTEGER;
-  const what =
-    rule.min === 0 && rule.max === undefined ? 'a non-negative integer' : rule.min === 1 && rule.max === undefined ? 'a positive integer' : `an integer in ${rule.min}..${max}`;
-  return (value, path) => (typeof value === 'number' && Number.isSafeInteger(value) && value >= rule.min && value <= max ? null : expected(what, value, path));
-}
-
-export const boolean: Validator<boolean> = (value, path) => (typeof value === 'boolean' ? null : expected('true or false', value, path));
-
-export function nullable<T>(check: Validator<T>): Validator<T | null> {
-  return (value, path) => (value === null ? null : check(value, path));
-}
-
-export function array<T>(item: Validator<T>, maxItems: number): Validator<T[]> {
-  return (value, path) => {
-    if (!Array.isArray(value)) return expected(`a list of at most ${maxItems}`, value, path);
-    if (value.length > maxItems) return `${path}: at most ${maxItems} entries allowed, got ${value.length}`;
-    for (let i = 0; i < value.length; i++) {
-      // The element's path is only spelled out for its error (see UNSPELLED_PATH).
-      if (item(value[i], UNSPELLED_PATH) !== null) return item(value[i], `${path}[${i}]`);
-    }
-    return null;
-  };
-}
-
-/** A string -> string map (labels). */
-export function stringMap(key: Validator<string>, val: Validator<string>, maxEntries: number): Validator<Record<string, string>> {
-  return (value, path) => {
-    if (!isPlainObject(value)) return expected(`a map of strings`, value, path);
-    const keys = Object.keys(value);
-    if (keys.length > maxEntries) return `${path}: at most ${maxEntries} entries allowed, got ${keys.length}`;
-    for (const k of keys) {
-      const keyProblem = key(k, `${path} key`);
-      if (keyProblem !== null) return keyProblem;
-      const valueProblem = val(value[k], fieldPath(path, k));
-      if (valueProblem !== null) return valueProblem;
-    }
-    return null;
-  };
-}
-
-/**
- * The path handed to a field or element check on the first try: validators
- * are pure, so a check that fails is simply asked again with its real path,
- * and a frame that passes (nearly all) builds no path strings at all. A
- * stats frame holds ~100 numbers; spelling `stats.heartbeatRtt[1].seconds.
- * buckets[7]` for each cost more than checking them (agents send one per
- * second to every replica).
- */
-const UNSPELLED_PATH = '?';
-
-export function object<T>(fields: FieldTable<T>): Validator<T> {
-  const table = fields as Record<string, Validator<unknown> | OptionalField<unknown>>;
-  const names = Object.keys(table);
-  return (value, path) => {
-    if (!isPlainObject(value)) return expected('an object', value, path);
-    for (const name of names) {
-      const spec = table[name];
-      const present = Object.hasOwn(value, name) && value[name] !== undefined;
-      if (typeof spec === 'function') {
-        if (!present) return `${path}.${name}: missing`;
-        if (spec(value[name], UNSPELLED_PATH) !== null) return spec(value[name], `${path}.${name}`);
-      } else if (present) {
-        if (spec.check(value[name], UNSPELLED_PATH) !== null) return spec.check(value[name], `${path}.${name}`);
-      }
-    }
-    for (const key of Object.keys(value)) {
-      if (!Object.hasOwn(table, key)) return `${fieldPath(path, key)}: unknown field`;
-    }
-    return null;
-  };
-}
-
 // ---- the model ------------------------------------------------------------
 
 const name = string({ maxChars: MAX_NAME_CHARS, nonEmpty: true, printable: true });
@@ -326,7 +134,7 @@ const envVar = object<EnvVar>({
 const argv: Validator<string[]> = (value, path) => {
   const problem = array(string({ maxChars: MAX_ARG_CHARS }), MAX_ARGV_ENTRIES)(value, path);
   if (problem !== null) return problem;
-  if ((value as string[]).length === 0 || (value as string[])[0] === '') return `${path}: expected a non-empty argv (command[0] is the program)`;
+  if ((value as string[]).length === 0 || (value as string[])[0] === '') return fail(path, 'expected a non-empty argv (command[0] is the program)');
   return null;
 };
 
@@ -357,7 +165,7 @@ export const probe: Validator<Probe> = (value, path) => {
   if (problem !== null) return problem;
   const p = value as Probe;
   const handlers = [p.exec, p.httpGet, p.tcpSocket].filter((h) => h !== undefined).length;
-  return handlers === 1 ? null : `${path}: expected exactly one of exec, httpGet, tcpSocket, got ${handlers}`;
+  return handlers === 1 ? null : fail(path, `expected exactly one of exec, httpGet, tcpSocket, got ${handlers}`);
 };
 
 const unitProbes = object<UnitProbes>({ startup: optional(probe), readiness: optional(probe), liveness: optional(probe) });
@@ -457,10 +265,10 @@ const histogramCounts: Validator<HistogramCounts> = (value, path) => {
   const shape = histogramShape(value, path);
   if (shape !== null) return shape;
   const h = value as HistogramCounts;
-  if (h.buckets.length !== AGENT_SECONDS_BUCKETS.length) return `${path}.buckets: expected ${AGENT_SECONDS_BUCKETS.length} counts (one per bound), got ${h.buckets.length}`;
+  if (h.buckets.length !== AGENT_SECONDS_BUCKETS.length) return fail(`${path}.buckets`, `expected ${AGENT_SECONDS_BUCKETS.length} counts (one per bound), got ${h.buckets.length}`);
   for (let i = 0; i < h.buckets.length; i++) {
     if ((i > 0 && h.buckets[i] < h.buckets[i - 1]) || h.buckets[i] > h.count)
-      return `${path}.buckets[${i}]: cumulative counts must not decrease nor exceed count ${h.count}, got ${h.buckets[i]}`;
+      return fail(`${path}.buckets[${i}]`, `cumulative counts must not decrease nor exceed count ${h.count}, got ${h.buckets[i]}`);
   }
   return null;
 };
@@ -571,7 +379,7 @@ function validateEnvelope<M>(value: unknown, schemas: Record<string, Validator<u
     return { ok: false, error: `unknown message type ${describe(type)}${hint}` };
   }
   const problem = schemas[type](value, type);
-  return problem === null ? { ok: true, msg: value as M } : { ok: false, error: problem };
+  return problem === null ? { ok: true, msg: value as M } : { ok: false, error: problem.line };
 }
 
 /** Checks a decoded value is an AgentMessage; never throws. */

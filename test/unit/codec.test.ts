@@ -13,7 +13,8 @@ import { Packr, pack } from 'msgpackr';
 import { decodeStoreData, encodeStoreData, STORE_FORMAT_MARKER, STORE_FORMAT_VERSION, StoreFormatError, storeFormatVersion } from '../../shared/codec.ts';
 import { decodeAgentMessage, decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../../shared/protocol/messages.ts';
-import { MAX_UNITS_PER_HELLO, MAX_NAME_CHARS, fieldPath } from '../../shared/protocol/validate.ts';
+import { MAX_UNITS_PER_HELLO, MAX_NAME_CHARS } from '../../shared/protocol/validate.ts';
+import { fieldPath } from '../../shared/validate.ts';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { SeededRandom } from '../../shared/random.ts';
 
@@ -172,7 +173,7 @@ test('bytes that are not msgpack are refused as undecodable', () => {
 });
 
 test('a frame that is not a map is refused', () => {
-  assert.equal(refusedAsAgent(forge([1, 2])), 'frame is not a map, got an array of 2');
+  assert.equal(refusedAsAgent(forge([1, 2])), 'frame is not a map, got a list of 2');
   assert.equal(refusedAsAgent(forge('hello')), 'frame is not a map, got "hello"');
   assert.equal(refusedAsControlPlane(forge(null)), 'frame is not a map, got null');
   assert.equal(refusedAsControlPlane(forge(Buffer.from('xy'))), 'frame is not a map, got binary data of 2 bytes');

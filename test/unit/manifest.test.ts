@@ -384,6 +384,20 @@ test('every kind of bad manifest is refused with the field at fault in the messa
   }
 });
 
+test('a field written empty (`key:`) is a field not given, but an unknown field is refused even when empty', () => {
+  const withEmpty = CONTRACT_EXAMPLE.replace('  replicas: 3\n', '  replicas:\n  strategy:\n').replace('env: [{name: GREETING, value: hello}]', 'env: [{name: GREETING, value: }]');
+  const { manifest, unitSpec } = validateManifest(parseManifestObject(withEmpty));
+  assert.equal(manifest.spec.replicas, 1, 'replicas: (empty) is the default 1');
+  assert.equal(manifest.spec.strategy, undefined);
+  assert.deepEqual(unitSpec.env, [{ name: 'GREETING', value: '' }]);
+  const unknown = refusal(parseManifestObject(CONTRACT_EXAMPLE.replace('  replicas: 3\n', '  replicas: 3\n  serviceName:\n')));
+  assert.equal(unknown.field, 'spec.serviceName');
+  assert.equal(unknown.message, 'invalid manifest: spec.serviceName: not supported');
+  assert.equal(refusal(parseManifestObject(CONTRACT_EXAMPLE.replace('apiVersion: apps/v1', 'apiVersion:'))).message, 'invalid manifest: apiVersion: expected "apps/v1", got nothing');
+  const proto = refusal(JSON.parse('{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","__proto__":{"x":1}},"spec":{}}'));
+  assert.equal(proto.message, 'invalid manifest: metadata.__proto__: not supported');
+});
+
 test('a YAML syntax error becomes a one-line message with its line number', () => {
   const broken = CONTRACT_EXAMPLE.replace('command: ["sleep", "3600"]', 'command: ["sleep", "3600"');
   assert.throws(

@@ -60,6 +60,10 @@ test('a YAML nodes file with numbers, quantities, taints and labels becomes Node
   ] satisfies NodeInfo[]);
 });
 
+test('a field written empty (`taints:`) is a field not given', () => {
+  assert.deepEqual(parseNodesFile('- name: a\n  cpu: 1000\n  memory: 1024\n  taints:\n  labels:\n'), [{ name: 'a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} }]);
+});
+
 test('a JSON nodes file is read the same way', () => {
   const json = JSON.stringify([{ name: 'node-a', cpu: 4000, memory: 8192, taints: ['gpu-only'] }]);
   assert.deepEqual(parseNodesFile(json), [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [{ key: 'gpu-only', effect: 'NoSchedule' }], labels: {} }]);
@@ -116,6 +120,8 @@ test('every kind of bad entry is refused naming the entry and field', () => {
     ['- {name: a, cpu: 1000, memory: 1024, taints: [gpu-only, gpu-only]}', 'nodes[0].taints[1]: duplicate taint gpu-only:NoSchedule'],
     ['- {name: a, cpu: 1000, memory: 1024, taints: [5]}', 'nodes[0].taints[0]: expected "key[=value][:Effect]" or {key, value, effect}, got 5'],
     ['- {name: a, cpu: 1000, memory: 1024, labels: {rack: 3}}', 'nodes[0].labels.rack: expected a string (quote it in YAML), got 3'],
+    ['- {name: a, cpu: 1000, memory: 1024, labels: {"bad key": x}}', 'nodes[0].labels["bad key"]: not a valid label key ([prefix/]name, name at most 63 chars)'],
+    ['- {name: a, cpu: 1000, memory: 1024, taints:, gpus:}', 'nodes[0].gpus: not supported'],
     ['- {name: a, cpu: 1000, memory: 1024}\n- {name: a, cpu: 1000, memory: 1024}', 'nodes[1].name: "a" is already the name of nodes[0]'],
     ['[]', 'nodes: the list has no nodes'],
     ['name: a\ncpu: 1000', 'nodes: expected a list of nodes, got an object'],

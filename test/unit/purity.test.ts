@@ -45,6 +45,11 @@ const PURE_MODULES: readonly string[] = [
   // The injected clock and the simulated world of the production host's simulation (control-plane/sim/).
   'shared/clock.ts',
   'shared/random.ts',
+  // One validation approach for frames, manifests and the nodes file (shared/validate.ts's combinators).
+  'shared/validate.ts',
+  'shared/protocol/validate.ts',
+  'shared/manifest.ts',
+  'shared/nodes-file.ts',
   'control-plane/raft-transport/transport.ts',
   'control-plane/mutations.ts',
   'control-plane/sim/memory-storage.ts',
