@@ -33,6 +33,7 @@ import { EventLoopWindows } from './event-loop-windows.ts';
 import { ensureCa, servingCert } from './kube/certs.ts';
 import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
+import { isDnsLabel } from '../shared/notation.ts';
 import { followLeadership, nodeRegistrar } from './leadership.ts';
 
 const log = makeLogger();
@@ -112,7 +113,7 @@ function config(): Config {
     process.exit(0);
   }
   const id = values.id ?? env.MO_ID;
-  if (!id || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(id)) usage(`--id: expected a name like cp-1, got ${JSON.stringify(id ?? '')}`);
+  if (!id || !isDnsLabel(id)) usage(`--id: expected a name like cp-1, got ${JSON.stringify(id ?? '')}`);
   const listen = values.listen ?? env.MO_LISTEN ?? '127.0.0.1:7001';
   const m = /^(.*):(\d+)$/.exec(listen);
   if (!m || Number(m[2]) > 65535) usage(`--listen: expected HOST:PORT, got "${listen}"`);

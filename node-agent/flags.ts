@@ -20,8 +20,9 @@
 //                                                    auto: the machine's first non-loopback IPv4 (containers)
 //   --port-range LO-HI            MO_PORT_RANGE      default 20000-29999: host ports for units' declared ports
 
-import type { Resources, Taint, TaintEffect } from '../shared/model.ts';
-import { TAINT_EFFECTS } from '../shared/notation.ts';
+import type { Resources, Taint } from '../shared/model.ts';
+import { isDnsSubdomain, isLabelKey, isLabelValue } from '../shared/notation.ts';
+import { readTaint } from '../shared/taint.ts';
 import { givenTwice, parseCommandLine, UsageError } from '../shared/flags.ts';
 
 export const DEFAULT_HEARTBEAT_INTERVAL_MS = 200;
@@ -82,12 +83,6 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-const NODE_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-// Kubernetes qualified names: optional DNS prefix and '/', then a name.
-const QUALIFIED_KEY = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
-const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
-const EFFECTS = TAINT_EFFECTS;
-
 export function parseAgentFlags(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, defaults: FlagDefaults): ParseResult {
   let line: ReturnType<typeof parseCommandLine<typeof OPTIONS>>;
   try {
@@ -125,7 +120,7 @@ export function parseAgentFlags(argv: readonly string[], env: Readonly<Record<st
 
   const nameArg = pick('name', 'MO_NODE_NAME');
   if (!nameArg) return { ok: false, error: 'missing --name (or MO_NODE_NAME): the node name' };
-  if (!NODE_NAME.test(nameArg.value)) {
+  if (!isDnsSubdomain(nameArg.value)) {
     return { ok: false, error: `${nameArg.source}: invalid node name ${JSON.stringify(nameArg.value)} (lower-case letters, digits, '-' and '.')` };
   }
 
@@ -150,8 +145,8 @@ export function parseAgentFlags(argv: readonly string[], env: Readonly<Record<st
   if (taintArgs.values.length > MAX_TAINTS) return { ok: false, error: `${taintArgs.source}: more than ${MAX_TAINTS} taints` };
   const taints: Taint[] = [];
   for (const text of taintArgs.values) {
-    const t = parseTaint(text);
-    if (typeof t === 'string') return { ok: false, error: `${taintArgs.source}: ${t}` };
+    const t = readTaint(text, taintArgs.source);
+    if (!('effect' in t)) return { ok: false, error: t.line };
     taints.push(t);
   }
 
@@ -162,7 +157,7 @@ export function parseAgentFlags(argv: readonly string[], env: Readonly<Record<st
     const eq = text.indexOf('=');
     const key = eq >= 0 ? text.slice(0, eq) : text;
     const value = eq >= 0 ? text.slice(eq + 1) : '';
-    if (eq < 0 || !QUALIFIED_KEY.test(key) || !LABEL_VALUE.test(value)) {
+    if (eq < 0 || !isLabelKey(key) || !isLabelValue(value)) {
       return { ok: false, error: `${labelArgs.source}: invalid label ${JSON.stringify(text)} (want KEY=VALUE)` };
     }
     labels[key] = value;
@@ -230,23 +225,8 @@ export function parseAgentFlags(argv: readonly string[], env: Readonly<Record<st
 
 /** `KEY[=VALUE][:EFFECT]`; returns the reason as a string when invalid. */
 export function parseTaint(text: string): Taint | string {
-  let rest = text;
-  let effect: TaintEffect = 'NoSchedule';
-  const colon = rest.lastIndexOf(':');
-  if (colon >= 0) {
-    const e = rest.slice(colon + 1);
-    if (!(EFFECTS as readonly string[]).includes(e)) {
-      return `invalid taint ${JSON.stringify(text)}: effect must be one of ${EFFECTS.join(', ')}`;
-    }
-    effect = e as TaintEffect;
-    rest = rest.slice(0, colon);
-  }
-  const eq = rest.indexOf('=');
-  const key = eq >= 0 ? rest.slice(0, eq) : rest;
-  const value = eq >= 0 ? rest.slice(eq + 1) : undefined;
-  if (!QUALIFIED_KEY.test(key)) return `invalid taint ${JSON.stringify(text)}: bad key ${JSON.stringify(key)}`;
-  if (value !== undefined && !LABEL_VALUE.test(value)) return `invalid taint ${JSON.stringify(text)}: bad value ${JSON.stringify(value)}`;
-  return value === undefined || value === '' ? { key, effect } : { key, value, effect };
+  const t = readTaint(text, '');
+  return 'effect' in t ? t : t.line;
 }
 
 /** ws://h:p -> ws://h:p/agent; an explicit path is kept. Null when not a ws(s) URL. */

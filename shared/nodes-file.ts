@@ -26,6 +26,7 @@ import { writtenFields, writtenLabels, writtenList, writtenText } from './manife
 import { QuantityError, parseCpu, parseMemory } from './quantity.ts';
 import { DEFAULT_TAINT_EFFECT, TAINT_EFFECTS, isDnsSubdomain, isLabelKey, isLabelValue } from './notation.ts';
 import { MAX_NAME_CHARS, MAX_RESOURCE_AMOUNT, MAX_TAINTS_PER_NODE, MAX_TAINT_KEY_CHARS, MAX_TAINT_VALUE_CHARS } from './protocol/validate.ts';
+import { EFFECT_CHOICES, readTaint, taintRules } from './taint.ts';
 import { type Problem, type Validator, describe, dropNullFields, expected, fail, oneOf, optional, refine, toldWhenMissing, union } from './validate.ts';
 
 /** Most nodes one file may list: each one is an agent process on this machine. */
@@ -67,32 +68,6 @@ export const LESSON_NODES: NodeInfo[] = deepFreeze([
 /** A NodeSpecError from the first problem a validator found. */
 function refused(problem: Problem): NodeSpecError {
   return new NodeSpecError(problem.path, problem.detail);
-}
-
-const EFFECT_CHOICES = `one of ${TAINT_EFFECTS.join(', ')}`;
-
-/** The key and value rules of a taint (Kubernetes' label rules), worded with the taint as written. */
-function taintRules(taint: Taint, path: string, written: string): Problem | null {
-  if (!isLabelKey(taint.key)) {
-    return fail(path, `invalid taint ${describe(written)}: key ${describe(taint.key)} is not a valid key ([prefix/]name, name at most 63 of [-A-Za-z0-9_.])`);
-  }
-  if (taint.value !== undefined && !isLabelValue(taint.value)) {
-    return fail(path, `invalid taint ${describe(written)}: value ${describe(taint.value)} is not a valid value (at most 63 of [-A-Za-z0-9_.])`);
-  }
-  return null;
-}
-
-/** `key[=value][:Effect]` split into its parts, or the reason it cannot be; an empty value is no value. */
-function readTaint(text: string, path: string): Taint | Problem {
-  const colon = text.lastIndexOf(':');
-  const keyValue = colon === -1 ? text : text.slice(0, colon);
-  const effect = colon === -1 ? DEFAULT_TAINT_EFFECT : text.slice(colon + 1);
-  if (!(TAINT_EFFECTS as readonly string[]).includes(effect)) return fail(path, `invalid taint ${describe(text)}: effect must be ${EFFECT_CHOICES}, got ${describe(effect)}`);
-  const eq = keyValue.indexOf('=');
-  const value = eq === -1 ? '' : keyValue.slice(eq + 1);
-  const key = eq === -1 ? keyValue : keyValue.slice(0, eq);
-  const taint: Taint = value === '' ? { key, effect: effect as Taint['effect'] } : { key, value, effect: effect as Taint['effect'] };
-  return taintRules(taint, path, text) ?? taint;
 }
 
 /** A taint in the kubectl notation, as a flag or a nodes file writes it. */
