@@ -46,8 +46,7 @@ test('sliced bytes unpack to the same snapshot as one pack, and restore the same
   const sliced = await packInSlices(capture(s), () => Promise.resolve(), 0);
   const back = unpack(sliced) as DesiredSnapshot;
   // The very bytes of the store format: header, then the same msgpack.
-  assert.deepEqual(Buffer.from(sliced), Buffer.from(pack(s.snapshot())));
-  assert.deepEqual(back, whole);
+  assert.deepEqual(Buffer.from(sliced), Buffer.from(pack(capture(s))));
   const r = new DesiredState();
   r.restore(back);
   assert.deepEqual(unpack(pack(r.snapshot())), whole);
@@ -67,7 +66,7 @@ test('packing yields to the event loop whenever a slice has run for its time', a
     () => t++,
   );
   assert.ok(yields >= 10, `yielded ${yields} times`);
-  assert.deepEqual(unpack(bytes), unpack(pack(s.snapshot())));
+  assert.deepEqual(unpack(bytes), unpack(pack(capture(s))));
 });
 
 test('the captured view is the state at its instant: applies after it change nothing in it', async () => {
@@ -81,6 +80,34 @@ test('the captured view is the state at its instant: applies after it change not
   s.apply(1003, { type: 'deployment.delete', at: 9, name: 'd-3' });
   s.apply(1004, { type: 'unit.bind', at: 10, name: [...s.units.keys()][0], nodeName: 'node-b', scheduling: null });
   const bytes = await packInSlices(view, () => Promise.resolve(), 0);
-  assert.deepEqual(unpack(bytes), before);
+  const r = new DesiredState();
+  r.restore(unpack(bytes) as DesiredSnapshot);
+  assert.deepEqual(unpack(pack(r.snapshot())), before);
   assert.notDeepEqual(unpack(pack(s.snapshot())), before);
+});
+
+test("a snapshot holds each template once: revisions and units share their deployment's, and a restore shares them again", async () => {
+  const s = bigState(70);
+  // d-0 gets a second template: its units keep revision 1's spec, which is no longer the current one.
+  applyDeployment(s, 500, 'd-0', 1, 'b');
+  s.apply(501, { type: 'unit.create', at: 7, uid: 'u-new', deployment: 'd-0', nodeName: 'node-a', scheduling: null });
+  const full = pack(s.snapshot()).length;
+  const bytes = await packInSlices(capture(s), () => Promise.resolve(), 0);
+  assert.ok(bytes.length < full * 0.75, `shared form ${bytes.length} bytes, full ${full}`);
+  const r = new DesiredState();
+  r.restore(unpack(bytes) as DesiredSnapshot);
+  assert.deepEqual(unpack(pack(r.snapshot())), unpack(pack(s.snapshot())));
+  const d = r.deployments.get('d-7')!;
+  assert.equal(d.revisions[0].unitSpec, d.unitSpec);
+  assert.equal(d.revisions[0].template, d.manifest.spec.template);
+  assert.equal(r.units.get('d-7-1')!.spec, d.unitSpec);
+  const d0 = r.deployments.get('d-0')!;
+  assert.equal(r.units.get('d-0-1')!.spec, d0.revisions.find((x) => x.revision === 1)!.unitSpec);
+  assert.equal(r.units.get('d-0-2')!.spec, d0.unitSpec);
+  assert.notEqual(d0.revisions[0].unitSpec, d0.unitSpec);
+  // A unit whose revision is gone keeps its own spec in the snapshot.
+  s.apply(502, { type: 'deployment.delete', at: 8, name: 'd-14' });
+  const again = new DesiredState();
+  again.restore(unpack(await packInSlices(capture(s), () => Promise.resolve(), 0)) as DesiredSnapshot);
+  assert.deepEqual(again.units.get('d-14-1')!.spec, s.units.get('d-14-1')!.spec);
 });
