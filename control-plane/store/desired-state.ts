@@ -450,7 +450,7 @@ export class DesiredState {
     this.nodes.clear();
     this.counters.clear();
     for (const d of s.deployments) this.deployments.set(d.name, unshareRevisions(upgradeDeployment(d)));
-    for (const u of s.units) this.units.set(u.name, { ...u, spec: u.spec ?? this.sharedUnitSpec(u), revision: u.revision ?? 1 });
+    for (const u of s.units) this.units.set(u.name, { ...u, spec: u.spec ?? this.sharedUnitSpec(u), revision: u.revision ?? 1 }); // spec null: shared (snapshot-slices.ts)
     for (const n of s.nodes) this.nodes.set(n.info.name, n);
     for (const [k, v] of Object.entries(s.counters)) this.counters.set(k, v);
     this.events.load(s.events);
@@ -507,7 +507,7 @@ export class DesiredState {
   }
 }
 
-/** A snapshot's revisions without their own unitSpec or template share the deployment's current ones (snapshot-slices.ts capture()). */
+/** A snapshot's revisions with a null unitSpec or template share the deployment's current ones (snapshot-slices.ts capture()). */
 function unshareRevisions(d: DeploymentRecord): DeploymentRecord {
   for (const r of d.revisions) {
     r.unitSpec ??= d.unitSpec;
