@@ -36,8 +36,10 @@ export class UnitWatch {
   private waiters: Array<{ pred: () => boolean; resolve: (t: number) => void }> = [];
   private ac = new AbortController();
   constructor(private c: Cluster) {}
-  async start(): Promise<void> {
-    const r = await fetch(`${this.c.urls[0]}/v1/units?watch=1`, { headers: { authorization: `Bearer ${this.c.token}` }, signal: this.ac.signal });
+  /** `url`: the replica to watch through (default the first); a refusal (503: it knows no leader) throws instead of watching nothing. */
+  async start(url = this.c.urls[0]): Promise<void> {
+    const r = await fetch(`${url}/v1/units?watch=1`, { headers: { authorization: `Bearer ${this.c.token}` }, signal: this.ac.signal });
+    if (r.status !== 200) throw new Error(`bench: watch of units answered ${r.status} ${(await r.text()).slice(0, 200)}`);
     const reader = r.body!.getReader();
     let buf = '';
     void (async () => {
