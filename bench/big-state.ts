@@ -135,9 +135,10 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill });
 
     // The leader of now (the fill may have seen elections): the watch goes to it, so a
-    // replica that has lost track of the leader cannot answer it with a 503 that watches nothing.
+    // replica that has lost track of the leader cannot answer it with a 503 that watches nothing;
+    // and it follows the leader through the apply's elections (list again, watch on).
     const applyUrl = await leaderUrl();
-    await w.start(applyUrl);
+    await w.start(applyUrl, true);
     const applyFrom = Date.now();
     const a0 = performance.now();
     let applyMs: number | null = null;
