@@ -81,16 +81,19 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
   const c = await Cluster.start({ replicas: 3, nodes: BIG_NODES });
   const w = new UnitWatch(c);
   try {
-    const leader = await waitFor(
-      'a leader',
-      async () => {
-        const r = await c.api('GET', '/v1/cluster');
-        return r.json?.leader ? Number(String(r.json.leader).split('-')[1]) : null;
-      },
-      15000,
-      10,
-    );
-    const url = c.urls[leader - 1];
+    const leaderUrl = async () =>
+      c.urls[
+        (await waitFor(
+          'a leader',
+          async () => {
+            const r = await c.api('GET', '/v1/cluster');
+            return r.json?.leader ? Number(String(r.json.leader).split('-')[1]) : null;
+          },
+          15000,
+          10,
+        )) - 1
+      ];
+    const url = await leaderUrl();
     const firstTerm = (await phase(c, Date.now()))[0].term;
     const fillFrom = Date.now();
     // 16 writers, each writing its share of new names.
@@ -131,13 +134,17 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
 
     onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill });
 
-    await w.start();
+    // The leader of now (the fill may have seen elections): the watch goes to it, so a
+    // replica that has lost track of the leader cannot answer it with a 503 that watches nothing;
+    // and it follows the leader through the apply's elections (list again, watch on).
+    const applyUrl = await leaderUrl();
+    await w.start(applyUrl, true);
     const applyFrom = Date.now();
     const a0 = performance.now();
     let applyMs: number | null = null;
     let applyError: string | undefined;
     try {
-      const r = await request('PUT', `${url}/v1/deployments/burst`, c.token, JSON.stringify(webManifest('burst', units, { cpu: '10m', memory: '8Mi' })));
+      const r = await request('PUT', `${applyUrl}/v1/deployments/burst`, c.token, JSON.stringify(webManifest('burst', units, { cpu: '10m', memory: '8Mi' })));
       if (r.status !== 201) throw new Error(`apply answered ${r.status} ${r.text}`);
       applyMs = (await w.until(() => w.running('burst').length === units, 120000)) - a0;
     } catch (e) {

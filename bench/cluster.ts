@@ -36,33 +36,78 @@ export class UnitWatch {
   private waiters: Array<{ pred: () => boolean; resolve: (t: number) => void }> = [];
   private ac = new AbortController();
   constructor(private c: Cluster) {}
-  async start(): Promise<void> {
-    const r = await fetch(`${this.c.urls[0]}/v1/units?watch=1`, { headers: { authorization: `Bearer ${this.c.token}` }, signal: this.ac.signal });
+  /**
+   * `url`: the replica to watch through (default the first); a refusal (503:
+   * it knows no leader) throws instead of watching nothing. `follow`: when
+   * the stream ends (its replica stopped leading), list the units again at
+   * the leader of then and watch on from that list's resourceVersion, as a
+   * Kubernetes client does, until stop().
+   */
+  async start(url = this.c.urls[0], follow = false): Promise<void> {
+    const r = await fetch(`${url}/v1/units?watch=1`, { headers: { authorization: `Bearer ${this.c.token}` }, signal: this.ac.signal });
+    if (r.status !== 200) throw new Error(`bench: watch of units answered ${r.status} ${(await r.text()).slice(0, 200)}`);
+    void this.read(r, follow);
+  }
+
+  private async read(r: Response, follow: boolean): Promise<void> {
     const reader = r.body!.getReader();
     let buf = '';
-    void (async () => {
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        buf += Buffer.from(value).toString();
+        let i;
+        while ((i = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, i).trim();
+          buf = buf.slice(i + 1);
+          if (!line) continue;
+          const ev = JSON.parse(line);
+          if (ev.type === 'DELETED') this.units.delete(ev.object.metadata.name);
+          else this.units.set(ev.object.metadata.name, ev.object);
+        }
+        this.wake();
+      }
+    } catch {
+      /* aborted, or the replica went away */
+    }
+    if (follow && !this.ac.signal.aborted) await this.resume();
+  }
+
+  private wake(): void {
+    const now = performance.now();
+    this.waiters = this.waiters.filter((w) => (w.pred() ? (w.resolve(now), false) : true));
+  }
+
+  /** List at the leader of now, then watch from the list's resourceVersion (retried until it works or stop()). */
+  private async resume(): Promise<void> {
+    const auth = { authorization: `Bearer ${this.c.token}` };
+    while (!this.ac.signal.aborted) {
       try {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) return;
-          buf += Buffer.from(value).toString();
-          let i;
-          while ((i = buf.indexOf('\n')) >= 0) {
-            const line = buf.slice(0, i).trim();
-            buf = buf.slice(i + 1);
-            if (!line) continue;
-            const ev = JSON.parse(line);
-            if (ev.type === 'DELETED') this.units.delete(ev.object.metadata.name);
-            else this.units.set(ev.object.metadata.name, ev.object);
+        const cluster = (await (await fetch(`${this.c.urls[0]}/v1/cluster`, { headers: auth, signal: this.ac.signal })).json()) as { leader?: string };
+        if (cluster.leader) {
+          const url = this.c.urls[Number(cluster.leader.split('-')[1]) - 1];
+          const list = await fetch(`${url}/v1/units`, { headers: auth, signal: this.ac.signal });
+          if (list.status === 200) {
+            const body = (await list.json()) as { metadata: { resourceVersion: string }; items: WatchedUnit[] };
+            const r = await fetch(`${url}/v1/units?watch=1&resourceVersion=${encodeURIComponent(body.metadata.resourceVersion)}`, { headers: auth, signal: this.ac.signal });
+            if (r.status === 200) {
+              this.units.clear();
+              for (const u of body.items) this.units.set(u.metadata.name, u);
+              this.wake();
+              void this.read(r, true);
+              return;
+            }
+            await r.body?.cancel();
           }
-          const now = performance.now();
-          this.waiters = this.waiters.filter((w) => (w.pred() ? (w.resolve(now), false) : true));
         }
       } catch {
-        /* aborted */
+        /* no leader yet, or aborted: try again */
       }
-    })();
+      await sleep(200);
+    }
   }
+
   until(pred: () => boolean, timeoutMs = 30000): Promise<number> {
     if (pred()) return Promise.resolve(performance.now());
     return new Promise((resolve, reject) => {

@@ -86,6 +86,24 @@ export function packStorePart(value: unknown): Buffer {
   return packr.pack(value);
 }
 
+/**
+ * The one msgpack value that starts at `at` in `bytes` (more may follow), with
+ * the store format's settings, and the offset just past it: the reading side
+ * of packStorePart (control-plane/store/snapshot-slices.ts unpackInSlices).
+ * Throws on bytes that are not msgpack.
+ */
+export function unpackStorePart(bytes: Uint8Array, at: number): { value: unknown; end: number } {
+  let value: unknown;
+  let end = -1;
+  packr.unpackMultiple(bytes.subarray(at), (v: unknown, _start?: number, stop?: number) => {
+    value = v;
+    end = at + (stop ?? Number.NaN);
+    return false;
+  });
+  if (!(end > at)) throw new Error(`no msgpack value at offset ${at}`);
+  return { value, end };
+}
+
 /** `value` in the current store format: marker, version, msgpack. */
 export function encodeStoreData(value: unknown): Uint8Array {
   const body = packr.pack(value);

@@ -232,8 +232,9 @@ export class ApiServer {
         return;
       }
       if (name === undefined) {
-        const { items, resourceVersion } = this.hub.list(resource);
-        return sendJson(res, 200, { kind: `${KIND[resource]}List`, metadata: { resourceVersion }, items });
+        const text = this.hub.listJson(resource, `${KIND[resource]}List`);
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        return void res.end(text);
       }
       const items = this.list(resource);
       const found = items.find((o) => o.metadata.name === name);

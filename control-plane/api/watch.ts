@@ -56,16 +56,32 @@ export class WatchHub {
     return h;
   }
 
-  /** Render the list, take it into the history (telling watchers what changed), return it with its version. */
-  private refresh(resource: string): { items: ApiObject[]; version: string } {
+  /** Render the list, take it into the history (telling watchers what changed), return it, as JSON too, with its version. */
+  private refresh(resource: string): { items: ApiObject[]; texts: string[]; version: string } {
     const h = this.history(resource);
     const items = this.deps.list(resource);
-    const changes = h.update(items.map((o) => ({ name: o.metadata.name, text: JSON.stringify(o) })));
+    const rendered = items.map((o) => ({ name: o.metadata.name, text: JSON.stringify(o) }));
+    const changes = h.update(rendered);
     if (changes.length > 0) {
       const version = (n: number) => `${h.epoch}.${n}`;
       for (const w of this.fanout.watchers(resource)) w.write(changes, version);
     }
-    return { items, version: h.version() };
+    return { items, texts: rendered.map((r) => r.text), version: h.version() };
+  }
+
+  /**
+   * A list answer's body, `{"kind":...,"metadata":{"resourceVersion":...},"items":[...]}`,
+   * the very text JSON.stringify gives, built from the items' JSON that the
+   * history took in: each object is stringified once, not twice (10,000
+   * deployments are ~11 MiB of JSON).
+   */
+  listJson(resource: string, kind: string): string {
+    if (resource === 'events') {
+      const { items, resourceVersion } = this.list(resource);
+      return JSON.stringify({ kind, metadata: { resourceVersion }, items });
+    }
+    const { texts, version } = this.refresh(resource);
+    return `{"kind":${JSON.stringify(kind)},"metadata":{"resourceVersion":${JSON.stringify(version)}},"items":[${texts.join(',')}]}`;
   }
 
   /** A list answer: the items and the resourceVersion to watch from. */

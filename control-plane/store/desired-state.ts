@@ -453,8 +453,8 @@ export class DesiredState {
     this.units.clear();
     this.nodes.clear();
     this.counters.clear();
-    for (const d of s.deployments) this.deployments.set(d.name, upgradeDeployment(d));
-    for (const u of s.units) this.units.set(u.name, { ...u, revision: u.revision ?? 1 });
+    for (const d of s.deployments) this.deployments.set(d.name, unshareRevisions(upgradeDeployment(d)));
+    for (const u of s.units) this.units.set(u.name, { ...u, spec: u.spec ?? this.sharedUnitSpec(u), revision: u.revision ?? 1 }); // spec null: shared (snapshot-slices.ts)
     for (const n of s.nodes) this.nodes.set(n.info.name, n);
     for (const [k, v] of Object.entries(s.counters)) this.counters.set(k, v);
     this.events.load(s.events);
@@ -464,6 +464,13 @@ export class DesiredState {
     for (const d of s.deployments) this.changed('deployment', d.name);
     for (const u of s.units) this.changed('unit', u.name);
     for (const n of s.nodes) this.changed('node', n.info.name);
+  }
+
+  /** The spec a snapshot left out of a unit (snapshot-slices.ts capture()): its revision's. */
+  private sharedUnitSpec(u: UnitRecord): UnitSpec {
+    const spec = this.deployments.get(u.deployment)?.revisions.find((r) => r.specHash === u.specHash)?.unitSpec;
+    if (spec === undefined) throw new Error(`snapshot: unit ${u.name} has no spec and deployment ${u.deployment} no revision ${u.specHash} to take it from`);
+    return spec;
   }
 
   /**
@@ -502,6 +509,15 @@ export class DesiredState {
     }
     return { cpu, memory };
   }
+}
+
+/** A snapshot's revisions with a null unitSpec or template share the deployment's current ones (snapshot-slices.ts capture()). */
+function unshareRevisions(d: DeploymentRecord): DeploymentRecord {
+  for (const r of d.revisions) {
+    r.unitSpec ??= d.unitSpec;
+    r.template ??= d.manifest.spec.template;
+  }
+  return d;
 }
 
 /** A deployment record from a snapshot written before revisions existed. */

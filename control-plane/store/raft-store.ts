@@ -27,7 +27,7 @@ import { PeerTransport } from '../raft-transport/peer-transport.ts';
 import { decodeStoreData, encodeStoreData } from '../../shared/codec.ts';
 import type { Transport, TransportFactory } from '../raft-transport/transport.ts';
 import { DesiredState, type ApplyResult, type DesiredSnapshot, type StoreCommand } from './desired-state.ts';
-import { capture, packInSlices, SLICE_MS } from './snapshot-slices.ts';
+import { capture, packInSlices, SLICE_MS, unpackInSlices } from './snapshot-slices.ts';
 import { NoQuorumError, NotLeaderError, type ReplicaStatus, type ReplicatedStore, type Role } from './store.ts';
 
 export interface RaftTiming {
@@ -309,7 +309,16 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       this.sendAll(rd);
       // 3. APPLY.
       if (rd.snapshot) {
-        this.state.restore(decodeStoreData(rd.snapshot.data, `snapshot at index ${rd.snapshot.meta.index}`) as DesiredSnapshot);
+        // Decoded in slices (the Ready waits, the event loop does not: heartbeats
+        // keep arriving, so this follower does not campaign meanwhile).
+        const value = await unpackInSlices(
+          rd.snapshot.data,
+          `snapshot at index ${rd.snapshot.meta.index}`,
+          () => new Promise<void>((r) => this.clock.immediate(r)),
+          SLICE_MS,
+          () => this.clock.now(),
+        );
+        this.state.restore(value as DesiredSnapshot);
         this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
         this.appliedSinceSnapshot = 0;
       }

@@ -255,6 +255,25 @@ test('a compaction writes the snapshot, deletes the segments and snapshot it sup
   assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: 60 });
 });
 
+test('entries saved while a compaction writes its snapshot file are kept after it, also after reopening', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  await storage.save({ term: 1, vote: null, commit: 20 }, range(1, 20));
+  const big: Snapshot = { meta: { index: 10, term: 1 }, data: new Uint8Array(3 * 1024 * 1024).fill(7) };
+  // Not awaited in between: the saves queue while the compaction's file is checksummed and written.
+  const compacted = storage.saveCompaction(big);
+  const saves = [storage.save(null, range(21, 25)), storage.save({ term: 1, vote: null, commit: 25 }, range(26, 30))];
+  await Promise.all([compacted, ...saves]);
+  assert.deepEqual(storage.stats().snapshotIndex, 10);
+  assert.equal(summary((await storage.load()).entries), summary(range(11, 30)));
+  await storage.close();
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.deepEqual(loaded.snapshot, big);
+  assert.equal(summary(loaded.entries), summary(range(11, 30)));
+  assert.deepEqual(loaded.hardState, { term: 1, vote: null, commit: 25 });
+});
+
 test('a compaction that does not match a stored entry is refused and changes nothing', async (t) => {
   const dir = await tempDir(t);
   const { storage } = await openStorage(t, dir);

@@ -6,9 +6,9 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeStoreData as unpack, encodeStoreData as pack } from '../../shared/codec.ts';
+import { decodeStoreData as unpack, encodeStoreData as pack, packFrame } from '../../shared/codec.ts';
 import { DesiredState, type DesiredSnapshot, type StoreCommand } from '../../control-plane/store/desired-state.ts';
-import { capture, packInSlices } from '../../control-plane/store/snapshot-slices.ts';
+import { capture, packInSlices, unpackInSlices } from '../../control-plane/store/snapshot-slices.ts';
 import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 
 function applyDeployment(s: DesiredState, index: number, name: string, replicas: number, env = 'a'): void {
@@ -46,8 +46,7 @@ test('sliced bytes unpack to the same snapshot as one pack, and restore the same
   const sliced = await packInSlices(capture(s), () => Promise.resolve(), 0);
   const back = unpack(sliced) as DesiredSnapshot;
   // The very bytes of the store format: header, then the same msgpack.
-  assert.deepEqual(Buffer.from(sliced), Buffer.from(pack(s.snapshot())));
-  assert.deepEqual(back, whole);
+  assert.deepEqual(Buffer.from(sliced), Buffer.from(pack(capture(s))));
   const r = new DesiredState();
   r.restore(back);
   assert.deepEqual(unpack(pack(r.snapshot())), whole);
@@ -67,7 +66,7 @@ test('packing yields to the event loop whenever a slice has run for its time', a
     () => t++,
   );
   assert.ok(yields >= 10, `yielded ${yields} times`);
-  assert.deepEqual(unpack(bytes), unpack(pack(s.snapshot())));
+  assert.deepEqual(unpack(bytes), unpack(pack(capture(s))));
 });
 
 test('the captured view is the state at its instant: applies after it change nothing in it', async () => {
@@ -81,6 +80,65 @@ test('the captured view is the state at its instant: applies after it change not
   s.apply(1003, { type: 'deployment.delete', at: 9, name: 'd-3' });
   s.apply(1004, { type: 'unit.bind', at: 10, name: [...s.units.keys()][0], nodeName: 'node-b', scheduling: null });
   const bytes = await packInSlices(view, () => Promise.resolve(), 0);
-  assert.deepEqual(unpack(bytes), before);
+  const r = new DesiredState();
+  r.restore(unpack(bytes) as DesiredSnapshot);
+  assert.deepEqual(unpack(pack(r.snapshot())), before);
   assert.notDeepEqual(unpack(pack(s.snapshot())), before);
+});
+
+test("a snapshot holds each template once: revisions and units share their deployment's, and a restore shares them again", async () => {
+  const s = bigState(70);
+  // d-0 gets a second template: its units keep revision 1's spec, which is no longer the current one.
+  applyDeployment(s, 500, 'd-0', 1, 'b');
+  s.apply(501, { type: 'unit.create', at: 7, uid: 'u-new', deployment: 'd-0', nodeName: 'node-a', scheduling: null });
+  const full = pack(s.snapshot()).length;
+  const bytes = await packInSlices(capture(s), () => Promise.resolve(), 0);
+  assert.ok(bytes.length < full * 0.75, `shared form ${bytes.length} bytes, full ${full}`);
+  const r = new DesiredState();
+  r.restore(unpack(bytes) as DesiredSnapshot);
+  // Equal down to the order of the keys (the simulation compares replicas' states as JSON).
+  assert.equal(JSON.stringify(r.snapshot()), JSON.stringify(s.snapshot()));
+  const d = r.deployments.get('d-7')!;
+  assert.equal(d.revisions[0].unitSpec, d.unitSpec);
+  assert.equal(d.revisions[0].template, d.manifest.spec.template);
+  assert.equal(r.units.get('d-7-1')!.spec, d.unitSpec);
+  const d0 = r.deployments.get('d-0')!;
+  assert.equal(r.units.get('d-0-1')!.spec, d0.revisions.find((x) => x.revision === 1)!.unitSpec);
+  assert.equal(r.units.get('d-0-2')!.spec, d0.unitSpec);
+  assert.notEqual(d0.revisions[0].unitSpec, d0.unitSpec);
+  // A unit whose revision is gone keeps its own spec in the snapshot.
+  s.apply(502, { type: 'deployment.delete', at: 8, name: 'd-14' });
+  const again = new DesiredState();
+  again.restore(unpack(await packInSlices(capture(s), () => Promise.resolve(), 0)) as DesiredSnapshot);
+  assert.deepEqual(again.units.get('d-14-1')!.spec, s.units.get('d-14-1')!.spec);
+});
+
+test('unpacking in slices gives what one unpack gives, and yields whenever a slice has run for its time', async () => {
+  const s = bigState(120);
+  const bytes = await packInSlices(capture(s), () => Promise.resolve(), 0);
+  let t = 0;
+  let yields = 0;
+  const back = await unpackInSlices(
+    bytes,
+    'snapshot',
+    async () => void yields++,
+    5,
+    () => t++,
+  );
+  assert.deepEqual(back, unpack(bytes));
+  assert.ok(yields >= 20, `yielded ${yields} times`);
+  // encodeStoreData's bytes of the same value, and legacy (version 0, bare msgpack) data, read the same.
+  assert.deepEqual(await unpackInSlices(pack(capture(s))), unpack(bytes));
+  assert.deepEqual(await unpackInSlices(packFrame({ a: [1, 2], b: 'x' })), { a: [1, 2], b: 'x' });
+  // Not a map at the top: decoded whole, as decodeStoreData does.
+  assert.deepEqual(await unpackInSlices(pack([1, { a: 2 }])), [1, { a: 2 }]);
+});
+
+test('unpacking in slices refuses damaged bytes with a one-line error naming them', async () => {
+  const bytes = await packInSlices(capture(bigState(30)), () => Promise.resolve(), 0);
+  await assert.rejects(unpackInSlices(bytes.subarray(0, bytes.length - 40), 'snapshot at index 7'), /^StoreFormatError: snapshot at index 7 .*does not decode/);
+  await assert.rejects(unpackInSlices(Buffer.concat([bytes, Buffer.from([1, 2])]), 'snapshot at index 7'), /snapshot at index 7: 2 bytes after the end/);
+  const huge = Buffer.from([0xc1, 1, 0x81, 0xa1, 0x61, 0xdd, 0x7f, 0xff, 0xff, 0xff, 0]);
+  await assert.rejects(unpackInSlices(huge, 'snapshot'), /field a says 2147483647 items in 1 bytes/);
+  await assert.rejects(unpackInSlices(Buffer.from([0xc1, 9, 0x80])), /store format version 9/);
 });
