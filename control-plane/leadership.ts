@@ -15,8 +15,15 @@ import type { NodeRegistry } from './registry/node-registry.ts';
 import type { RaftStore } from './store/raft-store.ts';
 import { NoQuorumError, type ReplicaStatus } from './store/store.ts';
 
-/** A node of the desired state that no agent has spoken for yet this long after an election is NotReady. */
-export const STARTUP_GRACE_MS = 2000;
+/**
+ * A node of the desired state that no agent has spoken for yet this long
+ * (plus the NotReady timeout) after an election is NotReady. After a full
+ * restart of the control plane every agent reconnects with a back-off of up
+ * to a second; on a busy machine 2 s was seen to be too short (a unit of a
+ * live node replaced), and the price of a longer grace is only a slower
+ * verdict on a node that died during the election itself.
+ */
+export const STARTUP_GRACE_MS = 5000;
 
 export interface LeadershipDeps {
   store: Pick<RaftStore, 'state' | 'propose' | 'status' | 'onRoleChange'>;
