@@ -1,83 +1,85 @@
 // control-plane/raft/validate.ts -- checks that a value decoded off the wire
 // (e.g. a msgpack frame from a peer) is a well-formed Raft Message before
-// RaftNode.step() trusts it. Returns the message or a one-line reason. Pure.
+// RaftNode.step() trusts it, with the same typed combinators every other
+// frame, manifest and nodes file passes (shared/validate.ts): one schema per
+// message type, whose field table must name every field of that type.
+// Returns the message or a one-line reason naming the field. Pure.
 
-import type { Entry, Message, Snapshot } from './types.ts';
+import type {
+  AppendRequest,
+  AppendResponse,
+  Entry,
+  Heartbeat,
+  HeartbeatResponse,
+  Message,
+  MessageType,
+  Snapshot,
+  SnapshotMeta,
+  SnapshotRequest,
+  VoteRequest,
+  VoteResponse,
+} from './types.ts';
+import { type Validator, array, boolean, describe, fail, integer, isPlainObject, nullable, object, oneOf, refine, string } from '../../shared/validate.ts';
 
 /** Most entries accepted in one AppendEntries from the wire. */
 export const MAX_WIRE_ENTRIES_PER_MESSAGE = 4096;
 /** Longest node id or read context accepted from the wire. */
 export const MAX_WIRE_STRING_LENGTH = 256;
 
-type Obj = Record<string, unknown>;
+const index = integer({ min: 0 });
+const id = string({ maxChars: MAX_WIRE_STRING_LENGTH, nonEmpty: true });
+const context = nullable(string({ maxChars: MAX_WIRE_STRING_LENGTH, nonEmpty: true }));
+const bytes: Validator<Uint8Array> = (value, path) => (value instanceof Uint8Array ? null : fail(path, `expected bytes, got ${describe(value)}`));
 
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isIndex = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-const isStr = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= MAX_WIRE_STRING_LENGTH;
-const isBytes = (v: unknown): v is Uint8Array => v instanceof Uint8Array;
+const entry: Validator<Entry> = object<Entry>({ index: integer({ min: 1 }), term: index, kind: oneOf(['normal', 'noop'] as const), data: bytes });
+const snapshot: Validator<Snapshot> = object<Snapshot>({ meta: object<SnapshotMeta>({ index: integer({ min: 1 }), term: index }), data: bytes });
 
-function checkEntry(v: unknown, i: number): string | null {
-  if (!isObj(v)) return `entries[${i}] is not an object`;
-  if (!isIndex(v.index) || v.index < 1) return `entries[${i}].index is not a positive integer`;
-  if (!isIndex(v.term)) return `entries[${i}].term is not a non-negative integer`;
-  if (v.kind !== 'normal' && v.kind !== 'noop') return `entries[${i}].kind must be 'normal' or 'noop'`;
-  if (!isBytes(v.data)) return `entries[${i}].data is not bytes`;
-  return null;
-}
+const base = { from: id, to: id, term: index };
 
-function checkSnapshot(v: unknown): string | null {
-  if (!isObj(v) || !isObj(v.meta)) return 'snapshot is not {meta, data}';
-  if (!isIndex(v.meta.index) || !isIndex(v.meta.term)) return 'snapshot.meta needs integer index and term';
-  if (!isBytes(v.data)) return 'snapshot.data is not bytes';
-  return null;
-}
+// `type` is checked by the dispatch below; each table names every field of its message.
+const vote = object<VoteRequest>({ type: oneOf(['vote', 'preVote'] as const), ...base, lastLogIndex: index, lastLogTerm: index });
+const voteResponse = object<VoteResponse>({ type: oneOf(['voteResponse', 'preVoteResponse'] as const), ...base, reject: boolean });
+const append = refine(
+  object<AppendRequest>({
+    type: oneOf(['append'] as const),
+    ...base,
+    prevLogIndex: index,
+    prevLogTerm: index,
+    commit: index,
+    entries: array(entry, MAX_WIRE_ENTRIES_PER_MESSAGE),
+  }),
+  (m, path) => {
+    for (let i = 0; i < m.entries.length; i++) {
+      if (m.entries[i].index !== m.prevLogIndex + 1 + i) return fail(`${path}.entries[${i}]`, 'not contiguous after prevLogIndex');
+    }
+    return null;
+  },
+);
+const appendResponse = object<AppendResponse>({ type: oneOf(['appendResponse'] as const), ...base, reject: boolean, index, hintIndex: index });
+const heartbeat = object<Heartbeat>({ type: oneOf(['heartbeat'] as const), ...base, commit: index, context });
+const heartbeatResponse = object<HeartbeatResponse>({ type: oneOf(['heartbeatResponse'] as const), ...base, context });
+const snapshotRequest = object<SnapshotRequest>({ type: oneOf(['snapshot'] as const), ...base, snapshot });
 
-/** A Message, or a one-line reason why `v` is not one. */
+const SCHEMAS: Record<MessageType, Validator<Message>> = {
+  vote,
+  preVote: vote,
+  voteResponse,
+  preVoteResponse: voteResponse,
+  append,
+  appendResponse,
+  heartbeat,
+  heartbeatResponse,
+  snapshot: snapshotRequest,
+};
+
+/** A Message, or a one-line reason why `v` is not one (`raft append from n1: append.entries[0].term: expected ...`). */
 export function validateMessage(v: unknown): Message | string {
-  if (!isObj(v)) return 'raft message is not an object';
+  if (!isPlainObject(v)) return 'raft message is not an object';
   const type = v.type;
   if (typeof type !== 'string') return 'raft message has no type';
-  if (!isStr(v.from) || !isStr(v.to)) return `raft ${type}: from/to must be non-empty strings`;
-  if (!isIndex(v.term)) return `raft ${type}: term must be a non-negative integer`;
-  const bad = (why: string) => `raft ${type} from ${v.from}: ${why}`;
-  switch (type) {
-    case 'vote':
-    case 'preVote':
-      if (!isIndex(v.lastLogIndex) || !isIndex(v.lastLogTerm)) return bad('lastLogIndex/lastLogTerm must be integers');
-      break;
-    case 'voteResponse':
-    case 'preVoteResponse':
-      if (typeof v.reject !== 'boolean') return bad('reject must be a boolean');
-      break;
-    case 'append': {
-      if (!isIndex(v.prevLogIndex) || !isIndex(v.prevLogTerm) || !isIndex(v.commit)) return bad('prevLogIndex/prevLogTerm/commit must be integers');
-      if (!Array.isArray(v.entries)) return bad('entries must be an array');
-      if (v.entries.length > MAX_WIRE_ENTRIES_PER_MESSAGE) return bad(`more than ${MAX_WIRE_ENTRIES_PER_MESSAGE} entries`);
-      for (let i = 0; i < v.entries.length; i++) {
-        const problem = checkEntry(v.entries[i], i);
-        if (problem) return bad(problem);
-        if ((v.entries[i] as Entry).index !== v.prevLogIndex + 1 + i) return bad(`entries[${i}] is not contiguous after prevLogIndex`);
-      }
-      break;
-    }
-    case 'appendResponse':
-      if (typeof v.reject !== 'boolean' || !isIndex(v.index) || !isIndex(v.hintIndex)) return bad('reject/index/hintIndex malformed');
-      break;
-    case 'heartbeat':
-      if (!isIndex(v.commit)) return bad('commit must be an integer');
-      if (v.context !== null && !isStr(v.context)) return bad('context must be null or a short string');
-      break;
-    case 'heartbeatResponse':
-      if (v.context !== null && !isStr(v.context)) return bad('context must be null or a short string');
-      break;
-    case 'snapshot': {
-      const problem = checkSnapshot(v.snapshot);
-      if (problem) return bad(problem);
-      if ((v.snapshot as Snapshot).meta.index < 1) return bad('snapshot.meta.index must be >= 1');
-      break;
-    }
-    default:
-      return `unknown raft message type '${type.slice(0, 40)}'`;
-  }
-  return v as unknown as Message;
+  if (!Object.hasOwn(SCHEMAS, type)) return `unknown raft message type '${type.slice(0, 40)}'`;
+  const problem = SCHEMAS[type as MessageType](v, type);
+  if (problem === null) return v as unknown as Message;
+  const from = typeof v.from === 'string' && v.from.length <= MAX_WIRE_STRING_LENGTH ? ` from ${v.from}` : '';
+  return `raft ${type}${from}: ${problem.line}`;
 }

@@ -629,10 +629,16 @@ test('every message the core sends survives the peer transport msgpack frames an
     assert.notEqual(typeof back, 'string', `${m.type} failed validation: ${String(back)}`);
   }
   assert.equal(validateMessage(null), 'raft message is not an object');
-  assert.equal(validateMessage({ type: 'vote', from: 'a', to: 'b', term: -1 }), 'raft vote: term must be a non-negative integer');
+  assert.equal(validateMessage({ type: 'vote', from: 'a', to: 'b', term: -1 }), 'raft vote from a: vote.term: expected a non-negative integer, got -1');
+  assert.equal(validateMessage({ type: 'heartbeat', from: 'a', to: 'b', term: 1, commit: 0 }), 'raft heartbeat from a: heartbeat.context: missing');
+  assert.equal(validateMessage({ type: 'voteResponse', from: 'a', to: 'b', term: 1, reject: false, extra: 1 }), 'raft voteResponse from a: voteResponse.extra: unknown field');
+  assert.match(
+    String(validateMessage({ type: 'append', from: 'a', to: 'b', term: 1, prevLogIndex: 0, prevLogTerm: 0, commit: 0, entries: [{ index: 1, term: 1, kind: 'normal', data: 'x' }] })),
+    /^raft append from a: append\.entries\[0\]\.data: expected bytes, got "x"$/,
+  );
   assert.equal(
     validateMessage({ type: 'append', from: 'a', to: 'b', term: 1, prevLogIndex: 1, prevLogTerm: 1, commit: 0, entries: [entry(5, 1)] }),
-    'raft append from a: entries[0] is not contiguous after prevLogIndex',
+    'raft append from a: append.entries[0]: not contiguous after prevLogIndex',
   );
   assert.equal(validateMessage({ type: 'launchMissiles', from: 'a', to: 'b', term: 1 }), "unknown raft message type 'launchMissiles'");
 });
