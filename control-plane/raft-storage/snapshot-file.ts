@@ -30,7 +30,8 @@ function getU64(view: DataView, at: number): number {
   return high >= 0x20_0000 ? Number.NaN : high * 0x1_0000_0000 + view.getUint32(at + 4);
 }
 
-export function encodeSnapshotFile(snap: Snapshot): Uint8Array {
+/** The file's bytes with the header and data written and the CRC left to fill in at crcAt. */
+function layOut(snap: Snapshot): { out: Uint8Array; view: DataView; crcAt: number } {
   const out = new Uint8Array(HEADER_BYTES + snap.data.length + TRAILER_BYTES);
   const view = new DataView(out.buffer);
   out.set(MAGIC, 0);
@@ -38,7 +39,11 @@ export function encodeSnapshotFile(snap: Snapshot): Uint8Array {
   setU64(view, 16, snap.meta.term, 'snapshot.meta.term');
   setU64(view, 24, snap.data.length, 'snapshot data length');
   out.set(snap.data, HEADER_BYTES);
-  const crcAt = HEADER_BYTES + snap.data.length;
+  return { out, view, crcAt: HEADER_BYTES + snap.data.length };
+}
+
+export function encodeSnapshotFile(snap: Snapshot): Uint8Array {
+  const { out, view, crcAt } = layOut(snap);
   view.setUint32(crcAt, crc32c(out, 0, crcAt));
   return out;
 }
@@ -52,14 +57,7 @@ export const CRC_SLICE_BYTES = 256 * 1024;
  * 50-300 ms of CPU, longer than a heartbeat on a busy machine.
  */
 export async function encodeSnapshotFileInSlices(snap: Snapshot, yieldNow: () => Promise<void>, sliceBytes = CRC_SLICE_BYTES): Promise<Uint8Array> {
-  const out = new Uint8Array(HEADER_BYTES + snap.data.length + TRAILER_BYTES);
-  const view = new DataView(out.buffer);
-  out.set(MAGIC, 0);
-  setU64(view, 8, snap.meta.index, 'snapshot.meta.index');
-  setU64(view, 16, snap.meta.term, 'snapshot.meta.term');
-  setU64(view, 24, snap.data.length, 'snapshot data length');
-  out.set(snap.data, HEADER_BYTES);
-  const crcAt = HEADER_BYTES + snap.data.length;
+  const { out, view, crcAt } = layOut(snap);
   let crc = 0;
   for (let at = 0; at < crcAt; at += sliceBytes) {
     crc = crc32c(out, at, Math.min(crcAt, at + sliceBytes), crc);
