@@ -8,12 +8,12 @@
 // during the apply (from GET /v1/replica?eventLoopSince=T), so a stall or an
 // election shows beside the figure it would explain.
 
-import http from 'node:http';
 import { rssMiB } from '../shared/proc.ts';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { summarize, type LoopSummary, type LoopWindow } from '../control-plane/event-loop-windows.ts';
 import { BIG_NODES, UnitWatch } from './cluster.ts';
 import { manifest } from './raft.ts';
+import { requestText } from './http.ts';
 
 export interface ReplicaPhase {
   id: string;
@@ -37,30 +37,9 @@ export interface BigStateResult {
   apply: ReplicaPhase[];
 }
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-
 function request(method: string, url: string, token: string, body?: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      url,
-      {
-        method,
-        agent,
-        timeout: 10000,
-        headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
-  });
+  const headers = { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) };
+  return requestText(method, url, { headers, body });
 }
 
 /** Every replica's loop windows since `since` (wall-clock ms), its term and its RSS now. */

@@ -5,16 +5,16 @@
 // (bench/raft.ts, writeLoad): new keys, values the size of our manifests,
 // sent to the leader. Two clients are measured and the faster one is the
 // baseline: the `etcd3` npm gRPC client (what a Node program would use) and
-// the v3 JSON gateway over a keep-alive http.Agent (the same client our
+// the v3 JSON gateway through bench/http.ts (the same client our
 // cluster gets). Without an etcd binary the bench says so and skips the row.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { freeBasePort, sleep, waitFor } from '../test/helpers/cluster.ts';
+import { requestText } from './http.ts';
 
 /** The etcd binary: $MO_ETCD, else `etcd` on PATH; null when there is none. */
 export function etcdBinary(): string | null {
@@ -137,21 +137,8 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
   }
 }
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-
 function post(url: string, body: string, timeoutMs = 5000): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent, timeout: timeoutMs, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
-  });
+  return requestText('POST', url, { headers: { 'content-type': 'application/json' }, body, timeoutMs });
 }
 
 /** One put through the v3 JSON gateway (key and value base64, as the gateway wants); true when acknowledged. */

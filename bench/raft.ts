@@ -8,7 +8,7 @@
 //   * time for a restarted replica 10,000 entries behind to catch up.
 
 import fs from 'node:fs';
-import http from 'node:http';
+import { requestText } from './http.ts';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { median, pct } from './cluster.ts';
 import { DEFAULT_RAFT_TIMING } from '../control-plane/store/raft-store.ts';
@@ -23,32 +23,14 @@ export function manifest(name: string): unknown {
   return m;
 }
 
-// A lean keep-alive client: fetch (undici) costs ~0.4 ms of CPU per request
-// on this 2-core machine and capped even GET /healthz at ~2,700 req/s, which
-// would measure the client, not the cluster (http.Agent: ~18,000 req/s).
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-
-function put(url: string, token: string, name: string, timeoutMs = 5000): Promise<number> {
+// A lean keep-alive client (bench/http.ts, the same the etcd baseline is
+// driven with): fetch (undici) costs ~0.4 ms of CPU per request on this
+// 2-core machine and capped even GET /healthz at ~2,700 req/s, which would
+// measure the client, not the cluster (http.Agent: ~18,000 req/s).
+async function put(url: string, token: string, name: string, timeoutMs = 5000): Promise<number> {
   const body = JSON.stringify(manifest(name));
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${url}/v1/deployments/${name}`,
-      {
-        method: 'PUT',
-        agent,
-        timeout: timeoutMs,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
-  });
+  const r = await requestText('PUT', `${url}/v1/deployments/${name}`, { headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body, timeoutMs });
+  return r.status;
 }
 
 async function leaderIndex(c: Cluster): Promise<number> {
