@@ -44,8 +44,8 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
   const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
   assert.equal(cfg.servers.length, 3);
   // The banner's dashboard link logs in: the first replica's page, the token in the fragment.
-  const link = /dashboard: (http:\/\/\S+)\/#token=(\S+)/.exec(out);
-  assert.ok(link, 'the banner prints the dashboard link');
+  // The banner is several lines and may arrive in several reads: wait for the link's whole line.
+  const link = await wait('the banner to print the dashboard link', () => /dashboard: (http:\/\/\S+)\/#token=(\S+)  /.exec(out), 10000);
   assert.equal(link[1], cfg.servers[0]);
   assert.equal(decodeURIComponent(link[2]), cfg.token);
   const page = await fetch(`${link[1]}/`);
