@@ -11,19 +11,19 @@ import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import type { UnitReport } from '../../shared/model.ts';
 import { DesiredState, type StoreCommand } from '../../control-plane/store/desired-state.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
-import { allNodeViews, allUnitViews, deploymentView } from '../../control-plane/api/views.ts';
+import { allDeploymentViews, allNodeViews, allUnitViews, deploymentView } from '../../control-plane/api/views.ts';
 
 const NOW = 1_700_000_000_000;
 const NODE = { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: { zone: 'z1' } };
 
-function deployment(replicas: number, arg = '3600'): StoreCommand {
+function deployment(replicas: number, arg = '3600', name = 'web'): StoreCommand {
   const { manifest, unitSpec } = validateManifest({
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: { name: 'web' },
+    metadata: { name },
     spec: { replicas, template: { spec: { containers: [{ name: 'web', command: ['sleep', arg], resources: { requests: { cpu: '200m', memory: '64Mi' } } }] } } },
   });
-  return { type: 'deployment.apply', at: NOW, uid: 'u-web', manifest, unitSpec, specHash: unitSpecHash(unitSpec) };
+  return { type: 'deployment.apply', at: NOW, uid: `u-${name}`, manifest, unitSpec, specHash: unitSpecHash(unitSpec) };
 }
 
 const LOG: StoreCommand[] = [
@@ -117,6 +117,48 @@ test('views: a unit bound but not reported is Pending; reported Running it is Ru
   assert.equal(st.agent.pid, 77);
   const d = deploymentView(s.deployments.get('web')!, { state: s, observed: registry.nodes, now: NOW });
   assert.equal((d.spec as { replicas: number }).replicas, 3);
+});
+
+test("views: each deployment counts only its own units and its own unbound reports; a lost node's units are not counted", () => {
+  const NODE_B = { ...NODE, name: 'node-b' };
+  const s = replay([
+    { type: 'node.register', at: NOW, node: NODE },
+    { type: 'node.register', at: NOW, node: NODE_B },
+    deployment(3),
+    deployment(2, '3600', 'api'),
+    { type: 'unit.create', at: NOW, uid: 'w1', deployment: 'web', nodeName: 'node-a', scheduling: null },
+    { type: 'unit.create', at: NOW, uid: 'w2', deployment: 'web', nodeName: 'node-a', scheduling: null },
+    { type: 'unit.create', at: NOW, uid: 'w3', deployment: 'web', nodeName: null, scheduling: null },
+    { type: 'unit.create', at: NOW, uid: 'a1', deployment: 'api', nodeName: 'node-a', scheduling: null },
+    { type: 'unit.create', at: NOW, uid: 'a2', deployment: 'api', nodeName: 'node-b', scheduling: null },
+  ]);
+  const registry = new NodeRegistry(1000);
+  registry.hello(NODE, 77, [], 3, NOW); // node-b never said hello: its unit is lost
+  const report = (name: string, deployment: string, phase: UnitReport['phase'], specHash?: string): UnitReport => ({
+    name,
+    deployment,
+    phase,
+    pid: 1234,
+    resources: { cpu: 200, memory: 64 },
+    term: 3,
+    ready: true,
+    ...(specHash ? { specHash } : {}),
+  });
+  registry.unitStatus('node-a', report('web-1', 'web', 'Running'));
+  registry.unitStatus('node-a', report('api-1', 'api', 'Running'));
+  // Units no binding wants: an old web unit still running, an old api unit stopping.
+  registry.unitStatus('node-a', report('web-9', 'web', 'Running', 'old0000000000000'));
+  registry.unitStatus('node-a', report('api-7', 'api', 'Terminating', 'old0000000000000'));
+  const counts = Object.fromEntries(
+    allDeploymentViews({ state: s, observed: registry.nodes, now: NOW }).map((v) => {
+      const st = v.status;
+      return [v.metadata.name, [st.replicas, st.updatedReplicas, st.readyReplicas, st.availableReplicas, st.oldReplicas]];
+    }),
+  );
+  assert.deepEqual(counts, { api: [1, 1, 1, 1, 1], web: [3, 3, 1, 1, 1] }, 'replicas, updated, ready, available, old per deployment');
+  // One deployment's view alone counts the same.
+  const web = deploymentView(s.deployments.get('web')!, { state: s, observed: registry.nodes, now: NOW }).status;
+  assert.deepEqual([web.replicas, web.updatedReplicas, web.readyReplicas, web.availableReplicas, web.oldReplicas], counts.web);
 });
 
 test('a unit is made from the spec it was scheduled for, even when a newer apply lands first in the log', () => {
