@@ -16,6 +16,7 @@ import type { NodeRegistry } from '../registry/node-registry.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
 import { NoQuorumError, NotLeaderError, type ReplicatedStore } from '../store/store.ts';
 import { GoneError, WatchHub } from './watch.ts';
+import { ViewCache, renderAll, type Rendered } from './view-cache.ts';
 import {
   allDeploymentViews,
   allNodeViews,
@@ -221,6 +222,7 @@ export class ApiServer {
       await this.deps.store.readBarrier();
       if (name === undefined && (url.searchParams.get('watch') === '1' || url.searchParams.get('watch') === 'true')) {
         if (this.watchers >= MAX_WATCHERS) throw new HttpError(429, `too many watchers (max ${MAX_WATCHERS})`);
+        await this.views.warm(resource, () => this.src());
         try {
           this.hub.watch(resource, url.searchParams.get('resourceVersion'), req, res);
         } catch (err) {
@@ -232,6 +234,8 @@ export class ApiServer {
         return;
       }
       if (name === undefined) {
+        // What is not rendered yet is rendered in slices first: a big first list never stops the loop.
+        await this.views.warm(resource, () => this.src());
         const text = this.hub.listJson(resource, `${KIND[resource]}List`);
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
         return void res.end(text);
@@ -375,9 +379,18 @@ export class ApiServer {
     }
   }
 
+  /** Units and deployments keep each object's JSON while its inputs are unchanged (view-cache.ts). */
+  private readonly views = new ViewCache();
+
+  private render(resource: Resource): Rendered[] {
+    if (resource === 'units') return this.views.units(this.src());
+    if (resource === 'deployments') return this.views.deploymentList(this.src());
+    return renderAll(this.list(resource));
+  }
+
   /** Lists with resourceVersions and exact, resumable watches (watch.ts). */
   private readonly hub = new WatchHub({
-    list: (resource) => this.list(resource as Resource),
+    render: (resource) => this.render(resource as Resource),
     events: () => this.deps.events.list(),
     onEvent: (fn) => this.deps.events.subscribe(fn),
     eventView,

@@ -18,12 +18,13 @@ import type http from 'node:http';
 import { nanoid } from 'nanoid';
 import type { ClusterEvent } from '../events.ts';
 import type { ApiObject } from './views.ts';
+import type { Rendered } from './view-cache.ts';
 import { WatchHistory, type WatchChange } from './watch-history.ts';
 import { WatchFanout, holdOpen } from './watch-fanout.ts';
 
 export interface WatchHubDeps {
-  /** Renders a resource's list as the API shows it. */
-  list: (resource: string) => ApiObject[];
+  /** Renders a resource's list as the API shows it, each object with its JSON (view-cache.ts). */
+  render: (resource: string) => Rendered[];
   /** The events ring, oldest first, and news of each new event. */
   events: () => ClusterEvent[];
   onEvent: (fn: (e: ClusterEvent) => void) => () => void;
@@ -56,17 +57,16 @@ export class WatchHub {
     return h;
   }
 
-  /** Render the list, take it into the history (telling watchers what changed), return it, as JSON too, with its version. */
-  private refresh(resource: string): { items: ApiObject[]; texts: string[]; version: string } {
+  /** Render the list, take it into the history (telling watchers what changed), return its objects' JSON with its version. */
+  private refresh(resource: string): { texts: string[]; version: string } {
     const h = this.history(resource);
-    const items = this.deps.list(resource);
-    const rendered = items.map((o) => ({ name: o.metadata.name, text: JSON.stringify(o) }));
+    const rendered = this.deps.render(resource);
     const changes = h.update(rendered);
     if (changes.length > 0) {
       const version = (n: number) => `${h.epoch}.${n}`;
       for (const w of this.fanout.watchers(resource)) w.write(changes, version);
     }
-    return { items, texts: rendered.map((r) => r.text), version: h.version() };
+    return { texts: rendered.map((r) => r.text), version: h.version() };
   }
 
   /**
@@ -90,8 +90,8 @@ export class WatchHub {
       const events = this.deps.events();
       return { items: events.map(this.deps.eventView), resourceVersion: String(events.length > 0 ? events[events.length - 1].seq : 0) };
     }
-    const { items, version } = this.refresh(resource);
-    return { items, resourceVersion: version };
+    const { texts, version } = this.refresh(resource);
+    return { items: texts.map((t) => JSON.parse(t) as ApiObject), resourceVersion: version };
   }
 
   /**

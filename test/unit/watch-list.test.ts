@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WatchHub } from '../../control-plane/api/watch.ts';
+import { renderAll } from '../../control-plane/api/view-cache.ts';
 import type { ApiObject } from '../../control-plane/api/views.ts';
 
 test('listJson is JSON.stringify of the list, with the version of the rendering it took in', () => {
@@ -13,7 +14,7 @@ test('listJson is JSON.stringify of the list, with the version of the rendering 
     { kind: 'Deployment', metadata: { name: 'b\u2028' }, status: { ok: true } },
   ];
   const hub = new WatchHub({
-    list: () => objects,
+    render: () => renderAll(objects),
     events: () => [],
     onEvent: () => () => {},
     eventView: () => ({ kind: 'Event', metadata: { name: 'e' } }),

@@ -1,0 +1,181 @@
+// control-plane/api/view-cache.ts -- the lists of units and deployments
+// rendered for watches and list answers, each object's view and JSON reused
+// while the inputs it was made from are unchanged. A watch re-renders its
+// resource after every change (watch.ts); without this every unit report
+// during a 1,000-unit apply built and stringified all 1,000 unit views, and
+// every change beside 10,000 deployments all 10,000 of theirs, on the
+// leader's event loop.
+//
+// An object's inputs are compared by identity and resourceVersion: the
+// desired state bumps a record's resourceVersion on every change
+// (store/desired-state.ts) and replaces a record on restore, the registry
+// replaces a unit's report when anything it shows changes
+// (registry/node-registry.ts unitStatus). What depends on the clock is
+// never reused: a unit's back-off countdown; a deployment's counts (which
+// read the clock for minReadySeconds) are computed afresh each time and are
+// part of its key. The renderings equal views.ts's allUnitViews and
+// allDeploymentViews exactly (test/unit/view-cache.test.ts).
+
+import type { UnitReport } from '../../shared/model.ts';
+import { isQuickFailure } from '../reconcile/reconcile.ts';
+import type { ObservedNodeState } from '../registry/node-registry.ts';
+import type { DeploymentRecord, UnitRecord } from '../store/desired-state.ts';
+import type { ApiObject, DeploymentIndex, ViewSource } from './views.ts';
+import { deploymentCounts, deploymentIndex, deploymentViewOf, observedUnitIndex, orphanUnitView, splitName, unitView } from './views.ts';
+
+/** One object of a list: its name and its view as JSON (only the JSON is kept: 10,000 deployments' views would be ~10 MiB more). */
+export interface Rendered {
+  name: string;
+  text: string;
+}
+
+/** Objects rendered without a cache (the few nodes, services, endpoints). */
+export function renderAll(objects: ApiObject[]): Rendered[] {
+  return objects.map((object) => ({ name: object.metadata.name, text: JSON.stringify(object) }));
+}
+
+/** Renderings by name, kept while their key (the inputs, compared element by element) is the same. */
+class Memo {
+  private readonly entries = new Map<string, { key: unknown[]; r: Rendered; pass: number }>();
+  private pass = 0;
+  /** Views built and stringified so far (the rest were reused). */
+  built = 0;
+
+  /** Start a rendering of the whole list; `end()` then forgets the objects it did not ask for. */
+  begin(): void {
+    this.pass++;
+  }
+
+  get(name: string, key: unknown[] | null, build: () => ApiObject): Rendered {
+    const e = this.entries.get(name);
+    if (e && key !== null && sameKey(e.key, key)) {
+      e.pass = this.pass;
+      return e.r;
+    }
+    this.built++;
+    const r = { name, text: JSON.stringify(build()) };
+    if (key === null) this.entries.delete(name);
+    else this.entries.set(name, { key, r, pass: this.pass });
+    return r;
+  }
+
+  end(): void {
+    for (const [name, e] of this.entries) if (e.pass !== this.pass) this.entries.delete(name);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+function sameKey(a: unknown[], b: unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+export class ViewCache {
+  private readonly bound = new Memo();
+  private readonly orphans = new Memo();
+  private readonly deployments = new Memo();
+
+  /** allUnitViews(src), rendered. */
+  units(src: ViewSource): Rendered[] {
+    const idx = observedUnitIndex(src.observed);
+    const now = src.now ?? Date.now();
+    const out: Rendered[] = [];
+    this.bound.begin();
+    for (const u of src.state.units.values()) {
+      const seen = idx.get(u.name);
+      out.push(this.bound.get(u.name, this.unitKey(u, seen, src), () => unitView(u, seen, src.observed, src.state.deployments.get(u.deployment), now)));
+    }
+    this.bound.end();
+    this.orphans.begin();
+    for (const [name, seen] of idx) {
+      if (src.state.units.get(name)?.nodeName === seen.node.name) continue;
+      out.push(this.orphans.get(name, [seen.report, seen.node.name, seen.node.ready], () => orphanUnitView(seen.report, seen.node.name, seen.node.ready)));
+    }
+    this.orphans.end();
+    // allUnitViews' order, each name split once.
+    const keyed = out.map((r) => ({ r, k: splitName(r.name) }));
+    keyed.sort((a, b) => (a.k[0] < b.k[0] ? -1 : a.k[0] > b.k[0] ? 1 : a.k[1] - b.k[1]));
+    return keyed.map((x) => x.r);
+  }
+
+  /** allDeploymentViews(src), rendered. */
+  deploymentList(src: ViewSource): Rendered[] {
+    const di = deploymentIndex(src);
+    const out: Rendered[] = [];
+    this.deployments.begin();
+    for (const d of [...src.state.deployments.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) out.push(this.deployment(d, src, di));
+    this.deployments.end();
+    return out;
+  }
+
+  /**
+   * Build, in slices of `sliceMs` with a turn of the event loop between,
+   * what a rendering of `resource` would build now: a first list of 10,000
+   * deployments is ~250 ms of views and JSON, five election timeouts'
+   * worth on a loaded machine. The rendering that follows (synchronous, so
+   * one consistent state) reuses all but what changed meanwhile.
+   */
+  async warm(resource: string, src: () => ViewSource, sliceMs = 8): Promise<void> {
+    const yieldNow = () => new Promise<void>((r) => setImmediate(r));
+    if (resource === 'deployments') {
+      const records = [...src().state.deployments.values()];
+      for (let i = 0; i < records.length;) {
+        const s = src();
+        const di = deploymentIndex(s);
+        const until = performance.now() + sliceMs;
+        for (let n = 0; i < records.length && (n % 64 !== 0 || n === 0 || performance.now() < until); i++, n++) {
+          const d = records[i];
+          if (s.state.deployments.get(d.name) !== d) continue;
+          this.deployment(d, s, di);
+        }
+        if (i < records.length) await yieldNow();
+      }
+    } else if (resource === 'units') {
+      const records = [...src().state.units.values()];
+      for (let i = 0; i < records.length;) {
+        const s = src();
+        const idx = observedUnitIndex(s.observed);
+        const now = s.now ?? Date.now();
+        const until = performance.now() + sliceMs;
+        for (let n = 0; i < records.length && (n % 64 !== 0 || n === 0 || performance.now() < until); i++, n++) {
+          const u = records[i];
+          if (s.state.units.get(u.name) !== u) continue;
+          const key = this.unitKey(u, idx.get(u.name), s);
+          if (key !== null) this.bound.get(u.name, key, () => unitView(u, idx.get(u.name), s.observed, s.state.deployments.get(u.deployment), now));
+        }
+        if (i < records.length) await yieldNow();
+      }
+    }
+  }
+
+  /** A deployment's rendering: its view is made from its record and its counts (which read the clock). */
+  private deployment(d: DeploymentRecord, src: ViewSource, di: DeploymentIndex): Rendered {
+    const c = deploymentCounts(d, src, di);
+    return this.deployments.get(d.name, [d, d.resourceVersion, c.replicas, c.updated, c.ready, c.available, c.backoff, c.oldAlive], () => deploymentViewOf(d, c));
+  }
+
+  /** What a bound unit's view is made from; null when it reads the clock (never reused). */
+  private unitKey(u: UnitRecord, seen: { node: ObservedNodeState; report: UnitReport } | undefined, src: ViewSource): unknown[] | null {
+    const d = src.state.deployments.get(u.deployment);
+    const node = u.nodeName ? src.observed.get(u.nodeName) : undefined;
+    const report = seen && seen.node.name === u.nodeName ? seen.report : undefined;
+    const lost = u.nodeName !== null && node?.ready !== true;
+    // A unit backing off shows a countdown: rendered afresh every time.
+    const timed = report !== undefined && !lost && d?.backoff != null && isQuickFailure(report);
+    return timed ? null : [u, u.resourceVersion, report, lost];
+  }
+
+  /** Objects held, and views built so far (for tests: what was forgotten, what was reused). */
+  get size(): { units: number; deployments: number; unitsBuilt: number; deploymentsBuilt: number } {
+    return {
+      units: this.bound.size + this.orphans.size,
+      deployments: this.deployments.size,
+      unitsBuilt: this.bound.built + this.orphans.built,
+      deploymentsBuilt: this.deployments.built,
+    };
+  }
+}

@@ -1,0 +1,171 @@
+// test/unit/view-cache.test.ts -- the cached renderings of units and
+// deployments (control-plane/api/view-cache.ts) equal the uncached views
+// (views.ts allUnitViews, allDeploymentViews) after every step of seeded
+// random histories of the desired state and the agents' reports, clock
+// included; and an object whose inputs did not change is not rendered again.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
+import type { UnitReport } from '../../shared/model.ts';
+import { SeededRandom } from '../../shared/random.ts';
+import { DesiredState, type StoreCommand } from '../../control-plane/store/desired-state.ts';
+import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
+import { allDeploymentViews, allUnitViews, type ViewSource } from '../../control-plane/api/views.ts';
+import { ViewCache } from '../../control-plane/api/view-cache.ts';
+
+const T0 = 1_700_000_000_000;
+const NODES = ['node-a', 'node-b', 'node-c'];
+const DEPLOYMENTS = ['web', 'api', 'db'];
+
+function apply(name: string, replicas: number, arg: string, minReadySeconds: number): StoreCommand {
+  const { manifest, unitSpec } = validateManifest({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: { replicas, minReadySeconds, template: { spec: { containers: [{ name, command: ['sleep', arg], resources: { requests: { cpu: '10m', memory: '8Mi' } } }] } } },
+  });
+  return { type: 'deployment.apply', at: T0, uid: `u-${name}`, manifest, unitSpec, specHash: unitSpecHash(unitSpec) };
+}
+
+const PHASES: UnitReport['phase'][] = ['Pending', 'Running', 'Running', 'Failed', 'Succeeded', 'Terminating'];
+
+function history(seed: number, steps: number): void {
+  const rnd = new SeededRandom(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd.next() * xs.length)];
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  const cache = new ViewCache();
+  let index = 0;
+  let now = T0;
+  const cmd = (c: StoreCommand) => state.apply(++index, c);
+  for (const n of NODES) {
+    const info = { name: n, capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
+    cmd({ type: 'node.register', at: now, node: info });
+    registry.hello(info, 100 + index, [], 1, now);
+  }
+  for (let step = 0; step < steps; step++) {
+    now += Math.floor(rnd.next() * 3000);
+    const r = rnd.next();
+    const dep = pick(DEPLOYMENTS);
+    const units = [...state.units.values()];
+    if (r < 0.15) cmd(apply(dep, Math.floor(rnd.next() * 4), pick(['60', '120']), pick([0, 0, 5])));
+    else if (r < 0.25) cmd({ type: 'deployment.scale', at: now, name: dep, replicas: Math.floor(rnd.next() * 4) });
+    else if (r < 0.4) cmd({ type: 'unit.create', at: now, uid: `x${step}`, deployment: dep, nodeName: rnd.next() < 0.7 ? pick(NODES) : null, scheduling: null });
+    else if (r < 0.45 && units.length > 0) cmd({ type: 'unit.bind', at: now, name: pick(units).name, nodeName: pick(NODES), scheduling: null });
+    else if (r < 0.5 && units.length > 0) cmd({ type: 'unit.delete', at: now, name: pick(units).name, reason: 'test' });
+    else if (r < 0.55)
+      cmd({ type: 'deployment.backoff', at: now, name: dep, backoff: rnd.next() < 0.5 ? null : { failures: 1, until: now + 10_000, at: now, lastFailure: 'exit code 1 after 0.5s' } });
+    else if (r < 0.58) cmd({ type: 'deployment.status', at: now, items: [{ name: dep, status: { observedGeneration: step, conditions: [] } }] });
+    else if (r < 0.6) cmd({ type: 'deployment.delete', at: now, name: dep });
+    else if (r < 0.85) {
+      // A report from some node, of a bound unit (maybe elsewhere) or of a unit nobody wants.
+      const u = units.length > 0 && rnd.next() < 0.8 ? pick(units) : null;
+      const node = u?.nodeName && rnd.next() < 0.8 ? u.nodeName : pick(NODES);
+      const phase = pick(PHASES);
+      const startedAt = now - 5000;
+      registry.unitStatus(node, {
+        name: u?.name ?? `${dep}-${90 + Math.floor(rnd.next() * 3)}`,
+        deployment: u?.deployment ?? dep,
+        phase,
+        pid: 1000 + step,
+        resources: { cpu: 10, memory: 8 },
+        term: 1,
+        ready: rnd.next() < 0.8,
+        startedAt,
+        readySince: startedAt + Math.floor(rnd.next() * 5000),
+        ...(phase === 'Failed' || phase === 'Succeeded' ? { finishedAt: startedAt + pick([500, 60_000]), exitCode: 1 } : {}),
+        ...(rnd.next() < 0.5 ? { specHash: u?.specHash ?? 'old0000000000000' } : {}),
+      });
+    } else if (r < 0.9) {
+      const node = pick(NODES);
+      const names = [...(registry.nodes.get(node)?.units.keys() ?? [])];
+      if (names.length > 0) registry.unitGone(node, pick(names));
+    } else if (r < 0.95) {
+      // A node goes silent and NotReady, or says hello again and is Ready.
+      const node = pick(NODES);
+      const n = registry.nodes.get(node)!;
+      if (n.ready) {
+        registry.checkLiveness(now);
+        n.lastHeartbeatMs = now - 60_000;
+        registry.checkLiveness(now + 1);
+      } else registry.hello(n.info, n.agentPid ?? 1, [...n.units.values()], 1, now);
+    }
+    // else: only the clock moved.
+    const src: ViewSource = { state, observed: registry.nodes, now };
+    const list = (rendered: Array<{ text: string }>) => `[${rendered.map((x) => x.text).join(',')}]`;
+    assert.equal(list(cache.units(src)), JSON.stringify(allUnitViews(src)), `seed ${seed} step ${step}: units`);
+    assert.equal(list(cache.deploymentList(src)), JSON.stringify(allDeploymentViews(src)), `seed ${seed} step ${step}: deployments`);
+    assert.ok(cache.size.deployments === state.deployments.size, 'a deleted deployment is forgotten');
+  }
+}
+
+test('cached unit and deployment lists equal the views after every step of 200 random histories', () => {
+  for (let seed = 1; seed <= 200; seed++) history(seed, 120);
+});
+
+test('a rendering reuses the objects whose inputs did not change, and renders the one that did', () => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
+  let i = 0;
+  state.apply(++i, { type: 'node.register', at: T0, node: info });
+  registry.hello(info, 7, [], 1, T0);
+  for (const d of ['a', 'b']) {
+    state.apply(++i, apply(d, 2, '60', 0));
+    for (const uid of ['1', '2']) state.apply(++i, { type: 'unit.create', at: T0, uid: d + uid, deployment: d, nodeName: 'node-a', scheduling: null });
+  }
+  const cache = new ViewCache();
+  const src = { state, observed: registry.nodes, now: T0 };
+  assert.deepEqual(
+    cache.units(src).map((r) => r.name),
+    ['a-1', 'a-2', 'b-1', 'b-2'],
+  );
+  cache.deploymentList(src);
+  assert.deepEqual(cache.size, { units: 4, deployments: 2, unitsBuilt: 4, deploymentsBuilt: 2 });
+  cache.units(src);
+  cache.deploymentList(src);
+  assert.deepEqual(cache.size, { units: 4, deployments: 2, unitsBuilt: 4, deploymentsBuilt: 2 }, 'nothing changed: nothing built');
+  registry.unitStatus('node-a', { name: 'a-1', deployment: 'a', phase: 'Running', pid: 42, resources: { cpu: 10, memory: 8 }, term: 1, ready: true, startedAt: T0 });
+  const units = cache.units(src);
+  cache.deploymentList(src);
+  assert.deepEqual(cache.size, { units: 4, deployments: 2, unitsBuilt: 5, deploymentsBuilt: 3 }, 'the reported unit and its deployment (now 1 ready) are built again, nothing else');
+  assert.equal(JSON.parse(units[0].text).status.phase, 'Running');
+  state.apply(++i, { type: 'unit.delete', at: T0, name: 'b-2', reason: 'test' });
+  assert.deepEqual(
+    cache.units(src).map((r) => r.name),
+    ['a-1', 'a-2', 'b-1'],
+  );
+  assert.equal(cache.size.units, 3, 'a deleted unit is forgotten');
+});
+
+test('warm() builds a big list in slices between turns of the event loop; the rendering after it builds only what changed meanwhile', async () => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  let i = 0;
+  for (let k = 0; k < 500; k++) state.apply(++i, apply(`d-${k}`, 0, '60', 0));
+  const cache = new ViewCache();
+  const src = () => ({ state, observed: registry.nodes, now: T0 });
+  let turns = 0;
+  let counting = true;
+  const count = () => {
+    turns++;
+    if (counting) setImmediate(count);
+  };
+  setImmediate(count);
+  // A change while warming: the rendering after it must show it.
+  setImmediate(() => state.apply(++i, { type: 'deployment.scale', at: T0, name: 'd-7', replicas: 3 }));
+  await cache.warm('deployments', src, 0);
+  counting = false;
+  assert.ok(turns >= 500 / 64 - 1, `the event loop turned between slices (${turns} turns)`);
+  const built = cache.size.deploymentsBuilt;
+  assert.ok(built >= 500 && built <= 501, `every deployment built once (the scaled one maybe twice): ${built}`);
+  assert.equal(
+    `[${cache
+      .deploymentList(src())
+      .map((r) => r.text)
+      .join(',')}]`,
+    JSON.stringify(allDeploymentViews(src())),
+  );
+  assert.ok(cache.size.deploymentsBuilt <= 501, 'the rendering after warm() reused the warmed views');
+});
