@@ -547,9 +547,10 @@ export function reconcile(input: ReconcileInput): Plan {
   const strays = new Map<string, Operation[]>();
   for (const node of [...nodes.values()].sort((a, b) => compareStrings(a.name, b.name))) {
     if (!node.ready) continue;
-    for (const report of [...node.units.values()].sort((a, b) => compareUnitNames(a.name, b.name))) {
+    // Bound here: handled in step 1. Only the rest are sorted (usually none), not every unit of every node every pass.
+    const unbound = [...node.units.values()].filter((report) => bindings.get(report.name)?.nodeName !== node.name);
+    for (const report of unbound.sort((a, b) => compareUnitNames(a.name, b.name))) {
       const b = bindings.get(report.name);
-      if (b && b.nodeName === node.name) continue; // handled in step 1
       const deployment = report.deployment || b?.deployment || '(no deployment)';
       const w = workFor(deployment);
       if (isFinished(report.phase)) {
