@@ -475,7 +475,7 @@ export class ReplicaMetrics {
       (node, s) => s.probes.map((p) => ({ labels: { node, probe: p.probe, result: p.result }, value: p.count })),
     );
     family('mo_agent_units', `Units the agent holds, by phase${agentHelp}.`, 'gauge', (node, s) => s.units.map((u) => ({ labels: { node, phase: u.phase }, value: u.count })));
-    family('mo_agent_stats_age_seconds', "Seconds since this replica received the agent's last stats frame (about 1 when all is well).", 'gauge', (node, _s, at) => [
+    family('mo_agent_stats_age_seconds', "Seconds since this replica received the agent's last stats frame (at most about 5 when all is well).", 'gauge', (node, _s, at) => [
       { labels: { node }, value: Math.max(0, (this.now() - at) / 1000) },
     ]);
   }

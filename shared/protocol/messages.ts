@@ -94,8 +94,13 @@ export interface AgentStatsMessage {
   units: Array<{ phase: 'Pending' | 'Running' | 'Terminating' | 'Succeeded' | 'Failed'; count: number }>;
 }
 
-/** How often an agent sends its stats frame. */
-export const STATS_INTERVAL_MS = 1000;
+/**
+ * How often an agent sends its stats frame: finer than any usual Prometheus
+ * scrape interval; at once a second, decoding and checking 5,000 agents'
+ * frames (~21 us each, against ~4 us for a heartbeat) was the largest part
+ * of every replica's steady work.
+ */
+export const STATS_INTERVAL_MS = 5000;
 
 export type AgentMessage = HelloMessage | AgentStatsMessage | HeartbeatMessage | UnitStatusMessage | UnitGoneMessage | CommandRefusedMessage | LogDataMessage | LogEndMessage;
 
