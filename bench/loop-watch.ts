@@ -13,6 +13,7 @@ import { summarize, type LoopWindow } from '../control-plane/event-loop-windows.
 /** Benchmarks that end elections on purpose, and how. */
 const CAUSED: Record<string, string> = {
   failover: 'one per leader SIGKILL (the benchmark)',
+  fleet: 'one for the leader SIGKILL at the end (the benchmark)',
 };
 
 interface Followed {

@@ -278,6 +278,7 @@ if (want('metrics')) {
 if (only === 'fleet') {
   // Not in a plain `npm run bench`: 5,000 agents and 50,000 units take minutes and most of the machine.
   const opts = { agents: flag('agents', 5000), units: flag('units', 50000), durationS: flag('duration', 300), workers: flag('workers', 2) };
+  loops.group = 'fleet'; // (want() is not asked: the fleet runs only by name)
   console.log(`\n== fleet: ${opts.agents} simulated agents (real protocol) against 3 real replicas, ${opts.units} units, ${opts.durationS} s steady state ==`);
   const r = await benchFleet(opts);
   for (const line of formatFleet(r)) {
