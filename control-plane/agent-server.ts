@@ -19,6 +19,7 @@ import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentStatsMessage, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
 import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
+import { AgentOutbox } from './agent-outbox.ts';
 
 export const HELLO_TIMEOUT_MS = 5000;
 
@@ -59,7 +60,12 @@ export class AgentServer {
   /** Log streams asked of agents (log-requests.ts): log-data/log-end routed by requestId. */
   private readonly logs = new LogRequests<WebSocket>((ws, msg) => this.sendTo(ws, msg));
 
-  constructor(private readonly deps: AgentServerDeps) {}
+  /** Every frame to agents, in order; broadcasts in slices (agent-outbox.ts). */
+  private readonly outbox: AgentOutbox<WebSocket>;
+
+  constructor(private readonly deps: AgentServerDeps) {
+    this.outbox = new AgentOutbox(deps.clock ?? systemClock);
+  }
 
   /** Route an HTTP upgrade on `/agent`; returns false for other paths. */
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): boolean {
@@ -142,8 +148,7 @@ export class AgentServer {
 
   private sendTo(ws: WebSocket, msg: ControlPlaneMessage): boolean {
     if (ws.readyState !== ws.OPEN) return false;
-    ws.send(encodeMessage(msg));
-    return true;
+    return this.outbox.send(ws, encodeMessage(msg));
   }
 
   /** Send a command to a node's agent; false if it is not connected here. */
@@ -152,11 +157,10 @@ export class AgentServer {
     return ws ? this.sendTo(ws, cmd) : false;
   }
 
-  /** One frame to every connected agent: encoded once, not once per agent (5,000 agents, one table). */
+  /** One frame to every connected agent: encoded once, not once per agent, and written in slices (5,000 agents, one table). */
   private broadcast(msg: ControlPlaneMessage): void {
     if (this.sockets.size === 0) return;
-    const frame = encodeMessage(msg);
-    for (const ws of this.sockets.values()) if (ws.readyState === ws.OPEN) ws.send(frame);
+    this.outbox.broadcast(this.sockets.values(), encodeMessage(msg));
   }
 
   /** Send the Service table to one node's agent, or (node null) to every connected agent. */
