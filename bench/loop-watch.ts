@@ -11,9 +11,9 @@ import { Cluster } from '../test/helpers/cluster.ts';
 import { summarize, type LoopWindow } from '../control-plane/event-loop-windows.ts';
 
 /** Benchmarks that end elections on purpose, and how. */
-const CAUSED: Record<string, string> = {
-  failover: 'one per leader SIGKILL (the benchmark)',
-  fleet: 'one for the leader SIGKILL at the end (the benchmark)',
+const CAUSED: Record<string, { why: string; count?: number }> = {
+  failover: { why: 'one per leader SIGKILL (the benchmark)' },
+  fleet: { why: 'for the leader SIGKILL at the end (the benchmark)', count: 1 },
 };
 
 interface Followed {
@@ -128,9 +128,11 @@ export class LoopWatch {
         ? 'terms not read'
         : elections === 0
           ? 'no election'
-          : caused
-            ? `${elections} new terms: ${caused}`
-            : `${elections} new terms: ELECTIONS the benchmark did not cause`;
+          : caused?.count !== undefined && elections > caused.count
+            ? `${elections} new terms: ${caused.count} ${caused.why}, ${elections - caused.count} ELECTIONS the benchmark did not cause`
+            : caused
+              ? `${elections} new terms: ${caused.why}`
+              : `${elections} new terms: ELECTIONS the benchmark did not cause`;
       out.push(`event loop during ${f.group}: ${parts.join('; ')}; term ${Number.isFinite(first) ? first : '?'} -> ${last}: ${verdict}`);
     }
     return out;

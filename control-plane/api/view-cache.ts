@@ -66,6 +66,10 @@ class Memo {
   get size(): number {
     return this.entries.size;
   }
+
+  has(name: string): boolean {
+    return this.entries.has(name);
+  }
 }
 
 function sameKey(a: unknown[], b: unknown[]): boolean {
@@ -114,7 +118,8 @@ export class ViewCache {
 
   /**
    * Build, in slices of `sliceMs` with a turn of the event loop between,
-   * what a rendering of `resource` would build now: a first list of 10,000
+   * the objects of `resource` not rendered yet (a changed one is left to the
+   * rendering, which checks every key anyway): a first list of 10,000
    * deployments is ~250 ms of views and JSON, five election timeouts'
    * worth on a loaded machine. The rendering that follows (synchronous, so
    * one consistent state) reuses all but what changed meanwhile.
@@ -125,12 +130,12 @@ export class ViewCache {
       const records = [...src().state.deployments.values()];
       for (let i = 0; i < records.length;) {
         const s = src();
-        const di = deploymentIndex(s);
+        let di: DeploymentIndex | null = null; // built only if this slice has something to render
         const until = performance.now() + sliceMs;
         for (let n = 0; i < records.length && (n % 64 !== 0 || n === 0 || performance.now() < until); i++, n++) {
           const d = records[i];
-          if (s.state.deployments.get(d.name) !== d) continue;
-          this.deployment(d, s, di);
+          if (s.state.deployments.get(d.name) !== d || this.deployments.has(d.name)) continue;
+          this.deployment(d, s, (di ??= deploymentIndex(s)));
         }
         if (i < records.length) await yieldNow();
       }
@@ -138,14 +143,16 @@ export class ViewCache {
       const records = [...src().state.units.values()];
       for (let i = 0; i < records.length;) {
         const s = src();
-        const idx = observedUnitIndex(s.observed);
+        let idx: ReturnType<typeof observedUnitIndex> | null = null;
         const now = s.now ?? Date.now();
         const until = performance.now() + sliceMs;
         for (let n = 0; i < records.length && (n % 64 !== 0 || n === 0 || performance.now() < until); i++, n++) {
           const u = records[i];
-          if (s.state.units.get(u.name) !== u) continue;
-          const key = this.unitKey(u, idx.get(u.name), s);
-          if (key !== null) this.bound.get(u.name, key, () => unitView(u, idx.get(u.name), s.observed, s.state.deployments.get(u.deployment), now));
+          if (s.state.units.get(u.name) !== u || this.bound.has(u.name)) continue;
+          idx ??= observedUnitIndex(s.observed);
+          const seen = idx.get(u.name);
+          const key = this.unitKey(u, seen, s);
+          if (key !== null) this.bound.get(u.name, key, () => unitView(u, seen, s.observed, s.state.deployments.get(u.deployment), now));
         }
         if (i < records.length) await yieldNow();
       }
