@@ -107,10 +107,19 @@ function subdir(dataDir: string, ...parts: string[]): string {
 import { formatTaint } from '../shared/notation.ts';
 export { formatTaint };
 
+/**
+ * V8 flags of every control-plane replica: semi-spaces of 2 MiB instead of
+ * up to 16 (V8's young generation grew to 32 MiB, nearly all of it free
+ * between collections). In the big-state bench (10,000 deployments), 2
+ * runs each way: followers 167-181 MiB RSS instead of 196-214, and the fill
+ * and the apply were no slower (1,400/s and 7 s, against 966-1,255/s and 9-19 s).
+ */
+export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
+
 /** Bundled entries (dist/*.mjs, see bundle.ts) run on plain node; sources through tsx. */
-function nodeArgs(layout: ClusterLayout, name: string, script: string): string[] {
+function nodeArgs(layout: ClusterLayout, name: string, script: string, v8Flags: readonly string[] = []): string[] {
   const enter = layout.network?.enter[name] ?? [];
-  return script.endsWith('.mjs') ? [...enter, layout.nodeExecPath, script] : [...enter, layout.nodeExecPath, '--import', 'tsx', script];
+  return script.endsWith('.mjs') ? [...enter, layout.nodeExecPath, ...v8Flags, script] : [...enter, layout.nodeExecPath, ...v8Flags, '--import', 'tsx', script];
 }
 
 export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
@@ -123,7 +132,7 @@ export function controlPlaneCommands(layout: ClusterLayout): ChildSpec[] {
       kind: 'control-plane' as const,
       port,
       argv: [
-        ...nodeArgs(layout, id, layout.controlPlaneScript ?? CONTROL_PLANE_SCRIPT),
+        ...nodeArgs(layout, id, layout.controlPlaneScript ?? CONTROL_PLANE_SCRIPT, REPLICA_V8_FLAGS),
         '--id',
         id,
         '--listen',

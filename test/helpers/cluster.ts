@@ -12,6 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NodeInfo } from '../../shared/model.ts';
 import { bundleProcesses, ENTRIES } from '../../launcher/bundle.ts';
+import { REPLICA_V8_FLAGS } from '../../launcher/command-lines.ts';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -87,7 +88,8 @@ export function startProcess(name: string, script: string, args: string[], env: 
   const bundle = BUNDLE_OF[script];
   // MO_CPU_PROF=<dir>: every replica writes a V8 CPU profile there when it exits (README.md, Benchmarks).
   const prof = process.env.MO_CPU_PROF && script === ENTRIES.controlPlane.entry ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
-  const argv = [...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
+  const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
+  const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
   const child = spawn(process.execPath, argv, {
     cwd: REPO,
     env: { ...process.env, ...env },

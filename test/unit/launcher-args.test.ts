@@ -81,6 +81,7 @@ describe('launcher command lines', () => {
     assert.equal(cp2.port, 7002);
     assert.deepEqual(cp2.argv, [
       NODE,
+      '--max-semi-space-size=2',
       '--import',
       'tsx',
       'control-plane/main.ts',
@@ -146,7 +147,7 @@ describe('launcher command lines', () => {
 
   test('the test hook swaps only the entry script, keeping every flag', () => {
     const [cp1] = controlPlaneCommands({ ...layout, controlPlaneScript: 'test/fixtures/fake-child.ts' });
-    assert.deepEqual(cp1.argv.slice(3, 6), ['test/fixtures/fake-child.ts', '--id', 'cp-1']);
+    assert.deepEqual(cp1.argv.slice(4, 7), ['test/fixtures/fake-child.ts', '--id', 'cp-1']);
   });
 
   test("config.json servers are the replicas' HTTP URLs on base+1 ... base+N", () => {
