@@ -110,9 +110,11 @@ export { formatTaint };
 /**
  * V8 flags of every control-plane replica: semi-spaces of 2 MiB instead of
  * up to 16 (V8's young generation grew to 32 MiB, nearly all of it free
- * between collections). In the big-state bench (10,000 deployments), 2
- * runs each way: followers 167-181 MiB RSS instead of 196-214, and the fill
- * and the apply were no slower (1,400/s and 7 s, against 966-1,255/s and 9-19 s).
+ * between collections). In the big-state bench (10,000 deployments), 3
+ * runs with the flag against 4 without: followers 165-187 MiB RSS instead
+ * of 196-214, the leader 247-295 (210-310: no clear change), and the fill
+ * and the apply no slower (1,260-1,406/s and 6.9-9.1 s, against
+ * 966-1,255/s and 9-19 s).
  */
 export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
 

@@ -72,6 +72,25 @@ class Memo {
   }
 }
 
+/**
+ * `each` on every item, with a turn of the event loop whenever a slice has
+ * run for `sliceMs` (the clock is read every 64 items, so a slice does at
+ * least 64); `newSlice` is true for the first item of each slice.
+ */
+async function inSlices<T>(items: readonly T[], sliceMs: number, each: (item: T, newSlice: boolean) => void): Promise<void> {
+  let sliceEnd = performance.now() + sliceMs;
+  let newSlice = true;
+  for (let i = 0; i < items.length; i++) {
+    if (i % 64 === 63 && performance.now() >= sliceEnd) {
+      await new Promise<void>((r) => setImmediate(r));
+      sliceEnd = performance.now() + sliceMs;
+      newSlice = true;
+    }
+    each(items[i], newSlice);
+    newSlice = false;
+  }
+}
+
 function sameKey(a: unknown[], b: unknown[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
@@ -125,37 +144,24 @@ export class ViewCache {
    * one consistent state) reuses all but what changed meanwhile.
    */
   async warm(resource: string, src: () => ViewSource, sliceMs = 8): Promise<void> {
-    const yieldNow = () => new Promise<void>((r) => setImmediate(r));
+    // Each slice reads the state as it is then; its index is built only if it has something to render.
+    let s = src();
     if (resource === 'deployments') {
-      const records = [...src().state.deployments.values()];
-      for (let i = 0; i < records.length;) {
-        const s = src();
-        let di: DeploymentIndex | null = null; // built only if this slice has something to render
-        const until = performance.now() + sliceMs;
-        for (let n = 0; i < records.length && (n % 64 !== 0 || n === 0 || performance.now() < until); i++, n++) {
-          const d = records[i];
-          if (s.state.deployments.get(d.name) !== d || this.deployments.has(d.name)) continue;
-          this.deployment(d, s, (di ??= deploymentIndex(s)));
-        }
-        if (i < records.length) await yieldNow();
-      }
+      let di: DeploymentIndex | null = null;
+      await inSlices([...s.state.deployments.values()], sliceMs, (d, newSlice) => {
+        if (newSlice) [s, di] = [src(), null];
+        if (s.state.deployments.get(d.name) !== d || this.deployments.has(d.name)) return;
+        this.deployment(d, s, (di ??= deploymentIndex(s)));
+      });
     } else if (resource === 'units') {
-      const records = [...src().state.units.values()];
-      for (let i = 0; i < records.length;) {
-        const s = src();
-        let idx: ReturnType<typeof observedUnitIndex> | null = null;
-        const now = s.now ?? Date.now();
-        const until = performance.now() + sliceMs;
-        for (let n = 0; i < records.length && (n % 64 !== 0 || n === 0 || performance.now() < until); i++, n++) {
-          const u = records[i];
-          if (s.state.units.get(u.name) !== u || this.bound.has(u.name)) continue;
-          idx ??= observedUnitIndex(s.observed);
-          const seen = idx.get(u.name);
-          const key = this.unitKey(u, seen, s);
-          if (key !== null) this.bound.get(u.name, key, () => unitView(u, seen, s.observed, s.state.deployments.get(u.deployment), now));
-        }
-        if (i < records.length) await yieldNow();
-      }
+      let idx: ReturnType<typeof observedUnitIndex> | null = null;
+      await inSlices([...s.state.units.values()], sliceMs, (u, newSlice) => {
+        if (newSlice) [s, idx] = [src(), null];
+        if (s.state.units.get(u.name) !== u || this.bound.has(u.name)) return;
+        const seen = (idx ??= observedUnitIndex(s.observed)).get(u.name);
+        const key = this.unitKey(u, seen, s);
+        if (key !== null) this.bound.get(u.name, key, () => unitView(u, seen, s.observed, s.state.deployments.get(u.deployment), s.now ?? Date.now()));
+      });
     }
   }
 
