@@ -86,8 +86,8 @@ const BUNDLE_OF: Record<string, string> = {
  *  for it; call ensureBundles() first). */
 export function startProcess(name: string, script: string, args: string[], env: Record<string, string> = {}): Proc {
   const bundle = BUNDLE_OF[script];
-  // MO_CPU_PROF=<dir>: every replica writes a V8 CPU profile there when it exits (README.md, Benchmarks).
-  const prof = process.env.MO_CPU_PROF && script === ENTRIES.controlPlane.entry ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
+  // MO_CPU_PROF=<dir>: every replica and agent writes a V8 CPU profile there when it exits (README.md, Benchmarks).
+  const prof = process.env.MO_CPU_PROF && bundle ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
   const child = spawn(process.execPath, argv, {
