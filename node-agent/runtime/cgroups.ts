@@ -293,34 +293,64 @@ export class UnitCgroups {
         // create() below says what failed
       }
     }
-    const files = limitFiles(s.version, spec);
-    const plan: Array<[string, Array<[string, string]>]> =
-      s.version === 'v2'
-        ? [[path.join(s.parent, unit), [...files.cpu, ...files.memory, ...files.pids]]]
-        : ([
-            [path.join(s.parents.cpu, unit), files.cpu],
-            [path.join(s.parents.memory, unit), files.memory],
-            ...(s.parents.pids ? [[path.join(s.parents.pids, unit), files.pids]] : []),
-          ] as Array<[string, Array<[string, string]>]>);
+    const plan = this.plan(unit, spec);
     try {
       for (const [dir, writes] of plan) {
         fs.mkdirSync(dir, { recursive: true });
-        for (const [file, value] of writes) {
-          const optionalFile = file === 'memory.memsw.limit_in_bytes' || file === 'memory.swappiness' || file === 'memory.swap.max' || file === 'memory.oom.group';
-          if (optionalFile && !fs.existsSync(path.join(dir, file))) continue;
-          try {
-            fs.writeFileSync(path.join(dir, file), value);
-          } catch (err) {
-            if (optionalFile) continue;
-            throw new Error(`${path.join(dir, file)}: ${errCode(err)}`);
-          }
-        }
+        writeLimits(dir, writes);
       }
     } catch (err) {
       this.removeNow(unit);
       return { ok: false, error: `cannot set up cgroup for ${unit}: ${err instanceof Error ? err.message : String(err)}` };
     }
     return { ok: true, procs: plan.map(([dir]) => path.join(dir, 'cgroup.procs')) };
+  }
+
+  /**
+   * Make `from`'s cgroup(s) (made with create(), its processes already in
+   * them: a warm sandbox's) the unit's: renamed to the unit's name, then
+   * given its limits. A rename is a few microseconds, where moving a
+   * process into a cgroup can wait for an RCU grace period (tens of ms on a
+   * quiet cgroup v1 hierarchy). On failure the renames done are undone as
+   * far as they can be; the caller removes both names and starts the unit
+   * another way.
+   */
+  adopt(from: string, unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): { ok: true; procs: string[] } | { ok: false; error: string } {
+    if (this.setup.version === 'none') return { ok: false, error: this.setup.detail };
+    const plan = this.plan(unit, spec);
+    const renamed: Array<[string, string]> = [];
+    try {
+      for (const [dir, writes] of plan) {
+        const src = path.join(path.dirname(dir), from);
+        fs.renameSync(src, dir);
+        renamed.push([dir, src]);
+        writeLimits(dir, writes);
+      }
+    } catch (err) {
+      for (const [dir, src] of renamed) {
+        try {
+          fs.renameSync(dir, src);
+        } catch {
+          // removed below under the unit's name
+        }
+      }
+      return { ok: false, error: `cannot adopt cgroup ${from} for ${unit}: ${err instanceof Error ? err.message : String(err)}` };
+    }
+    return { ok: true, procs: plan.map(([dir]) => path.join(dir, 'cgroup.procs')) };
+  }
+
+  /** Each hierarchy's directory for the unit and the limit files to write there. */
+  private plan(unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): Array<[string, Array<[string, string]>]> {
+    const s = this.setup;
+    if (s.version === 'none') return [];
+    const files = limitFiles(s.version, spec);
+    return s.version === 'v2'
+      ? [[path.join(s.parent, unit), [...files.cpu, ...files.memory, ...files.pids]]]
+      : ([
+          [path.join(s.parents.cpu, unit), files.cpu],
+          [path.join(s.parents.memory, unit), files.memory],
+          ...(s.parents.pids ? [[path.join(s.parents.pids, unit), files.pids]] : []),
+        ] as Array<[string, Array<[string, string]>]>);
   }
 
   /** How many times the OOM killer struck in the unit's cgroup (0 when unknown). */
@@ -420,6 +450,20 @@ export class UnitCgroups {
     const found = this.leftovers();
     const results = await Promise.all(found.map(async (u) => [u, await this.remove(u)] as const));
     return { removed: results.filter(([, ok]) => ok).map(([u]) => u), stuck: results.filter(([, ok]) => !ok).map(([u]) => u) };
+  }
+}
+
+/** Write a cgroup's limit files; the optional ones (absent without swap accounting, or on older kernels) are skipped when missing. */
+function writeLimits(dir: string, writes: ReadonlyArray<[string, string]>): void {
+  for (const [file, value] of writes) {
+    const optionalFile = file === 'memory.memsw.limit_in_bytes' || file === 'memory.swappiness' || file === 'memory.swap.max' || file === 'memory.oom.group';
+    if (optionalFile && !fs.existsSync(path.join(dir, file))) continue;
+    try {
+      fs.writeFileSync(path.join(dir, file), value);
+    } catch (err) {
+      if (optionalFile) continue;
+      throw new Error(`${path.join(dir, file)}: ${errCode(err)}`);
+    }
   }
 }
 

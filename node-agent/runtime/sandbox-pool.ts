@@ -12,9 +12,11 @@
 //       sh (a subshell, PID 3 inside: the unit's main process to be)
 //
 // The init mounts the private /tmp, forks PID 3, which blocks reading the
-// sandbox's stdin, and says `r` on fd 3. take() hands a ready one to the
-// supervisor, which moves all three into the unit's cgroups (so the
-// command starts inside its limits) and sends one line (hostname,
+// sandbox's stdin, and says `r` on fd 3. The supervisor's join hook then
+// moves all three into a cgroup of their own (`warm@<pid>`), and only then
+// is the sandbox ready. take() hands a ready one to the supervisor, which
+// renames that cgroup to the unit's and writes its limits (so the command
+// starts inside them) and sends one line (hostname,
 // environment, command: claimScript()); PID 3 evaluates it and execs the
 // command, as PID 3 of a cold start does. Its host pid is known before the
 // line is sent, so the unit is Running at once.
@@ -57,6 +59,8 @@ export interface WarmSandbox {
   mainPid: number;
   /** fd 3 of the chain: `s` once the command is forked. */
   status: Readable;
+  /** The cgroup its three processes were moved into while it waited (SandboxPoolOptions.join), or null. */
+  cgroup: string | null;
 }
 
 export interface SandboxPoolOptions {
@@ -67,6 +71,15 @@ export interface SandboxPoolOptions {
   cwd: string;
   /** Guard a sandbox's process group from the moment it exists; forget it once it is gone unused. */
   guard: { add(pgid: number): void; remove(pgid: number): void };
+  /**
+   * Called once a sandbox is made, before it can be taken: move its
+   * processes into a cgroup of their own, off the path of the unit that
+   * will take it (the supervisor renames that cgroup to the unit's at the
+   * claim). Gives the cgroup's name, or null (the claim then moves them).
+   */
+  join?: (sandbox: WarmSandbox) => Promise<string | null>;
+  /** Told of a joined cgroup whose sandbox ended without being taken. */
+  release?: (cgroup: string) => void;
   onProblem?: (reason: string) => void;
 }
 
@@ -122,7 +135,11 @@ export class SandboxPool {
   /** Kill every sandbox not taken and make no more. */
   close(): void {
     this.closed = true;
-    for (const p of this.pending) signalGroup(p.pid, 'SIGKILL');
+    for (const p of this.pending) {
+      signalGroup(p.pid, 'SIGKILL');
+      if (p.ready?.cgroup) this.o.release?.(p.ready.cgroup);
+      p.ready = null; // released once
+    }
   }
 
   private scheduleRefill(): void {
@@ -183,13 +200,24 @@ export class SandboxPool {
         signalGroup(pid, 'SIGKILL');
         return;
       }
-      p.ready = { child, pid, initPid, mainPid, status };
+      const sandbox: WarmSandbox = { child, pid, initPid, mainPid, status, cgroup: null };
       // Until taken the pool owns its output; then the unit's log does.
       child.stdout?.off('data', keep);
       child.stderr?.off('data', keep);
-      this.failures = 0;
-      this.ready.push(p);
-      this.refill();
+      const offer = (cgroup: string | null): void => {
+        sandbox.cgroup = cgroup;
+        if (!this.pending.has(p)) {
+          // It ended (or the pool closed) while it joined.
+          if (cgroup !== null) this.o.release?.(cgroup);
+          return;
+        }
+        p.ready = sandbox;
+        this.failures = 0;
+        this.ready.push(p);
+        this.refill();
+      };
+      if (this.o.join) void this.o.join(sandbox).then(offer, () => offer(null));
+      else offer(null);
     };
     status.on('data', onStatus);
     child.on('error', () => {});
@@ -201,6 +229,7 @@ export class SandboxPool {
       if (i >= 0) this.ready.splice(i, 1);
       signalGroup(pid, 'SIGKILL');
       this.o.guard.remove(pid);
+      if (p.ready?.cgroup) this.o.release?.(p.ready.cgroup);
       if (this.closed) return;
       this.fail(`warm sandbox pid ${pid} exited unused (${signal ?? `code ${code}`})${p.output.trim() ? `: ${p.output.trim().split('\n')[0]}` : ''}`);
     });

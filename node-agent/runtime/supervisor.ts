@@ -196,6 +196,7 @@ export class UnitSupervisor {
   private readonly cgroups: UnitCgroups | null;
   private readonly namespaces: Namespaces | null;
   private readonly pool: SandboxPool | null;
+  private readonly sandboxProblem: ((reason: string) => void) | undefined;
   /** Cgroup removals under way (shutdown waits for them). */
   private readonly removals = new Set<Promise<boolean>>();
   private readonly units = new Map<string, UnitRecord>();
@@ -215,6 +216,7 @@ export class UnitSupervisor {
     this.setprivPath = options.pdeathsig === 'off' || process.platform !== 'linux' ? null : findExecutable('setpriv', `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`, '/');
     this.guard = new OrphanGuard({ onRestart: options.onGuardProblem });
     this.cgroups = options.cgroups ?? null;
+    this.sandboxProblem = options.onSandboxProblem;
     this.namespaces = options.namespaces?.enabled && options.namespaces.unsharePath ? options.namespaces : null;
     // If the agent dies, the guard also empties and removes its unit cgroups.
     for (const dir of this.cgroups?.parentDirs() ?? []) this.guard.addCgroupParent(dir);
@@ -226,6 +228,7 @@ export class UnitSupervisor {
             setprivPath: this.setprivPath,
             cwd: this.unitsDir,
             guard: this.guard,
+            ...(this.cgroups?.enabled ? { join: (sb: WarmSandbox) => this.joinWarm(sb), release: (cg: string) => this.removeCgroup(cg) } : {}),
             ...(options.onSandboxProblem ? { onProblem: options.onSandboxProblem } : {}),
           })
         : null;
@@ -340,9 +343,29 @@ export class UnitSupervisor {
     }
     // A warm sandbox when one is ready and sh can say the unit (claimScript).
     const claim = rec.pidNs && this.pool ? claimScript(req.name, env, command) : null;
-    const warm = claim !== null ? this.pool!.take() : null;
+    let warm = claim !== null ? this.pool!.take() : null;
     let procs: string[] = [];
-    if (this.cgroups?.enabled) {
+    // A sandbox whose processes already sit in a cgroup of their own: that cgroup becomes the unit's.
+    let adopted = false;
+    if (warm?.cgroup && this.cgroups?.enabled) {
+      const a = this.cgroups.adopt(warm.cgroup, req.name, req.spec);
+      if (a.ok) {
+        adopted = true;
+        rec.cgroup = true;
+        procs = a.procs;
+      } else {
+        // Start cold instead; nothing of that sandbox is kept.
+        signalGroup(warm.pid, 'SIGKILL');
+        this.removeCgroup(warm.cgroup);
+        this.cgroups.removeNow(req.name);
+        this.pool!.replenish();
+        this.sandboxProblem?.(a.error);
+        warm = null;
+      }
+    }
+    if (adopted) {
+      // its cgroup is set up
+    } else if (this.cgroups?.enabled) {
       const cg = this.cgroups.create(req.name, req.spec);
       if (!cg.ok) {
         if (warm) {
@@ -361,7 +384,7 @@ export class UnitSupervisor {
     }
     let child: ChildProcess;
     if (warm) {
-      const refused = this.claim(warm, procs, claim!);
+      const refused = this.claim(warm, adopted ? [] : procs, claim!);
       if (refused !== null) {
         signalGroup(warm.pid, 'SIGKILL');
         this.pool!.replenish();
@@ -637,6 +660,27 @@ export class UnitSupervisor {
    * cgroups (before the command is exec'd), then the claim line. Gives why
    * not (a StartError), or null.
    */
+  /**
+   * While a made sandbox waits: its three processes into a cgroup of their
+   * own (no limits yet; `@` keeps the name apart from every unit name), with
+   * asynchronous writes, as a move into a cgroup can wait for an RCU grace
+   * period. null when any write fails (the claim moves them instead).
+   */
+  private async joinWarm(sb: WarmSandbox): Promise<string | null> {
+    const cgroups = this.cgroups;
+    if (!cgroups?.enabled) return null;
+    const name = `warm@${sb.pid}`;
+    const made = cgroups.create(name, { resources: { cpu: 0, memory: 0 } });
+    if (!made.ok) return null;
+    try {
+      for (const f of made.procs) for (const pid of [sb.pid, sb.initPid, sb.mainPid]) await fs.promises.writeFile(f, String(pid));
+      return name;
+    } catch {
+      this.removeCgroup(name);
+      return null;
+    }
+  }
+
   private claim(warm: WarmSandbox, procs: readonly string[], script: string): string | null {
     for (const f of procs) {
       for (const pid of [warm.pid, warm.initPid, warm.mainPid]) {

@@ -283,6 +283,13 @@ test(
     // ...and PID 3, made ahead too, waiting to become the unit's command.
     const [pre] = childrenOf(init);
     assert.match(statusOf(pre), /^NSpid:\s+\d+\s+3$/m);
+    // All three already sit in a cgroup of their own, moved while the sandbox waited (a move can wait for an RCU grace period).
+    const inCgroup = (p: number, name: string) =>
+      fs
+        .readFileSync(`/proc/${p}/cgroup`, 'utf8')
+        .split('\n')
+        .filter((l) => l.endsWith(`/mini-orchestrator/${node}/${name}`)).length >= (cgroups.setup.version === 'v2' ? 1 : 3);
+    for (const p of [P, init, pre]) assert.ok(inCgroup(p, `warm@${P}`), `pid ${p} in the sandbox's cgroup warm@${P} before any unit`);
 
     const marker = `mo-warm-${process.pid}-${Date.now()}`;
     const r = sup.start({
@@ -326,6 +333,10 @@ test(
         .filter((l) => l.endsWith(`/mini-orchestrator/${node}/warm-1`));
       assert.ok(mine.length >= (cgroups.setup.version === 'v2' ? 1 : 3), `pid ${p} in warm-1's cgroup`);
     }
+    // That cgroup became the unit's (renamed at the claim), with the unit's limits written.
+    for (const d of cgroups.dirs(`warm@${P}`)) assert.equal(fs.existsSync(d), false, `${d} renamed away`);
+    const memDir = cgroups.dirs('warm-1').find((d) => cgroups.setup.version === 'v2' || d.includes('/memory/'))!;
+    assert.equal(fs.readFileSync(path.join(memDir, cgroups.setup.version === 'v2' ? 'memory.max' : 'memory.limit_in_bytes'), 'utf8').trim(), String(256 * 1024 * 1024));
     // The pool makes the next one.
     await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'the next warm sandbox');
     // A graceful stop reaches the command through the init, well within the grace period; the cgroup goes.
@@ -351,6 +362,17 @@ test(
     assert.match(statusOf(cold), /^NSpid:\s+\d+\s+3$/m);
     assert.ok(fs.readFileSync(`/proc/${cold}/environ`, 'utf8').split('\0').includes('MO_UNIT_NAME=cold-1'));
     assert.deepEqual(problems, []);
+    // A sandbox whose cgroup cannot become the unit's (a directory of that name is in the way): it is
+    // discarded, said, and the unit starts cold in a cgroup of its own.
+    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
+    for (const d of cgroups.dirs('blocked-1')) fs.mkdirSync(d);
+    assert.ok(sup.start({ name: 'blocked-1', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
+    await waitUntil(() => sup.get('blocked-1')?.phase === 'Running', 5000, 'blocked-1 Running');
+    assert.equal(problems.length, 1);
+    assert.match(problems[0], /^cannot adopt cgroup warm@\d+ for blocked-1: .*EEXIST/);
+    const blocked = sup.get('blocked-1')!.pid!;
+    assert.match(statusOf(blocked), /^NSpid:\s+\d+\s+3$/m);
+    assert.ok(inCgroup(blocked, 'blocked-1'), 'the cold start runs in its own cgroup');
     // Closing the supervisor kills the idle sandbox too.
     await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
     const idle = childrenOf(process.pid).filter(
