@@ -619,11 +619,12 @@ export class Controller {
       return;
     }
     this.lastFailure.delete(name);
+    // The spawn first: the agent starts the unit while this replica records and logs the decision.
+    const u = this.deps.store.state.units.get(name);
+    if (u && u.nodeName) this.sendSpawn(u, u.nodeName);
     this.deps.observer?.placed();
     this.deps.events.record('Normal', 'Scheduled', 'Unit', name, `assigned ${name} to ${decision.chosen}: ${decision.message}`);
     this.deps.log(`scheduler: ${name} -> ${decision.message}`);
-    const u = this.deps.store.state.units.get(name);
-    if (u && u.nodeName) this.sendSpawn(u, u.nodeName);
   }
 
   private sendSpawn(u: UnitRecord, node: string): void {
