@@ -76,10 +76,13 @@ function setup() {
       return true;
     },
   } as unknown as AgentServer;
+  /** Clock time of every pass the leader ran. */
+  const passes: number[] = [];
   const controller = new Controller({
     store,
     registry,
     agents,
+    observer: { pass: () => passes.push(clock.now()), scheduled: () => {}, placed: () => {} },
     events: new EventLog('cp-1', now),
     scheduler: new Scheduler(),
     now,
@@ -146,7 +149,7 @@ function setup() {
       revision: cmd.unit.revision,
     });
   };
-  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent };
+  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes };
 }
 
 const spawns = (sent: ReturnType<typeof setup>['sent']) => sent.filter((s) => s.cmd.type === 'spawn');
@@ -201,6 +204,37 @@ test('a spawn no agent answers is sent again after spawnTimeoutMs of clock time,
   assert.equal(again[1].node, first.node);
   assert.notEqual(again[1].cmd.commandId, first.cmd.commandId);
   assert.ok(again[1].at - first.at >= 3000, `resent after ${again[1].at - first.at} ms`);
+  h.controller.stop();
+});
+
+test('an idle loop skips its resync passes but every 10th; a report, or an agent process restarting, brings passes back', async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(500); // the Running reports' passes, the status write and the pass after it
+  const settled = h.passes.length;
+  await h.advance(8000);
+  assert.equal(h.passes.length, settled, `no pass while nothing can change: ${h.passes.slice(settled).map((t) => t - h.passes[0])}`);
+  await h.advance(3000);
+  assert.equal(h.passes.length, settled + 1, 'the 10th resync tick sweeps anyway');
+  // An agent process that restarted with the same units: the next tick runs a pass (reports now count from its start).
+  const idleAgain = h.passes.length;
+  const [unit] = [...h.store.state.units.values()];
+  const reports = [...h.registry.nodes.get(unit.nodeName!)!.units.values()];
+  h.registry.hello({ name: unit.nodeName!, capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} }, 101, reports, 0, Math.floor(h.clock.now()));
+  await h.advance(1000);
+  assert.ok(h.passes.length > idleAgain, 'a pass within a resync interval of the agent restart');
+  // A crash is answered at once, and while its replacement's spawn is unanswered every tick runs a pass.
+  await h.advance(3000);
+  h.sent.length = 0;
+  h.registry.unitStatus(unit.nodeName!, { ...reports.find((r) => r.name === unit.name)!, phase: 'Failed', signal: 'SIGKILL', finishedAt: Math.floor(h.clock.now()) });
+  await h.advance(20);
+  assert.equal(spawns(h.sent).length, 1, 'the replacement spawned at once');
+  const busy = h.passes.length;
+  await h.advance(3000);
+  assert.ok(h.passes.length >= busy + 3, `a pass each second while a spawn awaits its answer (${h.passes.length - busy})`);
   h.controller.stop();
 });
 
