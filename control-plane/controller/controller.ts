@@ -266,19 +266,12 @@ export class Controller {
    */
   private resyncTick(): void {
     const idle = this.idleAfter;
-    if (idle !== null && idle.changes === this.changes && idle.agents === this.agentStamp() && this.idleSkips < IDLE_RESYNCS_SKIPPED) {
+    if (idle !== null && idle.changes === this.changes && idle.agents === this.deps.registry.agentStarts && this.idleSkips < IDLE_RESYNCS_SKIPPED) {
       this.idleSkips++;
       return;
     }
     this.idleSkips = 0;
     this.trigger();
-  }
-
-  /** Changes when an agent process restarts (a new reportsSince) or a node joins. */
-  private agentStamp(): number {
-    let stamp = this.deps.registry.nodes.size;
-    for (const n of this.deps.registry.nodes.values()) stamp += n.reportsSince ?? 0;
-    return stamp;
   }
 
   /** Coalesce every trigger of this tick into one pass. */
@@ -310,7 +303,7 @@ export class Controller {
     this.dirty = false;
     this.lastPassAt = this.deps.now();
     const changes = this.changes;
-    const agents = this.agentStamp();
+    const agents = this.deps.registry.agentStarts;
     this.idleAfter = null;
     try {
       if (this.deps.store.isLeader()) {

@@ -51,6 +51,8 @@ export const CLOSE_GRACE_MS = 150;
 
 export class NodeRegistry {
   readonly nodes = new Map<string, ObservedNodeState>();
+  /** Hellos from a node or agent process not heard before (each starts a new reportsSince): the controller's idle check compares it. */
+  agentStarts = 0;
   /**
    * Unit name -> the nodes reporting it (one, but for a moment during a
    * move), so findUnit() is O(1) and not a walk over every node: the
@@ -78,7 +80,10 @@ export class NodeRegistry {
       n = { name: info.name, info, agentPid, connected: true, ready: false, lastHeartbeatMs: now, notReadySinceMs: null, units: new Map(), highestTerm };
       this.nodes.set(info.name, n);
     }
-    if (fresh || n.agentPid !== agentPid) n.reportsSince = now; // a new agent process
+    if (fresh || n.agentPid !== agentPid) {
+      n.reportsSince = now; // a new agent process
+      this.agentStarts++;
+    }
     const infoChanged = fresh || JSON.stringify(n.info) !== JSON.stringify(info);
     n.info = info;
     n.agentPid = agentPid;
