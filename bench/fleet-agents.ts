@@ -25,7 +25,7 @@ import { AgentCore } from '../node-agent/agent-core.ts';
 import { AgentFigures } from '../node-agent/agent-figures.ts';
 import { ControlPlaneLink } from '../node-agent/control-plane-link.ts';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
-import { STATS_INTERVAL_MS, type AgentMessage, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS, type AgentMessage, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import { parseCommandLine, wholeNumber } from '../shared/flags.ts';
 
 /** What the worker tells its parent once a second. */
@@ -72,6 +72,7 @@ class SimAgent {
   readonly units = new Map<string, UnitReport>();
   welcomed = new Set<string>();
   lastBeatAt = 0;
+  private beats = 0;
 
   constructor(
     readonly info: NodeInfo,
@@ -114,7 +115,7 @@ class SimAgent {
     const gap = this.lastBeatAt === 0 ? 0 : now - this.lastBeatAt;
     this.lastBeatAt = now;
     this.broadcast(this.core.heartbeat(Date.now()));
-    for (const l of this.links) l.ping();
+    if (this.beats++ % PING_EVERY_HEARTBEATS === 0) for (const l of this.links) l.ping(); // as node-agent/main.ts
     return gap;
   }
 

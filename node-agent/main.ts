@@ -21,7 +21,7 @@ import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/proto
 import { timestamp } from '../shared/log.ts';
 import { AgentCore } from './agent-core.ts';
 import { AgentFigures } from './agent-figures.ts';
-import { STATS_INTERVAL_MS } from '../shared/protocol/messages.ts';
+import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS } from '../shared/protocol/messages.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
 import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
@@ -305,10 +305,11 @@ function main(): void {
     links.push(link);
   }
 
+  let beats = 0;
   const heartbeatTimer = setInterval(() => {
     const msg = core.heartbeat(Date.now());
     broadcast(msg);
-    for (const link of links) link.ping();
+    if (beats++ % PING_EVERY_HEARTBEATS === 0) for (const link of links) link.ping();
   }, config.heartbeatIntervalMs);
   const statsTimer = setInterval(() => broadcast(figures.stats(supervisor.list())), STATS_INTERVAL_MS);
   statsTimer.unref();
