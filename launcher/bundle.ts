@@ -8,6 +8,7 @@
 // concurrent starts never see a half-written bundle.
 
 import { build } from 'esbuild';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,8 +20,39 @@ export const ENTRIES = {
   nodeAgent: { entry: 'node-agent/main.ts', out: 'dist/node-agent.mjs' },
 } as const;
 
+/** mo-init's source and where it is built (node-agent/runtime/mo-init.c). */
+export const INIT_HELPER = { source: 'node-agent/runtime/mo-init.c', out: 'dist/mo-init' } as const;
+
+/**
+ * Build mo-init with the system C compiler (`cc`), when there is one and
+ * the binary is older than its source. Without a compiler, or if it fails,
+ * agents make units' namespaces with util-linux instead (namespaces.ts);
+ * the reason is returned, not thrown. Through a temp file and a rename, as
+ * the bundles are.
+ */
+export function buildInitHelper(repo: string = REPO_DIR): { path: string } | { error: string } {
+  const src = path.join(repo, INIT_HELPER.source);
+  const out = path.join(repo, INIT_HELPER.out);
+  try {
+    if (fs.statSync(out).mtimeMs >= fs.statSync(src).mtimeMs) return { path: out };
+  } catch {
+    // not built yet
+  }
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  const tmp = `${out}.${process.pid}.tmp`;
+  const r = spawnSync('cc', ['-O2', '-Wall', '-o', tmp, src], { encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) {
+    fs.rmSync(tmp, { force: true });
+    const why = r.error ? r.error.message : (r.stderr || `exit ${r.status ?? r.signal}`).trim().split('\n')[0];
+    return { error: `cc ${INIT_HELPER.source}: ${why}` };
+  }
+  fs.renameSync(tmp, out);
+  return { path: out };
+}
+
 export async function bundleProcesses(repo: string = REPO_DIR): Promise<{ controlPlane: string; nodeAgent: string }> {
   fs.mkdirSync(path.join(repo, 'dist'), { recursive: true });
+  buildInitHelper(repo);
   await Promise.all(
     Object.values(ENTRIES).map(async ({ entry, out }) => {
       const result = await build({

@@ -355,7 +355,7 @@ function main(): void {
   );
   log(
     namespaces.enabled
-      ? 'namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp)'
+      ? `namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp), made by ${namespaces.initPath !== null ? `mo-init (${namespaces.initPath})` : 'util-linux unshare'}`
       : `namespaces: none (${namespaces.condition.message.replace(/^units share the node's namespaces: /, '')})`,
   );
   // A dead agent of this node may have left unit cgroups: kill what is in

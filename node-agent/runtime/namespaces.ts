@@ -48,6 +48,8 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { NodeCondition } from '../../shared/model.ts';
 import { findExecutable } from './exec-util.ts';
 
@@ -122,22 +124,51 @@ export function claimScript(unitName: string, env: Readonly<Record<string, strin
   return Buffer.byteLength(line) <= MAX_CLAIM_BYTES ? line : null;
 }
 
-/** The command's pid inside its PID namespace (after the init and its `mount`). */
+/** The command's pid inside its PID namespace (after the init and its `mount`) when util-linux makes it. */
 export const MAIN_INNER_PID = 3;
+/** The same when mo-init makes it (it mounts /tmp itself: the command is the init's first child). */
+export const MAIN_INNER_PID_MO_INIT = 2;
 
 export interface Namespaces {
   enabled: boolean;
   unsharePath: string | null;
   nsenterPath: string | null;
+  /** mo-init (mo-init.c), which makes a cold start's namespaces and init in one program; null: util-linux does. */
+  initPath: string | null;
   condition: NodeCondition;
 }
 
-/** Can this agent give units namespaces? Tries it once (a few ms). */
-export function detectNamespaces(): Namespaces {
+/**
+ * Where mo-init is (built by launcher/bundle.ts into dist/, beside the
+ * agent's bundle), or null. MO_INIT_HELPER overrides: a path, or empty for
+ * none (util-linux makes every unit's namespaces).
+ */
+export function findInitHelper(env: Readonly<Record<string, string | undefined>> = process.env): string | null {
+  const given = env.MO_INIT_HELPER;
+  if (given !== undefined) return given === '' ? null : given;
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  // dist/node-agent.mjs (the bundle) has it beside; node-agent/runtime/namespaces.ts (tsx) two levels up.
+  for (const candidate of [path.join(here, 'mo-init'), path.join(here, '..', '..', 'dist', 'mo-init')]) {
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // not there
+    }
+  }
+  return null;
+}
+
+/**
+ * Can this agent give units namespaces? Tries it once (a few ms). `initHelper`:
+ * mo-init to try first (default: findInitHelper()); null for util-linux only.
+ */
+export function detectNamespaces(initHelper: string | null = findInitHelper()): Namespaces {
   const off = (reason: string, message: string): Namespaces => ({
     enabled: false,
     unsharePath: null,
     nsenterPath: null,
+    initPath: null,
     condition: { type: 'UnitNamespaces', status: 'False', reason, message: `units share the node's namespaces: ${message}` },
   });
   if (process.platform !== 'linux') return off('NotLinux', `namespaces exist on Linux only (this is ${process.platform})`);
@@ -157,17 +188,25 @@ export function detectNamespaces(): Namespaces {
     const why = (trial.stderr?.toString() ?? '').trim().split('\n')[0] || (trial.error ? trial.error.message : `exit ${trial.status ?? trial.signal}`);
     return off('UnshareFailed', `unshare failed: ${why}`);
   }
+  // mo-init, when it is there and its trial (every namespace and mount a unit gets) passes.
+  const initPath = initHelper !== null && spawnSync(initHelper, ['--check'], { stdio: 'ignore', timeout: 5000 }).status === 0 ? initHelper : null;
   return {
     enabled: true,
     unsharePath,
     nsenterPath,
+    initPath,
     condition: {
       type: 'UnitNamespaces',
       status: 'True',
       reason: 'Unshare',
-      message: 'each unit has its own PID (unless hostPID), UTS (hostname = unit name), IPC and mount namespace with a private /tmp',
+      message: `each unit has its own PID (unless hostPID), UTS (hostname = unit name), IPC and mount namespace with a private /tmp (made by ${initPath !== null ? 'mo-init' : 'util-linux unshare'})`,
     },
   };
+}
+
+/** The argv that runs `command` in a unit's namespaces through mo-init (mo-init.c), joining `procsFiles` first. */
+export function initArgv(initPath: string, unitName: string, hostPID: boolean, command: readonly string[], procsFiles: readonly string[] = []): string[] {
+  return [initPath, hostPID ? '--host-pid' : '--pid', unitName, ...procsFiles, '--', ...command];
 }
 
 /** The argv that runs `command` in a unit's namespaces (see the header), joining `procsFiles` (cgroups.ts) first. */
@@ -207,11 +246,11 @@ export function findInitPid(p: number): number | null {
   return null;
 }
 
-/** The host pid of the unit's main process (PID 3 of its namespace) below P, or null while not there yet. */
-export function findMainPid(p: number): number | null {
+/** The host pid of the unit's main process (PID `mainInnerPid` of its namespace: 3, or 2 under mo-init) below P, or null while not there yet. */
+export function findMainPid(p: number, mainInnerPid: number = MAIN_INNER_PID): number | null {
   for (const init of children(p)) {
     if (innerPid(init) !== 1) continue;
-    for (const c of children(init)) if (innerPid(c) === MAIN_INNER_PID) return c;
+    for (const c of children(init)) if (innerPid(c) === mainInnerPid) return c;
   }
   return null;
 }

@@ -77,7 +77,7 @@ import * as path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { UnitPortStatus, UnitReport, UnitSpec } from '../../shared/model.ts';
 import { joinArgv, type UnitCgroups } from './cgroups.ts';
-import { claimScript, enterArgv, exitSignal, findMainPid, namespaceArgv, type Namespaces } from './namespaces.ts';
+import { claimScript, enterArgv, exitSignal, findMainPid, initArgv, MAIN_INNER_PID, MAIN_INNER_PID_MO_INIT, namespaceArgv, type Namespaces } from './namespaces.ts';
 import { SandboxPool, type WarmSandbox } from './sandbox-pool.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
@@ -171,6 +171,8 @@ interface UnitRecord {
   exited: boolean;
   /** Started in a warm sandbox (sandbox-pool.ts). */
   warm: boolean;
+  /** With a PID namespace: the command's pid inside it (3, or 2 under mo-init). */
+  mainInnerPid: number;
   /** Shown as the message while running when nothing else is: 'limits not enforced on this node: ...'. */
   note?: string;
   killedAfterGrace: boolean;
@@ -309,6 +311,7 @@ export class UnitSupervisor {
       pidNs: false,
       exited: false,
       warm: false,
+      mainInnerPid: MAIN_INNER_PID,
       killedAfterGrace: false,
       killedNow: false,
       graceTimer: null,
@@ -398,10 +401,14 @@ export class UnitSupervisor {
       rec.report.pid = warm.mainPid;
     } else {
       let programArgv: string[] = [...command];
-      // With namespaces the unit's shell joins its cgroups itself (namespaces.ts); else a join shell execs the program.
-      if (this.namespaces) programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command, procs);
+      // With namespaces the unit's init joins its cgroups itself (namespaces.ts); else a join shell execs the program.
+      const initPath = this.namespaces?.initPath ?? null;
+      if (initPath !== null) programArgv = initArgv(initPath, req.name, !rec.pidNs, command, procs);
+      else if (this.namespaces) programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command, procs);
       else if (rec.cgroup) programArgv = joinArgv(procs, programArgv);
-      const argv = this.setprivPath ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...programArgv] : programArgv;
+      // mo-init sets its own parent-death signal (setpriv's --pdeathsig KILL).
+      const argv = this.setprivPath && initPath === null ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...programArgv] : programArgv;
+      rec.mainInnerPid = initPath !== null ? MAIN_INNER_PID_MO_INIT : MAIN_INNER_PID;
       try {
         child = spawn(argv[0], argv.slice(1), {
           cwd: this.unitsDir,
@@ -424,6 +431,7 @@ export class UnitSupervisor {
       if (!warm) this.guard.add(child.pid);
       if (!rec.pidNs) rec.report.pid = child.pid;
       // The unshare process P waits outside the namespace: into the unit's cgroups with the rest (best effort: it runs nothing of the unit's).
+      // Asynchronous: a move into a cgroup can wait for an RCU grace period, which would hold this event loop (and a burst of spawns) up.
       if (!warm && rec.pidNs) for (const f of procs) writeQuietly(f, String(child.pid));
     }
 
@@ -450,7 +458,7 @@ export class UnitSupervisor {
       const deadline = Date.now() + patienceMs;
       const look = (): void => {
         if (rec.report.pid !== undefined || isFinal(rec.report.phase) || rec.report.phase === 'Terminating') return;
-        const main = findMainPid(spawnedPid);
+        const main = findMainPid(spawnedPid, rec.mainInnerPid);
         if (main === null && Date.now() < deadline) {
           setTimeout(look, 1);
           return;
@@ -799,12 +807,11 @@ export class UnitSupervisor {
   }
 }
 
+/** Write without waiting or failing (a unit's cgroup removal sweeps whatever lands late). */
 function writeQuietly(file: string, text: string): void {
-  try {
-    fs.writeFileSync(file, text);
-  } catch {
+  fs.promises.writeFile(file, text).catch(() => {
     // gone already, or the init's own join says why
-  }
+  });
 }
 
 function isFinal(phase: UnitReport['phase']): boolean {

@@ -1,0 +1,193 @@
+/*
+ * node-agent/runtime/mo-init.c -- a unit's namespaces and init in one small
+ * program, in place of the util-linux chain namespaces.ts describes
+ * (setpriv, unshare, an init shell and `mount`: four forks and five execs
+ * per unit). The agent builds it with the system C compiler when one is
+ * there (launcher/bundle.ts) and uses it when it passes a trial run at
+ * start (namespaces.ts detectNamespaces); without it units get the same
+ * namespaces through util-linux. docs/isolation.md tells both.
+ *
+ *   mo-init --pid NAME [CGROUP_PROCS...] -- COMMAND...
+ *   mo-init --host-pid NAME [CGROUP_PROCS...] -- COMMAND...
+ *   mo-init --check
+ *
+ * --pid: this process, P, takes SIGKILL when the agent dies (PR_SET_PDEATHSIG,
+ * as setpriv --pdeathsig KILL), makes new UTS, IPC, mount (propagation
+ * private) and PID namespaces, and forks the namespace's init (PID 1
+ * inside), which also dies when P does (unshare --kill-child). P ignores
+ * SIGTERM, SIGINT and SIGHUP and waits for the init; it exits with the
+ * init's status. The init mounts /proc and a tmpfs on /tmp, joins the
+ * unit's cgroups (writes 0 to each cgroup.procs given), sets the hostname
+ * to NAME, forks the command (PID 2 inside: stdin /dev/null, fd 3 closed),
+ * says `s` on fd 3, forwards SIGTERM, SIGINT and SIGHUP to it (the kernel
+ * drops signals to a namespace's init that it has no handler for), reaps
+ * every process of the namespace, says `x<status>` on fd 3 when the
+ * command has exited and exits with that status: the command's exit code,
+ * or 128+N when signal N killed it (as a shell gives it).
+ *
+ * --host-pid: the same without a PID namespace: P sets up UTS, IPC and
+ * mount namespaces, /tmp, cgroups and hostname, then execs the command
+ * itself (status.pid is P).
+ *
+ * Exit codes of its own: 125 (a namespace, mount or the hostname could not
+ * be set up), 126 (a cgroup could not be joined), 127 (the command could
+ * not be executed); each with one line on stderr naming the cause.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static pid_t child = 0;
+
+static void forward(int sig) {
+  if (child > 0) kill(child, sig);
+}
+
+static void die(int code, const char *what, const char *arg) {
+  fprintf(stderr, "mini-orchestrator: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "", strerror(errno));
+  _exit(code);
+}
+
+static void say(const char *text) {
+  ssize_t r = write(3, text, strlen(text));
+  (void)r;
+}
+
+static void set_up(const char *name, char **procs, int nprocs, int with_proc) {
+  /* First the cgroups, so that everything after counts against the unit's limits. */
+  for (int i = 0; i < nprocs; i++) {
+    int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) die(126, "cannot join cgroup", procs[i]);
+    close(fd);
+  }
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(125, "cannot make mounts private", NULL);
+  if (with_proc) {
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL) != 0) die(125, "cannot mount", "/proc");
+  }
+  if (sethostname(name, strlen(name)) != 0) die(125, "cannot set hostname", name);
+  if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) die(125, "cannot mount a tmpfs on", "/tmp");
+}
+
+static void exec_command(char **argv) {
+  int null = open("/dev/null", O_RDONLY);
+  if (null >= 0 && null != 0) {
+    dup2(null, 0);
+    close(null);
+  }
+  close(3);
+  execvp(argv[0], argv);
+  fprintf(stderr, "mini-orchestrator: %s: %s\n", argv[0], strerror(errno));
+  _exit(errno == ENOENT ? 127 : 126);
+}
+
+static int status_of(int st) {
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--check") == 0) {
+    /* The agent's trial: every namespace and mount a unit gets, then exit 0. */
+    if (unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID) != 0) die(125, "cannot make namespaces", NULL);
+    pid_t p = fork();
+    if (p < 0) die(125, "cannot fork", NULL);
+    if (p == 0) {
+      set_up("mo-check", NULL, 0, 1);
+      _exit(0);
+    }
+    int st;
+    if (waitpid(p, &st, 0) < 0) die(125, "cannot wait", NULL);
+    return status_of(st);
+  }
+  if (argc < 5 || (strcmp(argv[1], "--pid") != 0 && strcmp(argv[1], "--host-pid") != 0)) {
+    fprintf(stderr, "usage: mo-init --pid|--host-pid NAME [CGROUP_PROCS...] -- COMMAND...\n");
+    return 2;
+  }
+  int pid_ns = strcmp(argv[1], "--pid") == 0;
+  const char *name = argv[2];
+  int sep = 3;
+  while (sep < argc && strcmp(argv[sep], "--") != 0) sep++;
+  if (sep + 1 >= argc) {
+    fprintf(stderr, "mini-orchestrator: mo-init: no command after --\n");
+    return 2;
+  }
+  char **procs = argv + 3;
+  int nprocs = sep - 3;
+  char **command = argv + sep + 1;
+
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(125, "cannot set the parent-death signal", NULL);
+  if (unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS | (pid_ns ? CLONE_NEWPID : 0)) != 0) die(125, "cannot make namespaces", NULL);
+
+  if (!pid_ns) {
+    set_up(name, procs, nprocs, 0);
+    close(3);
+    exec_command(command);
+  }
+
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  pid_t init = fork();
+  if (init < 0) die(125, "cannot fork", NULL);
+  if (init > 0) {
+    /* P: wait for the init, exit with its status. */
+    int st;
+    while (waitpid(init, &st, 0) < 0) {
+      if (errno != EINTR) die(125, "cannot wait", NULL);
+    }
+    return status_of(st);
+  }
+
+  /* PID 1 of the unit's PID namespace. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(125, "cannot set the parent-death signal", NULL);
+  set_up(name, procs, nprocs, 1);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = forward;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGHUP);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  pid_t c = fork();
+  if (c < 0) die(125, "cannot fork", NULL);
+  if (c == 0) {
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    prctl(PR_SET_PDEATHSIG, 0);
+    exec_command(command);
+  }
+  child = c;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  say("s");
+  for (;;) {
+    int st;
+    pid_t w = waitpid(-1, &st, 0);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      _exit(125);
+    }
+    if (w == c) {
+      char line[32];
+      int s = status_of(st);
+      snprintf(line, sizeof line, "x%d\n", s);
+      say(line);
+      _exit(s);
+    }
+  }
+}
