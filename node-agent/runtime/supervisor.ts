@@ -431,7 +431,6 @@ export class UnitSupervisor {
       if (!warm) this.guard.add(child.pid);
       if (!rec.pidNs) rec.report.pid = child.pid;
       // The unshare process P waits outside the namespace: into the unit's cgroups with the rest (best effort: it runs nothing of the unit's).
-      // Asynchronous: a move into a cgroup can wait for an RCU grace period, which would hold this event loop (and a burst of spawns) up.
       if (!warm && rec.pidNs) for (const f of procs) writeQuietly(f, String(child.pid));
     }
 
@@ -807,11 +806,12 @@ export class UnitSupervisor {
   }
 }
 
-/** Write without waiting or failing (a unit's cgroup removal sweeps whatever lands late). */
 function writeQuietly(file: string, text: string): void {
-  fs.promises.writeFile(file, text).catch(() => {
+  try {
+    fs.writeFileSync(file, text);
+  } catch {
     // gone already, or the init's own join says why
-  });
+  }
 }
 
 function isFinal(phase: UnitReport['phase']): boolean {
