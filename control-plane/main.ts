@@ -301,12 +301,12 @@ async function main(): Promise<void> {
         break;
     }
     changed();
-    controller.trigger();
+    controller.registryChanged(c);
     services.changed();
   });
-  store.state.onChange(() => {
+  store.state.onChange((kind, name) => {
     changed();
-    controller.trigger();
+    controller.storeChanged(kind, name);
     services.changed();
   });
 

@@ -18,6 +18,7 @@ export type {
   ResolvedStrategy,
   RolloutProgress,
 } from './types.ts';
+export { NO_DEPLOYMENT } from './types.ts';
 export {
   reconcile,
   resolveStrategy,

@@ -74,7 +74,18 @@
 import type { DeploymentStrategy, UnitReport } from '../../shared/model.ts';
 import { DEFAULT_MAX_SURGE, DEFAULT_MAX_UNAVAILABLE, resolveIntOrPercent } from '../../shared/manifest.ts';
 import { isQuietDiff } from './format-diff.ts';
-import type { Action, Binding, DeploymentCounts, DeploymentDiff, DesiredDeployment, ObservedNode, Plan, ReconcileInput, ResolvedStrategy } from './types.ts';
+import {
+  NO_DEPLOYMENT,
+  type Action,
+  type Binding,
+  type DeploymentCounts,
+  type DeploymentDiff,
+  type DesiredDeployment,
+  type ObservedNode,
+  type Plan,
+  type ReconcileInput,
+  type ResolvedStrategy,
+} from './types.ts';
 
 /** A unit that ends sooner than this after it started is crash-looping. */
 export const QUICK_FAILURE_MS = 10_000;
@@ -290,10 +301,12 @@ export function reconcile(input: ReconcileInput): Plan {
     list.push(specHash);
     stopping.set(deployment, list);
   };
+  const scope = input.scope;
   // Units a Ready node runs that no binding wants here: stopping processes.
   for (const node of nodes.values()) {
     if (!node.ready) continue;
     for (const report of node.units.values()) {
+      if (scope !== undefined && !scope.has(report.deployment)) continue;
       const b = bindings.get(report.name);
       if (b && b.nodeName === node.name) continue;
       if (isFinished(report.phase)) continue;
@@ -548,10 +561,14 @@ export function reconcile(input: ReconcileInput): Plan {
   for (const node of [...nodes.values()].sort((a, b) => compareStrings(a.name, b.name))) {
     if (!node.ready) continue;
     // Bound here: handled in step 1. Only the rest are sorted (usually none), not every unit of every node every pass.
-    const unbound = [...node.units.values()].filter((report) => bindings.get(report.name)?.nodeName !== node.name);
+    // In a scoped pass, other deployments' reports are not looked at (their bindings are not in `bindings`).
+    const unbound = [...node.units.values()].filter(
+      (report) => (scope === undefined || !report.deployment || scope.has(report.deployment)) && bindings.get(report.name)?.nodeName !== node.name,
+    );
     for (const report of unbound.sort((a, b) => compareUnitNames(a.name, b.name))) {
       const b = bindings.get(report.name);
-      const deployment = report.deployment || b?.deployment || '(no deployment)';
+      const deployment = report.deployment || b?.deployment || NO_DEPLOYMENT;
+      if (scope !== undefined && !scope.has(deployment)) continue;
       const w = workFor(deployment);
       if (isFinished(report.phase)) {
         w.forgets.push({ type: 'forget', unit: report.name, node: node.name });

@@ -106,7 +106,17 @@ export interface ReconcileInput {
    * starves none of them. Optional; 0 when absent.
    */
   pass?: number;
+  /**
+   * Reconcile only these deployments (a bounded pass over part of a big
+   * cluster): `deployments` and `bindings` then hold theirs, and reports of
+   * other deployments are left alone (the pass says nothing of them).
+   * Reports that name no deployment count as NO_DEPLOYMENT's. Absent: all.
+   */
+  scope?: ReadonlySet<string>;
 }
+
+/** The scope name of a unit report that names no deployment and has no binding. */
+export const NO_DEPLOYMENT = '(no deployment)';
 
 export type UnbindReason = 'lost' | 'crashed' | 'completed' | 'surplus' | 'deployment deleted' | 'rollout';
 

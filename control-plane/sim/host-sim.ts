@@ -467,15 +467,17 @@ class SimReplica {
       clock,
       random: sim.rng,
       mutation: sim.mutation,
-      options: { maxActionsPerPass: 500, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000 },
+      // maxBindingsPerPass 3 (production: 4,000): the simulated clusters are small, and this splits their
+      // passes into scopes of a deployment or two, so the bounded passes are what the seeds check.
+      options: { maxActionsPerPass: 500, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000, maxBindingsPerPass: 3 },
     });
     this.controller = controller;
     const registerNode = nodeRegistrar({ store, registry, now, log });
     registry.onChange((c) => {
       if (c.type === 'node-registered' && store.isLeader()) registerNode(c.node);
-      controller.trigger();
+      controller.registryChanged(c);
     });
-    store.state.onChange(() => controller.trigger());
+    store.state.onChange((kind, name) => controller.storeChanged(kind, name));
     followLeadership({ store, registry, agents, controller, now, log, onRoleChange: (s) => sim.noteRole(this, s.role, s.term) }, registerNode);
     this.liveness = clock.interval(() => registry.checkLiveness(now()), LIVENESS_CHECK_MS);
     controller.start();

@@ -167,6 +167,8 @@ export type ChangeListener = (kind: ChangeKind, name: string) => void;
 export class DesiredState {
   readonly deployments = new Map<string, DeploymentRecord>();
   readonly units = new Map<string, UnitRecord>();
+  /** The same units by deployment (an index kept with `units`: a reconcile pass reads one deployment's without a walk over all). */
+  private readonly unitsByDeployment = new Map<string, Map<string, UnitRecord>>();
   readonly nodes = new Map<string, NodeRecord>();
   readonly counters = new Map<string, number>();
   readonly services = new Map<string, ServiceRecord>();
@@ -402,7 +404,7 @@ export class DesiredState {
         const n = (this.counters.get(cmd.deployment) ?? 0) + 1;
         this.counters.set(cmd.deployment, n);
         const name = `${cmd.deployment}-${n}`;
-        this.units.set(name, {
+        this.setUnit({
           name,
           uid: cmd.uid,
           deployment: cmd.deployment,
@@ -429,11 +431,38 @@ export class DesiredState {
         return { ok: true, changed: true };
       }
       case 'unit.delete': {
-        if (!this.units.delete(cmd.name)) return { ok: false, code: 404, error: `units "${cmd.name}" not found` };
+        if (!this.deleteUnit(cmd.name)) return { ok: false, code: 404, error: `units "${cmd.name}" not found` };
         this.changed('unit', cmd.name);
         return { ok: true, changed: true };
       }
     }
+  }
+
+  /** One deployment's units (its name need not be a stored deployment's: a deleted one's units stay until unbound). */
+  unitsOf(deployment: string): ReadonlyMap<string, UnitRecord> | undefined {
+    return this.unitsByDeployment.get(deployment);
+  }
+
+  /** Names of the deployments that have units. */
+  deploymentsWithUnits(): IterableIterator<string> {
+    return this.unitsByDeployment.keys();
+  }
+
+  private setUnit(u: UnitRecord): void {
+    this.units.set(u.name, u);
+    let of = this.unitsByDeployment.get(u.deployment);
+    if (!of) this.unitsByDeployment.set(u.deployment, (of = new Map()));
+    of.set(u.name, u);
+  }
+
+  private deleteUnit(name: string): boolean {
+    const u = this.units.get(name);
+    if (!u) return false;
+    this.units.delete(name);
+    const of = this.unitsByDeployment.get(u.deployment);
+    of?.delete(name);
+    if (of?.size === 0) this.unitsByDeployment.delete(u.deployment);
+    return true;
   }
 
   snapshot(): DesiredSnapshot {
@@ -451,10 +480,11 @@ export class DesiredState {
   restore(s: DesiredSnapshot): void {
     this.deployments.clear();
     this.units.clear();
+    this.unitsByDeployment.clear();
     this.nodes.clear();
     this.counters.clear();
     for (const d of s.deployments) this.deployments.set(d.name, unshareRevisions(upgradeDeployment(d)));
-    for (const u of s.units) this.units.set(u.name, { ...u, spec: u.spec ?? this.sharedUnitSpec(u), revision: u.revision ?? 1 }); // spec null: shared (snapshot-slices.ts)
+    for (const u of s.units) this.setUnit({ ...u, spec: u.spec ?? this.sharedUnitSpec(u), revision: u.revision ?? 1 }); // spec null: shared (snapshot-slices.ts)
     for (const n of s.nodes) this.nodes.set(n.info.name, n);
     for (const [k, v] of Object.entries(s.counters)) this.counters.set(k, v);
     this.events.load(s.events);

@@ -92,8 +92,8 @@ function setup() {
     options: { maxActionsPerPass: 100, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000 },
   });
   // As control-plane/main.ts wires them.
-  registry.onChange(() => controller.trigger());
-  store.state.onChange(() => controller.trigger());
+  registry.onChange((c) => controller.registryChanged(c));
+  store.state.onChange((kind, name) => controller.storeChanged(kind, name));
   let index = 0;
   for (const name of NODES) {
     const info = { name, capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} };
@@ -213,7 +213,7 @@ test('an idle loop skips its resync passes but every 10th; a report, or an agent
   await h.deploy(2);
   await h.advance(20);
   for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(500); // the Running reports' passes, the status write and the pass after it
+  await h.advance(1500); // the Running reports' passes, the status write, and the resync's sweep that finds the loop idle
   const settled = h.passes.length;
   await h.advance(8000);
   assert.equal(h.passes.length, settled, `no pass while nothing can change: ${h.passes.slice(settled).map((t) => t - h.passes[0])}`);

@@ -63,6 +63,38 @@ test('a snapshot restores to exactly the state it was taken from', () => {
   assert.deepEqual(a.apply(100, next), b.apply(100, next));
 });
 
+test("each deployment's units (the index a bounded reconcile pass reads) are exactly the units that name it, after creates, deletes and a restore", () => {
+  const s = replay([...LOG, deployment(1, '3600', 'api')]);
+  let index = LOG.length + 1;
+  const check = (st: DesiredState, when: string) => {
+    const grouped = new Map<string, string[]>();
+    for (const u of st.units.values()) grouped.set(u.deployment, [...(grouped.get(u.deployment) ?? []), u.name]);
+    assert.deepEqual(
+      [...st.deploymentsWithUnits()].sort().map((d) => [d, [...st.unitsOf(d)!.keys()].sort()]),
+      [...grouped].sort().map(([d, names]) => [d, names.sort()]),
+      when,
+    );
+    for (const [d, names] of grouped) for (const n of names) assert.equal(st.unitsOf(d)!.get(n), st.units.get(n), `${when}: the same record`);
+  };
+  check(s, 'after the log');
+  s.apply(++index, { type: 'unit.create', at: NOW, uid: 'c', deployment: 'api', nodeName: 'node-a', scheduling: null });
+  s.apply(++index, { type: 'unit.create', at: NOW, uid: 'd', deployment: 'api', nodeName: null, scheduling: null });
+  check(s, 'after creates');
+  s.apply(++index, { type: 'unit.bind', at: NOW, name: 'api-2', nodeName: 'node-a', scheduling: null });
+  assert.equal(s.unitsOf('api')!.get('api-2')!.nodeName, 'node-a', 'a binding shows in the index at once');
+  s.apply(++index, { type: 'unit.delete', at: NOW, name: 'web-1', reason: 'surplus' });
+  s.apply(++index, { type: 'unit.delete', at: NOW, name: 'api-1', reason: 'surplus' });
+  s.apply(++index, { type: 'unit.delete', at: NOW, name: 'api-2', reason: 'surplus' });
+  check(s, 'after deletes');
+  assert.equal(s.unitsOf('api'), undefined, 'a deployment without units has no entry');
+  const r = new DesiredState();
+  r.apply(1, deployment(1, '3600', 'gone'));
+  r.apply(2, { type: 'unit.create', at: NOW, uid: 'g', deployment: 'gone', nodeName: null, scheduling: null });
+  r.restore(structuredClone(s.snapshot()));
+  check(r, 'after a restore over other units');
+  assert.equal(r.unitsOf('gone'), undefined);
+});
+
 test('unit names come from a counter that is never reused, even across a delete and re-create', () => {
   const s = replay(LOG);
   assert.deepEqual([...s.units.keys()].sort(), ['web-1', 'web-2']);

@@ -18,6 +18,7 @@ import {
   formatDiff,
   isQuietDiff,
   TERMINATE_REASON_NOT_BOUND,
+  NO_DEPLOYMENT,
   type Action,
   type Binding,
   type DesiredDeployment,
@@ -360,6 +361,64 @@ test('Two deployments reconcile independently: scaling, losing and deleting unit
   assert.deepEqual(r.plan.actions, [{ type: 'forget', unit: 'api-1', node: 'node-a' }]);
   r = w.step();
   assert.deepEqual(r.plan.actions, []);
+});
+
+test('A pass scoped to some deployments (a bounded pass of a big cluster) decides for each exactly what a pass over all decides, and touches nothing else', () => {
+  const key = (a: Action) => JSON.stringify(a);
+  let compared = 0;
+  let strays = 0;
+  for (const seed of [3, 11, 2024]) {
+    const rand = mulberry32(seed);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+    const w = new World().addNode('node-a', 40).addNode('node-b', 40).addNode('node-c', 40);
+    for (const d of ['api', 'old', 'web']) w.setDesired(d, 2 + Math.floor(rand() * 4));
+    for (let i = 1; i <= 60; i++) {
+      const where = `seed ${seed} iteration ${i}`;
+      if (rand() < 0.1) w.setDesired(pick(['api', 'web']), Math.floor(rand() * 6));
+      if (i === 30) w.deployments.delete('old'); // its bindings become orphans, its units strays
+      for (let k = Math.floor(rand() * 3); k > 0; k--) {
+        const alive = [...w.running('api'), ...w.running('web'), ...w.running('old')];
+        if (alive.length > 0) w.kill(pick(alive), 'SIGKILL');
+      }
+      const down = [...w.nodes.values()].filter((n) => !n.ready);
+      if (down.length === 0 && rand() < 0.1) pick([...w.nodes.values()]).ready = false;
+      else if (down.length > 0 && rand() < 0.3) pick(down).ready = true;
+
+      const input = w.input();
+      const full = reconcile(input);
+      const names = new Set([...input.deployments.keys(), ...[...input.bindings.values()].map((b) => b.deployment), NO_DEPLOYMENT]);
+      for (const n of input.nodes.values()) for (const r of n.units.values()) names.add(r.deployment || NO_DEPLOYMENT);
+      const fromScopes: string[] = [];
+      for (const d of names) {
+        const scoped = reconcile({
+          ...input,
+          deployments: new Map([...input.deployments].filter(([name]) => name === d)),
+          bindings: new Map([...input.bindings].filter(([, b]) => b.deployment === d)),
+          scope: new Set([d]),
+        });
+        for (const a of scoped.actions) fromScopes.push(key(a));
+        assert.deepEqual(
+          scoped.diffs,
+          full.diffs.filter((x) => x.deployment === d),
+          `${where}: ${d}'s diff`,
+        );
+        assert.deepEqual(
+          [...scoped.counts.keys()],
+          [...full.counts.keys()].filter((x) => x === d),
+          `${where}: counts only for ${d}`,
+        );
+        if (full.counts.has(d)) assert.deepEqual(scoped.counts.get(d), full.counts.get(d), `${where}: ${d}'s counts`);
+        compared++;
+      }
+      assert.deepEqual(fromScopes.sort(), full.actions.map(key).sort(), `${where}: the scoped passes' actions are the full pass's`);
+      strays += full.actions.filter((a) => a.type === 'terminate' && a.reason !== TERMINATE_REASON_NOT_BOUND).length;
+      w.apply(full);
+      w.pass++;
+      w.now += PASS_INTERVAL_MS;
+    }
+  }
+  assert.ok(compared > 400, `compared ${compared} scoped passes`);
+  assert.ok(strays > 0, 'some pass stopped units of a deleted deployment or on the wrong node');
 });
 
 // ---- exercise 2: the rate limit --------------------------------------------------
