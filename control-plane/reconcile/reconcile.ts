@@ -558,13 +558,21 @@ export function reconcile(input: ReconcileInput): Plan {
   // They go first in their deployment's queue: a returning node's leftovers
   // are surplus, and stopping them comes before any other change.
   const strays = new Map<string, Operation[]>();
-  for (const node of [...nodes.values()].sort((a, b) => compareStrings(a.name, b.name))) {
+  // Bound here: handled in step 1. Only the rest are collected and sorted (usually none), and only the
+  // nodes that have some, not every unit of every node every pass. In a scoped pass, other deployments'
+  // reports are not looked at (their bindings are not in `bindings`).
+  const withStrays: Array<{ node: ObservedNode; unbound: UnitReport[] }> = [];
+  for (const node of nodes.values()) {
     if (!node.ready) continue;
-    // Bound here: handled in step 1. Only the rest are sorted (usually none), not every unit of every node every pass.
-    // In a scoped pass, other deployments' reports are not looked at (their bindings are not in `bindings`).
-    const unbound = [...node.units.values()].filter(
-      (report) => (scope === undefined || !report.deployment || scope.has(report.deployment)) && bindings.get(report.name)?.nodeName !== node.name,
-    );
+    let unbound: UnitReport[] | null = null;
+    for (const report of node.units.values()) {
+      if (scope !== undefined && report.deployment && !scope.has(report.deployment)) continue;
+      if (bindings.get(report.name)?.nodeName === node.name) continue;
+      (unbound ??= []).push(report);
+    }
+    if (unbound !== null) withStrays.push({ node, unbound });
+  }
+  for (const { node, unbound } of withStrays.sort((a, b) => compareStrings(a.node.name, b.node.name))) {
     for (const report of unbound.sort((a, b) => compareUnitNames(a.name, b.name))) {
       const b = bindings.get(report.name);
       const deployment = report.deployment || b?.deployment || NO_DEPLOYMENT;
