@@ -46,12 +46,16 @@ export const MAX_EVENTS_PER_BATCH = 128;
 /** Most events waiting for a flush; beyond, the oldest waiting are dropped (and counted). */
 export const MAX_PENDING_EVENTS = 4 * MAX_EVENTS_PER_BATCH;
 
+/** The deployment a unit's name says it belongs to (`web` for `web-17`: units are named `<deployment>-<n>`), or null. */
+export function deploymentOfUnitName(name: string): string | null {
+  const m = /^(.*)-\d+$/.exec(name);
+  return m ? m[1] : null;
+}
+
 /** Whose events these are: a unit's deployment (`web` for `web-17`), else the object. */
 export function eventOwner(kind: ClusterEvent['involvedObject']['kind'], name: string): string {
-  if (kind === 'Unit') {
-    const m = /^(.*)-\d+$/.exec(name);
-    if (m) return `Deployment/${m[1]}`;
-  }
+  const deployment = kind === 'Unit' ? deploymentOfUnitName(name) : null;
+  if (deployment !== null) return `Deployment/${deployment}`;
   return `${kind === 'Unit' ? 'Deployment' : kind}/${name}`;
 }
 

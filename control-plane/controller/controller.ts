@@ -20,7 +20,7 @@ import { systemClock } from '../../shared/system-clock.ts';
 import type { Mutation } from '../mutations.ts';
 import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../agent-server.ts';
-import type { EventLog } from '../events.ts';
+import { deploymentOfUnitName, type EventLog } from '../events.ts';
 import { DEFAULT_PROGRESS_DEADLINE_SECONDS } from '../../shared/manifest.ts';
 import {
   formatDiff,
@@ -136,7 +136,6 @@ export class Controller {
   private wakeTimer: ClockTimer | null = null;
   private wakeAt = Number.POSITIVE_INFINITY;
   private running = false;
-  private dirty = false;
   private scheduled = false;
   /** Triggers so far (resyncTick compares). */
   private changes = 0;
@@ -307,14 +306,14 @@ export class Controller {
   /** A change of the store: its deployment's units to the next pass (a sweep for nodes and the rest). */
   storeChanged(kind: ChangeKind, name: string): void {
     if (kind === 'deployment') return this.trigger(name);
-    if (kind === 'unit') return this.trigger(this.deps.store.state.units.get(name)?.deployment ?? deploymentOfUnit(name));
+    if (kind === 'unit') return this.trigger(this.deps.store.state.units.get(name)?.deployment ?? deploymentOfUnitName(name) ?? NO_DEPLOYMENT);
     this.trigger();
   }
 
   /** A change the registry saw: a unit's deployment to the next pass, a sweep for a node's. */
   registryChanged(c: RegistryChange): void {
     if (c.type === 'unit') return this.trigger(c.unit.deployment || this.deps.store.state.units.get(c.unit.name)?.deployment || NO_DEPLOYMENT);
-    if (c.type === 'unit-gone') return this.trigger(this.deps.store.state.units.get(c.name)?.deployment ?? deploymentOfUnit(c.name));
+    if (c.type === 'unit-gone') return this.trigger(this.deps.store.state.units.get(c.name)?.deployment ?? deploymentOfUnitName(c.name) ?? NO_DEPLOYMENT);
     this.trigger();
   }
 
@@ -332,10 +331,7 @@ export class Controller {
 
   private schedulePass(): void {
     if (this.stopped) return;
-    if (this.running) {
-      this.dirty = true;
-      return;
-    }
+    if (this.running) return; // runPass schedules the next one: what arrived waits in pending / sweepAsked
     if (this.scheduled) return;
     this.scheduled = true;
     // At once when the loop has been quiet (a crash is answered in one
@@ -354,7 +350,6 @@ export class Controller {
   private async runPass(): Promise<void> {
     if (this.running || this.stopped) return;
     this.running = true;
-    this.dirty = false;
     this.lastPassAt = this.deps.now();
     this.idleAfter = null;
     try {
@@ -382,7 +377,7 @@ export class Controller {
       this.deps.log(`reconcile: pass failed: ${(err as Error).message}`);
     } finally {
       this.running = false;
-      if (this.dirty || this.pending.size > 0 || this.sweepAsked) this.schedulePass();
+      if (this.pending.size > 0 || this.sweepAsked) this.schedulePass();
     }
   }
 
@@ -911,10 +906,4 @@ export class Controller {
       return null;
     }
   }
-}
-
-/** The deployment a unit name belongs to (`<deployment>-<n>`), for a unit whose record is gone. */
-function deploymentOfUnit(name: string): string {
-  const m = /^(.*)-\d+$/.exec(name);
-  return m ? m[1] : NO_DEPLOYMENT;
 }
