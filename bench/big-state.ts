@@ -34,6 +34,8 @@ export interface BigStateResult {
   applyError?: string;
   firstTerm: number;
   fill: ReplicaPhase[];
+  /** One GET /metrics of each replica in turn with the deployments stored: each answer's time and size, and the loops meanwhile. */
+  scrape: { ms: number[]; bytes: number[]; loop: ReplicaPhase[] };
   apply: ReplicaPhase[];
 }
 
@@ -113,6 +115,20 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
 
     onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill });
 
+    // A Prometheus scrape of every replica (a series per deployment).
+    const scrapeFrom = Date.now();
+    const scrapeMs: number[] = [];
+    const scrapeBytes: number[] = [];
+    for (const u of c.urls) {
+      const s0 = performance.now();
+      const r = await request('GET', `${u}/metrics`, c.token);
+      if (r.status !== 200) throw new Error(`GET /metrics answered ${r.status} ${r.text.slice(0, 200)}`);
+      scrapeMs.push(performance.now() - s0);
+      scrapeBytes.push(Buffer.byteLength(r.text));
+    }
+    await sleep(1200); // the loop windows are a second long: let the last one close
+    const scrape = { ms: scrapeMs, bytes: scrapeBytes, loop: await phase(c, scrapeFrom) };
+
     // The leader of now (the fill may have seen elections): the watch goes to it, so a
     // replica that has lost track of the leader cannot answer it with a 503 that watches nothing;
     // and it follows the leader through the apply's elections (list again, watch on).
@@ -131,7 +147,7 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     }
     await sleep(2000);
     const apply = await phase(c, applyFrom);
-    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, units, applyMs, applyError, firstTerm, fill, apply };
+    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, units, applyMs, applyError, firstTerm, fill, scrape, apply };
   } finally {
     w.stop();
     await c.stop();

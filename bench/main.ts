@@ -195,7 +195,11 @@ if (want('big-state')) {
       `big state: event loop while filling: ${loop(fill.fill)} (longest stop ${f(maxStop(fill.fill), 0)} ms; target < 125 ms, half the election timeout: ${verdict(maxStop(fill.fill) < 125)}; ${terms === 0 ? 'no election' : `${terms} ELECTIONS`})`,
     );
   });
-  const applyTerms = maxTerm(r.apply) - maxTerm(r.fill);
+  const scrapeTerms = maxTerm(r.scrape.loop) - maxTerm(r.fill);
+  say(
+    `big state: GET /metrics of each replica in turn (${r.scrape.bytes.map((b) => `${f(b / 1048576, 1)} MiB`).join(', ')}): ${r.scrape.ms.map((ms) => `${f(ms, 0)} ms`).join(', ')}; event loop meanwhile: ${loop(r.scrape.loop)} (longest stop ${f(maxStop(r.scrape.loop), 0)} ms; target < 125 ms: ${verdict(maxStop(r.scrape.loop) < 125)}; ${scrapeTerms === 0 ? 'no election' : `${scrapeTerms} ELECTIONS`})`,
+  );
+  const applyTerms = maxTerm(r.apply) - maxTerm(r.scrape.loop);
   say(`big state: apply of ${r.units} units on top: ${r.applyMs !== null ? `all Running after ${f(r.applyMs, 0)} ms` : `NOT all Running: ${r.applyError}`}; RSS ${rss(r.apply)}`);
   say(
     `big state: event loop during the apply: ${loop(r.apply)} (longest stop ${f(maxStop(r.apply), 0)} ms; target < 125 ms: ${verdict(maxStop(r.apply) < 125)}; ${applyTerms === 0 ? 'no election' : `${applyTerms} ELECTIONS`})`,

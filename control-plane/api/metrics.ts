@@ -25,7 +25,8 @@ import type { AgentStatsMessage } from '../../shared/protocol/messages.ts';
 import type { ControllerObserver } from '../controller/controller.ts';
 import type { ProposalOutcome, RaftStoreObserver } from '../store/raft-store.ts';
 import { isDashboardPath } from './dashboard.ts';
-import { allDeploymentViews, allNodeViews, allUnitViews, type ViewSource } from './views.ts';
+import { type ViewSource } from './views.ts';
+import { clusterFigures, renderFamilies, Slicer, UNIT_PHASES, type ClusterFigures, type ScrapedFamily, type ValueRow } from './exposition.ts';
 
 export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 
@@ -92,7 +93,6 @@ export interface MetricsDeps {
   now?: () => number;
 }
 
-const UNIT_PHASES = ['Pending', 'Running', 'Succeeded', 'Failed', 'Lost', 'Terminating'];
 const PROPOSAL_OUTCOMES: ProposalOutcome[] = ['applied', 'not_leader', 'refused', 'overwritten', 'timeout'];
 const ACTIONS = ['create', 'schedule', 'spawn', 'unbind', 'terminate', 'forget', 'backoff', 'backoff-reset'];
 /** API latency (seconds). */
@@ -103,34 +103,6 @@ const DISK_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 const SCHEDULER_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
 /** A failover (seconds): election timeout 0.25-0.5 s plus a vote round. */
 const FAILOVER_BUCKETS = [0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30];
-
-interface UnitCounts {
-  phases: Map<string, number>;
-  reasons: Map<string, { phase: string; reason: string; n: number }>;
-}
-
-type ValueRow = { metricName?: string; labels: Record<string, string>; value: number };
-
-/**
- * A family whose values exist elsewhere (an agent's counts): prom-client
- * renders what `rows()` gives at scrape time. prom-client's own metric
- * classes only count what is observed in this process, and its Registry
- * reads any object with name, help, type and get(); the cast below is the
- * one place that relies on that.
- */
-class ExternalFamily {
-  readonly aggregator = 'sum';
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    readonly type: 'counter' | 'gauge' | 'histogram',
-    private readonly rows: () => ValueRow[],
-  ) {}
-  get(): { name: string; help: string; type: string; aggregator: string; values: ValueRow[] } {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.rows() };
-  }
-  reset(): void {}
-}
 
 /** A pre-counted cumulative histogram (shared/histogram.ts) as Prometheus rows. */
 function histogramRows(name: string, labels: Record<string, string>, h: HistogramCounts, bounds: readonly number[] = AGENT_SECONDS_BUCKETS): ValueRow[] {
@@ -152,8 +124,9 @@ export class ReplicaMetrics {
   private readonly durations: Histogram<'method' | 'route'>;
   private readonly agents = new Map<string, { stats: AgentStatsMessage; at: number }>();
   private readonly now: () => number;
-  /** During one scrape: what several families read, computed once (views of every unit cost the most). */
-  private scrape: { units?: UnitCounts; deployments?: ReturnType<typeof allDeploymentViews> } | null = null;
+  private readonly source: () => ViewSource;
+  /** The families that grow with the cluster, rendered in slices by exposition.ts (`figures`: this scrape's counts). */
+  private readonly scraped: Array<(figures: ClusterFigures) => ScrapedFamily> = [];
 
   constructor(private readonly deps: MetricsDeps) {
     this.now = deps.now ?? Date.now;
@@ -357,76 +330,9 @@ export class ReplicaMetrics {
       });
     }
 
-    // ---- the cluster, from this replica's state and view
+    // ---- the cluster, from this replica's state and view (exposition.ts: counted and written in slices)
     const src = () => deps.source();
-    new Gauge({
-      name: 'mo_nodes',
-      help: `Nodes by readiness${scope}.`,
-      labelNames: ['ready'],
-      registers,
-      collect() {
-        let ready = 0;
-        const nodes = allNodeViews(src());
-        for (const n of nodes) if ((n.status as { ready: boolean }).ready) ready++;
-        this.set({ ready: 'true' }, ready);
-        this.set({ ready: 'false' }, nodes.length - ready);
-      },
-    });
-    // Units by phase (every phase, zeros included) and by phase and reason, from one walk per scrape.
-    const countUnits = (): UnitCounts => {
-      const phases = new Map<string, number>(UNIT_PHASES.map((p) => [p, 0]));
-      const reasons = new Map<string, { phase: string; reason: string; n: number }>();
-      for (const u of allUnitViews(src())) {
-        const st = u.status as { phase: string; reason: string | null };
-        phases.set(st.phase, (phases.get(st.phase) ?? 0) + 1);
-        const reason = st.reason ?? 'none';
-        const key = `${st.phase}/${reason}`;
-        const r = reasons.get(key);
-        if (r) r.n++;
-        else reasons.set(key, { phase: st.phase, reason, n: 1 });
-      }
-      return { phases, reasons };
-    };
-    const units = (): UnitCounts => (this.scrape ? (this.scrape.units ??= countUnits()) : countUnits());
-    const deploymentViews = () => (this.scrape ? (this.scrape.deployments ??= allDeploymentViews(src())) : allDeploymentViews(src()));
-    new Gauge({
-      name: 'mo_units',
-      help: `Units by phase${scope}.`,
-      labelNames: ['phase'],
-      registers,
-      collect() {
-        this.reset();
-        for (const [phase, n] of units().phases) this.set({ phase }, n);
-      },
-    });
-    new Gauge({
-      name: 'mo_units_by_reason',
-      help: `Units by phase and reason (none: no reason given), only combinations that exist${scope}.`,
-      labelNames: ['phase', 'reason'],
-      registers,
-      collect() {
-        this.reset();
-        for (const r of units().reasons.values()) this.set({ phase: r.phase, reason: r.reason }, r.n);
-      },
-    });
-    new Gauge({
-      name: 'mo_units_unscheduled',
-      help: `Units with no node yet (Pending, unschedulable)${scope}.`,
-      registers,
-      collect() {
-        let n = 0;
-        for (const u of src().state.units.values()) if (!u.nodeName) n++;
-        this.set(n);
-      },
-    });
-    const deployments = (field: 'desired' | 'readyReplicas' | 'availableReplicas' | 'updatedReplicas') =>
-      function (this: Gauge<'deployment'>) {
-        this.reset();
-        for (const d of deploymentViews()) {
-          const v = field === 'desired' ? d.spec.replicas : d.status[field];
-          this.set({ deployment: d.metadata.name }, Number(v));
-        }
-      };
+    this.source = src;
     new Gauge({
       name: 'mo_deployments',
       help: `Deployments${scope}.`,
@@ -435,27 +341,41 @@ export class ReplicaMetrics {
         this.set(src().state.deployments.size);
       },
     });
-    new Gauge({ name: 'mo_deployment_replicas_desired', help: `Replicas a deployment asks for${scope}.`, labelNames: ['deployment'], registers, collect: deployments('desired') });
-    new Gauge({ name: 'mo_deployment_replicas_ready', help: `A deployment's ready units${scope}.`, labelNames: ['deployment'], registers, collect: deployments('readyReplicas') });
-    new Gauge({
-      name: 'mo_deployment_replicas_available',
-      help: `A deployment's available units${scope}.`,
-      labelNames: ['deployment'],
-      registers,
-      collect: deployments('availableReplicas'),
+    const cluster = (name: string, help: string, rows: (f: ClusterFigures) => Iterable<ValueRow>) => this.scraped.push((f) => ({ name, help, type: 'gauge', rows: () => rows(f) }));
+    cluster('mo_nodes', `Nodes by readiness${scope}.`, (f) => [
+      { labels: { ready: 'true' }, value: f.nodes.ready },
+      { labels: { ready: 'false' }, value: f.nodes.notReady },
+    ]);
+    cluster(`mo_units`, `Units by phase${scope}.`, function* (f) {
+      for (const phase of UNIT_PHASES) yield { labels: { phase }, value: f.unitPhases.get(phase) ?? 0 };
+      for (const [phase, n] of f.unitPhases) if (!UNIT_PHASES.includes(phase)) yield { labels: { phase }, value: n };
     });
-    new Gauge({
-      name: 'mo_deployment_replicas_updated',
-      help: `A deployment's units of its current revision${scope}.`,
-      labelNames: ['deployment'],
-      registers,
-      collect: deployments('updatedReplicas'),
+    cluster('mo_units_by_reason', `Units by phase and reason (none: no reason given), only combinations that exist${scope}.`, function* (f) {
+      for (const r of f.unitReasons.values()) yield { labels: { phase: r.phase, reason: r.reason }, value: r.n };
     });
+    cluster('mo_units_unscheduled', `Units with no node yet (Pending, unschedulable)${scope}.`, (f) => [{ labels: {}, value: f.unscheduled }]);
+    const perDeployment = (name: string, help: string, field: 'desired' | 'ready' | 'available' | 'updated') =>
+      cluster(name, help, function* (f) {
+        for (const d of f.deployments) yield { labels: { deployment: d.name }, value: d[field] };
+      });
+    perDeployment('mo_deployment_replicas_desired', `Replicas a deployment asks for${scope}.`, 'desired');
+    perDeployment('mo_deployment_replicas_ready', `A deployment's ready units${scope}.`, 'ready');
+    perDeployment('mo_deployment_replicas_available', `A deployment's available units${scope}.`, 'available');
+    perDeployment('mo_deployment_replicas_updated', `A deployment's units of its current revision${scope}.`, 'updated');
 
     // ---- the agents' own figures (stats frames), per node connected here
     const agentHelp = " (the agent's own figure, from its stats frame to this replica, every second)";
-    const family = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', rows: (node: string, s: AgentStatsMessage, at: number) => ValueRow[]) =>
-      this.registry.registerMetric(new ExternalFamily(name, help, type, () => this.liveAgents().flatMap(([node, a]) => rows(node, a.stats, a.at))) as unknown as Metric);
+    const family = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', rows: (node: string, s: AgentStatsMessage, at: number) => ValueRow[]) => {
+      const agents = this.liveAgents.bind(this);
+      this.scraped.push(() => ({
+        name,
+        help,
+        type,
+        *rows() {
+          for (const [node, a] of agents()) yield* rows(node, a.stats, a.at);
+        },
+      }));
+    };
     family('mo_agent_spawn_duration_seconds', `Time from a spawn command's arrival at the agent until the unit's process runs${agentHelp}.`, 'histogram', (node, s) =>
       histogramRows('mo_agent_spawn_duration_seconds', { node }, s.spawnSeconds),
     );
@@ -506,12 +426,17 @@ export class ReplicaMetrics {
 
   /** The exposition text. */
   async text(): Promise<string> {
-    this.scrape = {};
-    try {
-      return await this.registry.metrics();
-    } finally {
-      this.scrape = null;
-    }
+    const own = await this.registry.metrics();
+    const slicer = new Slicer();
+    const figures = await clusterFigures(this.source(), slicer);
+    return (
+      own +
+      '\n' +
+      (await renderFamilies(
+        this.scraped.map((f) => f(figures)),
+        slicer,
+      ))
+    );
   }
 
   /** GET /metrics (the caller checked the token). */

@@ -37,13 +37,14 @@ export function observedUnitIndex(observed: Map<string, ObservedNodeState>): Map
   return idx;
 }
 
-export function unitView(
+/** A unit's phase, reason and message as the API shows them, with the report they come from (its bound node's). */
+export function unitState(
   u: UnitRecord,
   seen: { node: ObservedNodeState; report: UnitReport } | undefined,
   observed: Map<string, ObservedNodeState>,
   deployment?: DeploymentRecord,
   now: number = Date.now(),
-): UnitView {
+): { phase: UnitPhase; reason: string | null; message: string | null; report: UnitReport | undefined } {
   let phase: UnitPhase = 'Pending';
   let report: UnitReport | undefined;
   const node = u.nodeName ? observed.get(u.nodeName) : undefined;
@@ -61,6 +62,17 @@ export function unitView(
     const wait = bo.until > now ? `next try in ${Math.ceil((bo.until - now) / 1000)}s (at ${new Date(bo.until).toISOString().slice(11, 19)})` : 'replacing it now';
     message = `back-off ${Math.round((bo.until - bo.at) / 1000)}s restarting failed unit: ${report.reason ?? 'failed'}: ${report.message ?? ''}; ${wait}`.replace(': ;', ';');
   }
+  return { phase, reason, message, report };
+}
+
+export function unitView(
+  u: UnitRecord,
+  seen: { node: ObservedNodeState; report: UnitReport } | undefined,
+  observed: Map<string, ObservedNodeState>,
+  deployment?: DeploymentRecord,
+  now: number = Date.now(),
+): UnitView {
+  const { phase, reason, message, report } = unitState(u, seen, observed, deployment, now);
   const labels: Record<string, string> = { ...(u.spec.labels ?? {}), deployment: u.deployment };
   return {
     kind: 'Unit',
@@ -102,22 +114,36 @@ export function unitView(
 /** A unit an agent still reports although no binding wants it any more
  *  (scaled down, deleted, replaced while its node was away): shown until
  *  the agent has stopped and forgotten it. */
-export function orphanUnitView(report: UnitReport, node: string, nodeReady = true): UnitView {
+/** An unbound unit's phase, reason and message as the API shows them. */
+export function orphanUnitState(report: UnitReport, node: string, nodeReady = true): { phase: UnitPhase; reason: string | null; message: string | null } {
   const live = report.phase === 'Running' || report.phase === 'Pending' || report.phase === 'Terminating';
+  // On a NotReady node nobody knows (a dead machine runs nothing; a
+  // partitioned one is told to stop it when it returns).
+  if (live && !nodeReady) return { phase: 'Lost', reason: 'NodeLost', message: `node ${node} is not ready; replaced` };
+  return {
+    phase: live ? 'Terminating' : report.phase,
+    reason: report.reason ?? (live ? 'Terminating' : null),
+    message: report.message ?? (live ? 'not bound: being stopped' : null),
+  };
+}
+
+/** A unit an agent still reports although no binding wants it any more
+ *  (scaled down, deleted, replaced while its node was away): shown until
+ *  the agent has stopped and forgotten it. */
+export function orphanUnitView(report: UnitReport, node: string, nodeReady = true): UnitView {
+  const { phase, reason, message } = orphanUnitState(report, node, nodeReady);
   return {
     kind: 'Unit',
     metadata: { name: report.name, uid: null, creationTimestamp: iso(report.startedAt), resourceVersion: '0', labels: { deployment: report.deployment } },
     spec: { deployment: report.deployment, revision: report.revision ?? null, nodeName: node, resources: report.resources },
     status: {
-      // On a NotReady node nobody knows (a dead machine runs nothing; a
-      // partitioned one is told to stop it when it returns).
-      phase: live && !nodeReady ? 'Lost' : live ? 'Terminating' : report.phase,
+      phase,
       ready: false,
       pid: report.pid ?? null,
       exitCode: report.exitCode ?? null,
       signal: report.signal ?? null,
-      reason: live && !nodeReady ? 'NodeLost' : (report.reason ?? (live ? 'Terminating' : null)),
-      message: live && !nodeReady ? `node ${node} is not ready; replaced` : (report.message ?? (live ? 'not bound: being stopped' : null)),
+      reason,
+      message,
       startTime: iso(report.startedAt),
       finishTime: iso(report.finishedAt),
       term: report.term,

@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ReplicaMetrics, routeOf, isStreamRoute } from '../../control-plane/api/metrics.ts';
 import { DesiredState } from '../../control-plane/store/desired-state.ts';
+import { allDeploymentViews, allUnitViews } from '../../control-plane/api/views.ts';
 import type { ObservedNodeState } from '../../control-plane/registry/node-registry.ts';
 import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import { AgentFigures, MAX_PENDING_SPAWNS } from '../../node-agent/agent-figures.ts';
@@ -245,6 +246,88 @@ test('a replica exposes every family the issue asks for, valid, with the cluster
   assert.equal(value(samples, 'mo_units_unscheduled'), 1);
   assert.equal(value(samples, 'mo_deployments'), 1);
   assert.equal(value(samples, 'mo_deployment_replicas_desired', { deployment: 'web' }), 2);
+});
+
+test('a scrape of a big state yields to the event loop, and counts what the views show', async () => {
+  // 3,000 deployments of 1 replica: their units bound to node-a (ready),
+  // reported Running, Failed or not at all, one report nobody binds, and
+  // every 7th unit left unscheduled.
+  const state = new DesiredState();
+  let i = 0;
+  const ok = (r: { ok: boolean }) => assert.equal(r.ok, true, JSON.stringify(r));
+  ok(state.apply(++i, { type: 'node.register', at: 1, node: { name: 'node-a', capacity: { cpu: 1e9, memory: 1e9 }, taints: [], labels: {} } }));
+  const N = 3000;
+  const reports = new Map<string, import('../../shared/model.ts').UnitReport>();
+  for (let k = 0; k < N; k++) {
+    const name = `d${k}`;
+    const { manifest, unitSpec } = validateManifest({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name },
+      spec: { replicas: 1, template: { spec: { containers: [{ name: 'c', command: ['sleep', '3600'], resources: { requests: { cpu: '1m', memory: '1Mi' } } }] } } },
+    });
+    const specHash = unitSpecHash(unitSpec);
+    ok(state.apply(++i, { type: 'deployment.apply', at: 1, uid: `u${k}`, manifest, unitSpec, specHash }));
+    ok(state.apply(++i, { type: 'unit.create', at: 1, uid: `x${k}`, deployment: name, nodeName: k % 7 === 0 ? null : 'node-a', scheduling: null }));
+    const unit = `${name}-1`;
+    if (k % 7 === 0) continue;
+    const base = { name: unit, deployment: name, resources: { cpu: 1, memory: 1 }, term: 1, specHash, startedAt: 1 };
+    if (k % 3 === 0) reports.set(unit, { ...base, phase: 'Running', ready: true, readySince: 1 });
+    else if (k % 3 === 1) reports.set(unit, { ...base, phase: 'Failed', reason: 'Error', exitCode: 1, finishedAt: 100_000 });
+  }
+  reports.set('gone-0', { name: 'gone-0', deployment: 'gone', phase: 'Running', resources: { cpu: 1, memory: 1 }, term: 1 });
+  const info = { name: 'node-a', capacity: { cpu: 1e9, memory: 1e9 }, taints: [], labels: {} };
+  const observed = new Map<string, ObservedNodeState>([
+    ['node-a', { name: 'node-a', info, agentPid: 1, connected: true, ready: true, lastHeartbeatMs: 0, notReadySinceMs: null, units: reports, highestTerm: 1 }],
+  ]);
+  const src = { state, observed, now: 200_000 };
+  const m = new ReplicaMetrics({ replicaId: 'cp-1', raft: () => ({ role: 'leader', term: 1, commitIndex: 1, appliedIndex: 1 }), source: () => src });
+  // The loop turns while the scrape is written: a scrape never holds a replica for its whole length.
+  let turns = 0;
+  let counting = true;
+  const spin = (): void => {
+    turns++;
+    if (counting) setImmediate(spin);
+  };
+  setImmediate(spin);
+  const text = await m.text();
+  counting = false;
+  const { samples } = parseExposition(text);
+  // What the API's views say, built the slow way.
+  const views = allDeploymentViews(src);
+  assert.equal(views.length, N);
+  const perDeployment = new Map<string, number>();
+  for (const x of samples) if (x.name.startsWith('mo_deployment_replicas_')) perDeployment.set(`${x.name}/${x.labels.deployment}`, x.value);
+  assert.equal(perDeployment.size, 4 * N);
+  let readySeen = 0;
+  for (const v of views) {
+    const d = v.metadata.name;
+    assert.equal(perDeployment.get(`mo_deployment_replicas_desired/${d}`), v.spec.replicas, d);
+    assert.equal(perDeployment.get(`mo_deployment_replicas_ready/${d}`), v.status.readyReplicas, d);
+    assert.equal(perDeployment.get(`mo_deployment_replicas_available/${d}`), v.status.availableReplicas, d);
+    assert.equal(perDeployment.get(`mo_deployment_replicas_updated/${d}`), v.status.updatedReplicas, d);
+    readySeen += v.status.readyReplicas as number;
+  }
+  assert.ok(readySeen > 0 && readySeen < N, `some deployments ready, not all (${readySeen})`);
+  const units = allUnitViews(src);
+  const byPhase = new Map<string, number>();
+  const byReason = new Map<string, number>();
+  for (const u of units) {
+    const st = u.status as { phase: string; reason: string | null };
+    byPhase.set(st.phase, (byPhase.get(st.phase) ?? 0) + 1);
+    byReason.set(`${st.phase}/${st.reason ?? 'none'}`, (byReason.get(`${st.phase}/${st.reason ?? 'none'}`) ?? 0) + 1);
+  }
+  for (const s of samples.filter((x) => x.name === 'mo_units')) assert.equal(s.value, byPhase.get(s.labels.phase) ?? 0, s.labels.phase);
+  const reasonSamples = samples.filter((x) => x.name === 'mo_units_by_reason');
+  assert.equal(reasonSamples.length, byReason.size);
+  for (const s of reasonSamples) assert.equal(s.value, byReason.get(`${s.labels.phase}/${s.labels.reason}`), JSON.stringify(s.labels));
+  assert.ok(
+    ['Terminating', 'Failed', 'Running', 'Pending'].every((p) => byPhase.get(p)! > 0),
+    `the state covers each kind: ${JSON.stringify([...byPhase])}`,
+  );
+  assert.equal(value(samples, 'mo_units_unscheduled'), Math.ceil(N / 7));
+  assert.equal(value(samples, 'mo_nodes', { ready: 'true' }), 1);
+  assert.ok(turns >= 3, `the event loop turned ${turns} times during the scrape`);
 });
 
 test('Raft, controller and API events move their series', async () => {
