@@ -10,7 +10,7 @@ import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill, median, pct } from './cluster.ts';
 import { benchPm2Restart, PM2_VERSION } from './pm2.ts';
-import { benchCatchUp, benchEtcdWrites, benchFailover, benchWrites, type WriteFigure } from './raft.ts';
+import { WARM_UP_MS, benchCatchUp, benchEtcdWrites, benchFailover, benchWrites, type WriteFigure } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
@@ -147,10 +147,21 @@ if (want('writes')) {
     '\n== acknowledged writes per second through the API (3 replicas, fsync on, ~600-byte manifests) vs etcd 3.4 (3 members, fsync on) in the same run, same load generator ==',
   );
   const ours: Record<string, Record<number, WriteFigure>> = { new: {}, overwrite: {} };
+  const warm: Record<string, number> = {};
   for (const mode of ['new', 'overwrite'] as const) {
-    for (const r of await benchWrites(5000, mode)) ours[mode][r.concurrency] = r;
+    const r = await benchWrites(5000, mode);
+    warm[mode] = r.warmUpPerSec;
+    for (const row of r.rows) ours[mode][row.concurrency] = row;
   }
   const etcd = await benchEtcdWrites(5000);
+  {
+    const e = etcd
+      ? `, etcd ${Math.round(etcd.warmUpPerSec.gateway)}/s (gateway) and ${etcd.warmUpPerSec.grpc === null ? 'failed' : `${Math.round(etcd.warmUpPerSec.grpc)}/s`} (gRPC)`
+      : '';
+    const line = `writes: every side first takes a ${WARM_UP_MS / 1000} s warm-up at concurrency 16 (new names, not counted; Node's JIT compiles the write path over its first thousands of calls): the cluster's ran at ${Math.round(warm.new)}/s and ${Math.round(warm.overwrite)}/s${e}`;
+    console.log(line);
+    summary.push(line);
+  }
   if (!etcd) console.log("etcd: not measured: no etcd binary (install Debian's etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)");
   const cpu = (r: WriteFigure) => `${f(r.cpuMsPerWrite, 2)} ms CPU/write`;
   for (const concurrency of [1, 16]) {
