@@ -458,8 +458,7 @@ export class Controller {
         bindings.set(u.name, b);
       }
     }
-    const observedDeployments = new Set<string>();
-    for (const n of registry.nodes.values()) for (const r of n.units.values()) if (r.deployment) observedDeployments.add(r.deployment);
+    const observedDeployments = new Set(registry.reportedDeployments());
     for (const name of bound) if (state.deployments.has(name)) this.active.add(name);
     for (const name of observedDeployments) if (state.deployments.has(name) && scope.has(name)) this.active.add(name);
     this.bound = bound;
@@ -503,6 +502,7 @@ export class Controller {
       terminateGracePeriodMs: this.deps.options.terminateGracePeriodMs,
       pass: this.passCount++,
       scope,
+      reportsOf: (deployment) => registry.reportsOf(deployment),
     });
   }
 

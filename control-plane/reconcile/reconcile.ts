@@ -247,6 +247,30 @@ function emptyDiff(deployment: string, desired: number, deleted: boolean): Deplo
 }
 
 /** One pass: the plan that moves observed toward desired. Deterministic for the same input. */
+/**
+ * Every Ready node's reports a pass reads: in a scoped pass with an index
+ * (input.reportsOf), only its scope's (and, `withUnnamed`, those naming no
+ * deployment, which any binding may explain); else all of them.
+ */
+function* readyReports(input: ReconcileInput, withUnnamed: boolean): Generator<{ node: ObservedNode; report: UnitReport }> {
+  const { nodes, scope, reportsOf } = input;
+  if (scope === undefined || reportsOf === undefined) {
+    for (const node of nodes.values()) {
+      if (!node.ready) continue;
+      for (const report of node.units.values()) yield { node, report };
+    }
+    return;
+  }
+  const keys = new Set(scope);
+  if (withUnnamed) keys.add('');
+  for (const d of keys) {
+    for (const seen of reportsOf(d)) {
+      const node = nodes.get(seen.node.name);
+      if (node?.ready && node.units.get(seen.report.name) === seen.report) yield { node, report: seen.report };
+    }
+  }
+}
+
 export function reconcile(input: ReconcileInput): Plan {
   checkInput(input);
   const { deployments, bindings, nodes, inFlight, now } = input;
@@ -303,15 +327,12 @@ export function reconcile(input: ReconcileInput): Plan {
   };
   const scope = input.scope;
   // Units a Ready node runs that no binding wants here: stopping processes.
-  for (const node of nodes.values()) {
-    if (!node.ready) continue;
-    for (const report of node.units.values()) {
-      if (scope !== undefined && !scope.has(report.deployment)) continue;
-      const b = bindings.get(report.name);
-      if (b && b.nodeName === node.name) continue;
-      if (isFinished(report.phase)) continue;
-      addStopping(report.deployment, report.specHash);
-    }
+  for (const { node, report } of readyReports(input, false)) {
+    if (scope !== undefined && !scope.has(report.deployment)) continue;
+    const b = bindings.get(report.name);
+    if (b && b.nodeName === node.name) continue;
+    if (isFinished(report.phase)) continue;
+    addStopping(report.deployment, report.specHash);
   }
 
   // ---- 1. every binding: classify ------------------------------------------
@@ -561,17 +582,15 @@ export function reconcile(input: ReconcileInput): Plan {
   // Bound here: handled in step 1. Only the rest are collected and sorted (usually none), and only the
   // nodes that have some, not every unit of every node every pass. In a scoped pass, other deployments'
   // reports are not looked at (their bindings are not in `bindings`).
-  const withStrays: Array<{ node: ObservedNode; unbound: UnitReport[] }> = [];
-  for (const node of nodes.values()) {
-    if (!node.ready) continue;
-    let unbound: UnitReport[] | null = null;
-    for (const report of node.units.values()) {
-      if (scope !== undefined && report.deployment && !scope.has(report.deployment)) continue;
-      if (bindings.get(report.name)?.nodeName === node.name) continue;
-      (unbound ??= []).push(report);
-    }
-    if (unbound !== null) withStrays.push({ node, unbound });
+  const strayNodes = new Map<string, { node: ObservedNode; unbound: UnitReport[] }>();
+  for (const { node, report } of readyReports(input, true)) {
+    if (scope !== undefined && report.deployment && !scope.has(report.deployment)) continue;
+    if (bindings.get(report.name)?.nodeName === node.name) continue;
+    const on = strayNodes.get(node.name);
+    if (on) on.unbound.push(report);
+    else strayNodes.set(node.name, { node, unbound: [report] });
   }
+  const withStrays = [...strayNodes.values()];
   for (const { node, unbound } of withStrays.sort((a, b) => compareStrings(a.node.name, b.node.name))) {
     for (const report of unbound.sort((a, b) => compareUnitNames(a.name, b.name))) {
       const b = bindings.get(report.name);

@@ -113,6 +113,13 @@ export interface ReconcileInput {
    * Reports that name no deployment count as NO_DEPLOYMENT's. Absent: all.
    */
   scope?: ReadonlySet<string>;
+  /**
+   * With `scope`: every (node name, report) naming a deployment ('' for
+   * reports naming none), from an index (the registry's), so a pass reads
+   * its scope's reports and not every report of every node. Each must be
+   * the very report `nodes` holds. Absent: every Ready node's are walked.
+   */
+  reportsOf?: (deployment: string) => Iterable<{ node: { name: string }; report: UnitReport }>;
 }
 
 /** The scope name of a unit report that names no deployment and has no binding. */

@@ -59,6 +59,13 @@ export class NodeRegistry {
    * controller asks it for every spawn and terminate in flight, each pass.
    */
   private readonly reportedBy = new Map<string, string[]>();
+  /**
+   * The same reports by the deployment they name ('' for none): unit name ->
+   * nodes reporting it. A scoped reconcile pass reads its deployments'
+   * reports from here, not from a walk over every report of every node
+   * (50,000 reports, three walks per pass, at 5,000 agents).
+   */
+  private readonly byDeployment = new Map<string, Map<string, string[]>>();
   private lastCheckMs = Number.POSITIVE_INFINITY;
   private listeners: Array<(c: RegistryChange) => void> = [];
 
@@ -96,8 +103,9 @@ export class NodeRegistry {
     const reported = new Set(units.map((u) => u.name));
     for (const name of [...n.units.keys()]) {
       if (!reported.has(name)) {
+        const gone = n.units.get(name)!;
         n.units.delete(name);
-        this.unindex(name, info.name);
+        this.unindex(gone, info.name);
         this.emit({ type: 'unit-gone', node: info.name, name });
       }
     }
@@ -153,14 +161,17 @@ export class NodeRegistry {
       return;
     }
     n.units.set(u.name, u);
-    if (!prev) this.index(u.name, node);
+    if (prev && prev.deployment !== u.deployment) this.unindex(prev, node);
+    if (!prev || prev.deployment !== u.deployment) this.index(u, node);
     this.emit({ type: 'unit', node, unit: u, previous: prev });
   }
 
   unitGone(node: string, name: string): void {
     const n = this.nodes.get(node);
-    if (!n || !n.units.delete(name)) return;
-    this.unindex(name, node);
+    const gone = n?.units.get(name);
+    if (!n || !gone) return;
+    n.units.delete(name);
+    this.unindex(gone, node);
     this.emit({ type: 'unit-gone', node, name });
   }
 
@@ -171,8 +182,10 @@ export class NodeRegistry {
    */
   forgetUnit(node: string, name: string): boolean {
     const n = this.nodes.get(node);
-    if (!n || n.ready || !n.units.delete(name)) return false;
-    this.unindex(name, node);
+    const gone = n?.units.get(name);
+    if (!n || n.ready || !gone) return false;
+    n.units.delete(name);
+    this.unindex(gone, node);
     this.emit({ type: 'unit-gone', node, name });
     return true;
   }
@@ -216,17 +229,50 @@ export class NodeRegistry {
     return report === undefined ? undefined : { node, report };
   }
 
-  private index(unit: string, node: string): void {
-    const nodes = this.reportedBy.get(unit);
-    if (nodes === undefined) this.reportedBy.set(unit, [node]);
-    else if (!nodes.includes(node)) nodes.push(node);
+  /** Every (node, report) naming `deployment` ('' for reports that name none), in no particular order. */
+  *reportsOf(deployment: string): Generator<{ node: ObservedNodeState; report: UnitReport }> {
+    const units = this.byDeployment.get(deployment);
+    if (units === undefined) return;
+    for (const [name, nodes] of units) {
+      for (const nodeName of nodes) {
+        const node = this.nodes.get(nodeName);
+        const report = node?.units.get(name);
+        if (node && report) yield { node, report };
+      }
+    }
   }
 
-  private unindex(unit: string, node: string): void {
-    const nodes = this.reportedBy.get(unit);
-    if (nodes === undefined) return;
-    const i = nodes.indexOf(node);
-    if (i >= 0) nodes.splice(i, 1);
-    if (nodes.length === 0) this.reportedBy.delete(unit);
+  /** The deployments some report names (not ''). */
+  *reportedDeployments(): Generator<string> {
+    for (const d of this.byDeployment.keys()) if (d) yield d;
+  }
+
+  private index(u: UnitReport, node: string): void {
+    const nodes = this.reportedBy.get(u.name);
+    if (nodes === undefined) this.reportedBy.set(u.name, [node]);
+    else if (!nodes.includes(node)) nodes.push(node);
+    const key = u.deployment ?? '';
+    let units = this.byDeployment.get(key);
+    if (units === undefined) this.byDeployment.set(key, (units = new Map()));
+    const on = units.get(u.name);
+    if (on === undefined) units.set(u.name, [node]);
+    else if (!on.includes(node)) on.push(node);
+  }
+
+  private unindex(u: UnitReport, node: string): void {
+    const nodes = this.reportedBy.get(u.name);
+    if (nodes !== undefined) {
+      const i = nodes.indexOf(node);
+      if (i >= 0) nodes.splice(i, 1);
+      if (nodes.length === 0) this.reportedBy.delete(u.name);
+    }
+    const key = u.deployment ?? '';
+    const units = this.byDeployment.get(key);
+    const on = units?.get(u.name);
+    if (units === undefined || on === undefined) return;
+    const i = on.indexOf(node);
+    if (i >= 0) on.splice(i, 1);
+    if (on.length === 0) units.delete(u.name);
+    if (units.size === 0) this.byDeployment.delete(key);
   }
 }

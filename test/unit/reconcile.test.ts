@@ -380,6 +380,23 @@ test('A pass scoped to some deployments (a bounded pass of a big cluster) decide
         const alive = [...w.running('api'), ...w.running('web'), ...w.running('old')];
         if (alive.length > 0) w.kill(pick(alive), 'SIGKILL');
       }
+      // A process an agent still runs or stops that no binding explains: an
+      // old revision's unit stopping, or one whose report names no deployment.
+      if (rand() < 0.3) {
+        const node = pick([...w.nodes.values()]);
+        const deployment = pick(['api', 'web', 'old', '']);
+        const name = `${deployment || 'api'}-${900 + i}`;
+        node.units.set(name, {
+          name,
+          deployment,
+          phase: pick(['Terminating', 'Running', 'Failed'] as const),
+          specHash: 'h0',
+          pid: w.nextPid++,
+          startedAt: w.now,
+          resources: SPEC.resources,
+          term: 1,
+        });
+      }
       const down = [...w.nodes.values()].filter((n) => !n.ready);
       if (down.length === 0 && rand() < 0.1) pick([...w.nodes.values()]).ready = false;
       else if (down.length > 0 && rand() < 0.3) pick(down).ready = true;
@@ -388,14 +405,21 @@ test('A pass scoped to some deployments (a bounded pass of a big cluster) decide
       const full = reconcile(input);
       const names = new Set([...input.deployments.keys(), ...[...input.bindings.values()].map((b) => b.deployment), NO_DEPLOYMENT]);
       for (const n of input.nodes.values()) for (const r of n.units.values()) names.add(r.deployment || NO_DEPLOYMENT);
+      // The reports by the deployment they name, as the registry indexes them (scoped passes read them so).
+      const byDeployment = new Map<string, Array<{ node: { name: string }; report: UnitReport }>>();
+      for (const n of input.nodes.values())
+        for (const report of n.units.values()) byDeployment.set(report.deployment ?? '', [...(byDeployment.get(report.deployment ?? '') ?? []), { node: n, report }]);
       const fromScopes: string[] = [];
       for (const d of names) {
-        const scoped = reconcile({
+        const scopedInput = {
           ...input,
           deployments: new Map([...input.deployments].filter(([name]) => name === d)),
           bindings: new Map([...input.bindings].filter(([, b]) => b.deployment === d)),
           scope: new Set([d]),
-        });
+        };
+        const scoped = reconcile(scopedInput);
+        const indexed = reconcile({ ...scopedInput, reportsOf: (x) => byDeployment.get(x) ?? [] });
+        assert.deepEqual(indexed, scoped, `${where}: ${d}: reading the reports from the index decides the same`);
         for (const a of scoped.actions) fromScopes.push(key(a));
         assert.deepEqual(
           scoped.diffs,

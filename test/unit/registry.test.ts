@@ -96,3 +96,55 @@ test('findUnit follows every way a report comes and goes: unit-status, unit-gone
   assert.equal(r.findUnit('web-2'), undefined);
   assert.equal(r.findUnit('never-reported'), undefined);
 });
+
+test("reportsOf and reportedDeployments match every node's reports through 2,000 random hellos, reports, deployment changes, gones and forced deletes", () => {
+  const r = new NodeRegistry(1000);
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const nodes = ['node-a', 'node-b', 'node-c'];
+  const deployments = ['web', 'api', ''];
+  const report = (name: string, deployment: string) => ({
+    name,
+    deployment,
+    phase: pick(['Running', 'Terminating', 'Failed'] as const),
+    pid: 7,
+    resources: { cpu: 1, memory: 1 },
+    term: 1,
+  });
+  const unit = () => `u-${Math.floor(rand() * 12)}`;
+  let now = 0;
+  for (const n of nodes) r.hello({ ...INFO, name: n }, 1, [], 1, now);
+  for (let step = 0; step < 2000; step++) {
+    const node = pick(nodes);
+    const x = rand();
+    now += 10;
+    if (x < 0.5) r.unitStatus(node, report(unit(), pick(deployments)));
+    else if (x < 0.7) r.unitGone(node, unit());
+    else if (x < 0.8)
+      r.hello(
+        { ...INFO, name: node },
+        1,
+        Array.from({ length: Math.floor(rand() * 4) }, () => report(unit(), pick(deployments))),
+        1,
+        now,
+      );
+    else if (x < 0.9) {
+      r.disconnected(node, now);
+      for (let t = now; t <= now + 400; t += 50) r.checkLiveness(t);
+      now += 400;
+      r.forgetUnit(node, unit());
+    } else r.heartbeat(node, now);
+    // The index says exactly what a walk over every node's reports says.
+    const want = new Map<string, string[]>();
+    for (const n of r.nodes.values()) for (const rep of n.units.values()) want.set(rep.deployment, [...(want.get(rep.deployment) ?? []), `${n.name}/${rep.name}/${rep.phase}`]);
+    for (const d of deployments) {
+      const got = [...r.reportsOf(d)].map(({ node: n, report: rep }) => {
+        assert.equal(r.nodes.get(n.name)!.units.get(rep.name), rep, 'the very report the node holds');
+        return `${n.name}/${rep.name}/${rep.phase}`;
+      });
+      assert.deepEqual(got.sort(), (want.get(d) ?? []).sort(), `step ${step}: reports naming '${d}'`);
+    }
+    assert.deepEqual([...r.reportedDeployments()].sort(), [...want.keys()].filter((d) => d !== '').sort(), `step ${step}: deployments reported`);
+  }
+});
