@@ -11,6 +11,7 @@
 // info (capacity, taints, labels) goes through the log too, so every replica
 // schedules against the same nodes.
 
+import { shareStrings } from './share-strings.ts';
 import type { DeploymentManifest, NodeInfo, PodTemplate, ServiceManifest, UnitSpec } from '../../shared/model.ts';
 import { DEFAULT_REVISION_HISTORY_LIMIT, NODE_PORT_MAX, NODE_PORT_MIN, unitSpecHash } from '../../shared/manifest.ts';
 import { EventRing, type ClusterEvent, type NewEvent } from '../events.ts';
@@ -248,6 +249,7 @@ export class DesiredState {
         return { ok: true, changed: true };
       }
       case 'deployment.apply': {
+        shareStrings(cmd.unitSpec, cmd.manifest.spec.template);
         const name = cmd.manifest.metadata.name;
         const prev = this.deployments.get(name);
         const replicas = cmd.manifest.spec.replicas;
@@ -546,7 +548,9 @@ function unshareRevisions(d: DeploymentRecord): DeploymentRecord {
   for (const r of d.revisions) {
     r.unitSpec ??= d.unitSpec;
     r.template ??= d.manifest.spec.template;
+    if (r.unitSpec !== d.unitSpec) shareStrings(r.unitSpec, r.template);
   }
+  shareStrings(d.unitSpec, d.manifest.spec.template);
   return d;
 }
 
