@@ -13,7 +13,7 @@ import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
 import { WebSocketServer, type RawData } from 'ws';
-import type { Clock } from '../shared/clock.ts';
+import type { Clock, ClockTimer } from '../shared/clock.ts';
 import { systemClock } from '../shared/system-clock.ts';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentStatsMessage, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
@@ -54,6 +54,17 @@ export interface AgentServerDeps {
   clock?: Clock;
 }
 
+/**
+ * Leadership frames to agents go out at most once per this many ms, the
+ * latest news only (the first of a burst at once). An election takes a
+ * replica through two or three roles within milliseconds, and each
+ * broadcast is a socket write per agent: at 5,000 agents the fleet bench's
+ * elections spent most of a replica's CPU writing them, which stalled it
+ * into the next election. Fencing does not wait for these frames: every
+ * command carries its leader's term.
+ */
+export const LEADER_BROADCAST_MS = 100;
+
 export class AgentServer {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   private readonly sockets = new Map<string, WebSocket>();
@@ -62,9 +73,15 @@ export class AgentServer {
 
   /** Every frame to agents, in order; broadcasts in slices (agent-outbox.ts). */
   private readonly outbox: AgentOutbox<WebSocket>;
+  private readonly clock: Clock;
+  /** Leadership news not broadcast yet, the last one broadcast, and the timer spacing them. */
+  private leaderNews: { term: number; leaderId: string | null } | null = null;
+  private leaderSent: { term: number; leaderId: string | null } | null = null;
+  private leaderTimer: ClockTimer | null = null;
 
   constructor(private readonly deps: AgentServerDeps) {
-    this.outbox = new AgentOutbox(deps.clock ?? systemClock);
+    this.clock = deps.clock ?? systemClock;
+    this.outbox = new AgentOutbox(this.clock);
   }
 
   /** Route an HTTP upgrade on `/agent`; returns false for other paths. */
@@ -174,7 +191,22 @@ export class AgentServer {
 
   /** Tell every connected agent about a leadership change (fencing). */
   broadcastLeader(term: number, leaderId: string | null): void {
-    this.broadcast({ v: 1, type: 'leader', term, leaderId });
+    this.leaderNews = { term, leaderId };
+    if (this.leaderTimer === null) this.flushLeader();
+  }
+
+  private flushLeader(): void {
+    const news = this.leaderNews;
+    this.leaderNews = null;
+    if (news === null) {
+      this.leaderTimer = null;
+      return;
+    }
+    if (this.leaderSent === null || this.leaderSent.term !== news.term || this.leaderSent.leaderId !== news.leaderId) {
+      this.leaderSent = news;
+      this.broadcast({ v: 1, type: 'leader', term: news.term, leaderId: news.leaderId });
+    }
+    this.leaderTimer = this.clock.timeout(() => this.flushLeader(), LEADER_BROADCAST_MS);
   }
 
   /** Ask a node's agent for a unit's log over this replica's connection; an error string if not connected. */
@@ -194,6 +226,8 @@ export class AgentServer {
   }
 
   close(): void {
+    this.clock.cancel(this.leaderTimer);
+    this.leaderTimer = null;
     for (const ws of this.sockets.values()) ws.terminate();
     this.wss.close();
   }

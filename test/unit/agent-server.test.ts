@@ -1,0 +1,86 @@
+// test/unit/agent-server.test.ts -- the replica's side of agent connections,
+// without processes: sockets are stand-ins that record every frame written
+// to them (decoded with the real codec), time is a manual clock.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
+import type { WebSocket } from 'ws';
+import { AgentServer, LEADER_BROADCAST_MS } from '../../control-plane/agent-server.ts';
+import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
+
+class FakeSocket extends EventEmitter {
+  readonly OPEN = 1;
+  readyState = 1;
+  readonly got: Array<{ type: string; term?: number; leaderId?: string | null }> = [];
+  send(data: Uint8Array): void {
+    const d = decodeControlPlaneMessage(data);
+    assert.ok(d.ok, 'a frame the agent can decode');
+    this.got.push(d.msg as { type: string });
+  }
+  close(): void {
+    this.readyState = 3;
+  }
+  terminate(): void {
+    this.readyState = 3;
+  }
+}
+
+function server(clock: ManualClock): AgentServer {
+  return new AgentServer({
+    replicaId: 'cp-1',
+    token: 't',
+    registry: new NodeRegistry(3000),
+    now: () => clock.now(),
+    heartbeatIntervalMs: 1000,
+    leadership: () => ({ term: 1, leaderId: 'cp-1' }),
+    log: () => {},
+    clock,
+  });
+}
+
+function connect(s: AgentServer, name: string): FakeSocket {
+  const ws = new FakeSocket();
+  s.accept(ws as unknown as WebSocket, '127.0.0.1');
+  const hello = encodeMessage({ v: 1, type: 'hello', node: { name, capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} }, agentPid: 7, units: [], highestTerm: 0 });
+  ws.emit('message', Buffer.from(hello), true);
+  assert.equal(ws.got[0]?.type, 'welcome');
+  return ws;
+}
+
+/** Run every timer and immediate due by `at` (ms on the manual clock). */
+function runUntil(clock: ManualClock, at: number): void {
+  for (let next = clock.nextAt(); next !== null && next <= at; next = clock.nextAt()) clock.runNext();
+  clock.skip(at - clock.now());
+}
+
+test('an election burst of leadership changes reaches each agent as one frame at once and one with the latest news, not one per change', () => {
+  const clock = new ManualClock(1000);
+  const s = server(clock);
+  const agents = [connect(s, 'node-a'), connect(s, 'node-b')];
+  const leaderFrames = (ws: FakeSocket) => ws.got.filter((m) => m.type === 'leader').map((m) => `${m.term}/${m.leaderId}`);
+
+  // Candidate, then follower of cp-2, then (same news again) within a few ms.
+  s.broadcastLeader(2, null);
+  runUntil(clock, clock.now());
+  for (const ws of agents) assert.deepEqual(leaderFrames(ws), ['2/null'], 'the first news goes out at once');
+  s.broadcastLeader(2, 'cp-3');
+  s.broadcastLeader(2, 'cp-2');
+  runUntil(clock, clock.now() + LEADER_BROADCAST_MS - 1);
+  for (const ws of agents) assert.deepEqual(leaderFrames(ws), ['2/null'], 'held while the burst lasts');
+  runUntil(clock, clock.now() + 1);
+  for (const ws of agents) assert.deepEqual(leaderFrames(ws), ['2/null', '2/cp-2'], 'then only the latest');
+
+  // The same news again sends nothing; a quiet spell, then news goes out at once again.
+  s.broadcastLeader(2, 'cp-2');
+  runUntil(clock, clock.now() + 10 * LEADER_BROADCAST_MS);
+  for (const ws of agents) assert.deepEqual(leaderFrames(ws), ['2/null', '2/cp-2']);
+  assert.equal(clock.nextAt(), null, 'no timer left once quiet');
+  s.broadcastLeader(3, 'cp-1');
+  runUntil(clock, clock.now());
+  for (const ws of agents) assert.deepEqual(leaderFrames(ws), ['2/null', '2/cp-2', '3/cp-1']);
+  s.close();
+  assert.equal(clock.nextAt(), null, 'close leaves no timer behind');
+});
