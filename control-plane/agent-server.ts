@@ -56,7 +56,8 @@ export interface AgentServerDeps {
 
 /**
  * Leadership frames to agents go out at most once per this many ms, the
- * latest news only (the first of a burst at once). An election takes a
+ * latest news only (the first of a burst at once, unless it names no
+ * leader). An election takes a
  * replica through two or three roles within milliseconds, and each
  * broadcast is a socket write per agent: at 5,000 agents the fleet bench's
  * elections spent most of a replica's CPU writing them, which stalled it
@@ -192,7 +193,11 @@ export class AgentServer {
   /** Tell every connected agent about a leadership change (fencing). */
   broadcastLeader(term: number, leaderId: string | null): void {
     this.leaderNews = { term, leaderId };
-    if (this.leaderTimer === null) this.flushLeader();
+    if (this.leaderTimer !== null) return;
+    // News without a leader (a campaign under way) waits out the window: the
+    // election's outcome, milliseconds later as a rule, replaces it.
+    if (leaderId === null) this.leaderTimer = this.clock.timeout(() => this.flushLeader(), LEADER_BROADCAST_MS);
+    else this.flushLeader();
   }
 
   private flushLeader(): void {
