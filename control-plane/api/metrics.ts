@@ -7,9 +7,11 @@
 //   raft/ knows nothing of metrics).
 // * Scheduler and reconcile figures come from the controller
 //   (ControllerObserver), which only acts on the leader.
-// * Cluster figures (nodes, units, deployments) are rendered at scrape time
+// * Cluster figures (nodes, units, deployments) are counted at scrape time
 //   from this replica's copy of the replicated state joined with its own
-//   observed view of the agents (views.ts), so a follower's can lag.
+//   observed view of the agents (views.ts), so a follower's can lag. They and
+//   the agents' figures grow with the cluster, so exposition.ts counts and
+//   writes them in slices; prom-client writes the rest.
 // * Agents' figures arrive in the `stats` frame every agent sends every
 //   replica each second (node-agent/agent-figures.ts) and are shown labelled
 //   by node, for the agents connected to this replica.
@@ -19,7 +21,7 @@
 // when scraped.
 
 import type http from 'node:http';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { AGENT_SECONDS_BUCKETS, type HistogramCounts } from '../../shared/histogram.ts';
 import type { AgentStatsMessage } from '../../shared/protocol/messages.ts';
 import type { ControllerObserver } from '../controller/controller.ts';
