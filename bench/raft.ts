@@ -198,9 +198,7 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
  * manifests the cluster is sent, from the same load generator. null when no
  * etcd binary is installed.
  */
-export async function benchEtcdWrites(
-  durationMs = 5000,
-): Promise<null | {
+export async function benchEtcdWrites(durationMs = 5000): Promise<null | {
   version: string;
   warmUpPerSec: { gateway: number; grpc: number | null };
   rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }>;
