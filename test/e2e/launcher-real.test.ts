@@ -69,7 +69,15 @@ test('npm start runs a real cluster, reports a dead agent with its restart comma
     },
     15000,
   );
-  const nodes = (await api('GET', '/v1/nodes')).json.items;
+  // Every agent registered and connected to the replica asked (three units need only some of them).
+  const nodes = await wait(
+    '4 nodes with their agents',
+    async () => {
+      const n = (await api('GET', '/v1/nodes')).json.items;
+      return n.length === 4 && n.every((x: any) => x.status.agent.pid) ? n : null;
+    },
+    15000,
+  );
   const replicas = (await api('GET', '/v1/cluster')).json.replicas;
   for (const u of units) seen.add(u.status.pid);
   for (const n of nodes) seen.add(n.status.agent.pid);
