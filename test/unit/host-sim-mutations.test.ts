@@ -18,7 +18,12 @@ import type { Mutation } from '../../control-plane/mutations.ts';
 const CASES: Array<{ mutation: Mutation; within: number; expect: RegExp }> = [
   { mutation: 'spawn-before-bind', within: 5, expect: /binding before spawn/ },
   { mutation: 'apply-before-commit', within: 5, expect: /binding before spawn|no acknowledged write lost|state machine safety/ },
-  { mutation: 'skip-vote-fsync', within: 200, expect: /election safety|state machine safety|no acknowledged write lost/ },
+  // Rare by nature (a replica must crash between granting a vote and a second
+  // campaign of that term): 4-5 seeds in 1,500 catch it (measured over seeds
+  // 1-1,500 before and after the agents' leadership frames were coalesced,
+  // which moved the first catch from seed 107 to 215). 1,500 seeds miss a rate
+  // of 0.3% once in a hundred code changes; the loop stops at the first catch.
+  { mutation: 'skip-vote-fsync', within: 1500, expect: /election safety|state machine safety|no acknowledged write lost/ },
 ];
 
 for (const c of CASES) {
