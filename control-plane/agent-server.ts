@@ -103,7 +103,7 @@ export class AgentServer {
 
   /** Serve one agent connection (an upgraded WebSocket, or the simulation's memory socket). */
   accept(ws: WebSocket, peer: string): void {
-    const clock = this.deps.clock ?? systemClock;
+    const clock = this.clock;
     let node: string | null = null;
     const helloTimer = clock.timeout(() => {
       if (!node) this.reject(ws, peer, 'no hello within ' + HELLO_TIMEOUT_MS + ' ms');

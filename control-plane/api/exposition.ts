@@ -12,6 +12,7 @@
 
 import type { UnitReport } from '../../shared/model.ts';
 import type { ObservedNodeState } from '../registry/node-registry.ts';
+import type { Slicer } from './slicer.ts';
 import { deploymentCounts, deploymentIndex, observedUnitIndex, orphanUnitState, unitState, type ViewSource } from './views.ts';
 
 export type ValueRow = { metricName?: string; labels: Record<string, string>; value: number };
@@ -22,27 +23,6 @@ export interface ScrapedFamily {
   type: 'counter' | 'gauge' | 'histogram';
   /** Pulled row by row while the text is written (a generator: its work is sliced with the writing). */
   rows: () => Iterable<ValueRow>;
-}
-
-/** Work in slices of `sliceMs`: `due()` is cheap (the clock is read every 32 calls); await `pause()` when it says so. */
-export class Slicer {
-  private since: number;
-  private calls = 0;
-  constructor(
-    private readonly sliceMs = 5,
-    private readonly now: () => number = () => performance.now(),
-    private readonly yieldToLoop: () => Promise<void> = () => new Promise<void>((r) => setImmediate(r)),
-  ) {
-    this.since = now();
-  }
-  due(): boolean {
-    if (++this.calls % 32 !== 0) return false;
-    return this.now() - this.since >= this.sliceMs;
-  }
-  async pause(): Promise<void> {
-    await this.yieldToLoop();
-    this.since = this.now();
-  }
 }
 
 const escapeHelp = (s: string): string => s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');

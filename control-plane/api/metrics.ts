@@ -28,7 +28,8 @@ import type { ControllerObserver } from '../controller/controller.ts';
 import type { ProposalOutcome, RaftStoreObserver } from '../store/raft-store.ts';
 import { isDashboardPath } from './dashboard.ts';
 import { type ViewSource } from './views.ts';
-import { clusterFigures, renderFamilies, Slicer, UNIT_PHASES, type ClusterFigures, type ScrapedFamily, type ValueRow } from './exposition.ts';
+import { Slicer } from './slicer.ts';
+import { clusterFigures, renderFamilies, UNIT_PHASES, type ClusterFigures, type ScrapedFamily, type ValueRow } from './exposition.ts';
 
 export const METRICS_CONTENT_TYPE = Registry.PROMETHEUS_CONTENT_TYPE;
 

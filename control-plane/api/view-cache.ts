@@ -21,6 +21,7 @@ import { isQuickFailure } from '../reconcile/reconcile.ts';
 import type { ObservedNodeState } from '../registry/node-registry.ts';
 import type { DeploymentRecord, UnitRecord } from '../store/desired-state.ts';
 import type { ApiObject, DeploymentIndex, ViewSource } from './views.ts';
+import { Slicer } from './slicer.ts';
 import { deploymentCounts, deploymentIndex, deploymentViewOf, observedUnitIndex, orphanUnitView, splitName, unitView } from './views.ts';
 
 /** One object of a list: its name and its view as JSON (only the JSON is kept: 10,000 deployments' views would be ~10 MiB more). */
@@ -72,21 +73,16 @@ class Memo {
   }
 }
 
-/**
- * `each` on every item, with a turn of the event loop whenever a slice has
- * run for `sliceMs` (the clock is read every 64 items, so a slice does at
- * least 64); `newSlice` is true for the first item of each slice.
- */
+/** `each` on every item, in slices of `sliceMs` (slicer.ts); `newSlice` is true for the first item of each slice. */
 async function inSlices<T>(items: readonly T[], sliceMs: number, each: (item: T, newSlice: boolean) => void): Promise<void> {
-  let sliceEnd = performance.now() + sliceMs;
+  const slicer = new Slicer(sliceMs);
   let newSlice = true;
-  for (let i = 0; i < items.length; i++) {
-    if (i % 64 === 63 && performance.now() >= sliceEnd) {
-      await new Promise<void>((r) => setImmediate(r));
-      sliceEnd = performance.now() + sliceMs;
+  for (const item of items) {
+    if (slicer.due()) {
+      await slicer.pause();
       newSlice = true;
     }
-    each(items[i], newSlice);
+    each(item, newSlice);
     newSlice = false;
   }
 }
