@@ -78,11 +78,13 @@ function setup() {
   } as unknown as AgentServer;
   /** Clock time of every pass the leader ran. */
   const passes: number[] = [];
+  /** Start (clock time) and duration in ms of every pass. */
+  const passLog: Array<{ at: number; ms: number }> = [];
   const controller = new Controller({
     store,
     registry,
     agents,
-    observer: { pass: () => passes.push(clock.now()), scheduled: () => {}, placed: () => {} },
+    observer: { pass: (seconds) => (passes.push(clock.now()), passLog.push({ at: clock.now() - seconds * 1000, ms: seconds * 1000 })), scheduled: () => {}, placed: () => {} },
     events: new EventLog('cp-1', now),
     scheduler: new Scheduler(),
     now,
@@ -149,7 +151,7 @@ function setup() {
       revision: cmd.unit.revision,
     });
   };
-  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes };
+  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes, passLog };
 }
 
 const spawns = (sent: ReturnType<typeof setup>['sent']) => sent.filter((s) => s.cmd.type === 'spawn');
@@ -299,5 +301,50 @@ test("an apply that lands in the log ahead of a pass's creates does not give the
   for (const [node, cpu] of perNode) assert.ok(cpu <= 1000, `${node} has ${cpu}m bound, capacity 1000m`);
   const first = [...h.store.state.units.values()].filter((u) => u.revision === 1);
   assert.ok(first.length > 0 && first.every((u) => u.spec.resources.cpu === 300), "the pass's units run the 300m revision it scheduled");
+  h.controller.stop();
+});
+
+test('under a stream of reports, a pass waits 4x the time its predecessor spent planning; after a quiet moment it starts at once', async () => {
+  const h = setup();
+  const starts = h.passLog;
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(200);
+  // From now on every plan costs 25 ms of clock time (a big deployment's pass): reconcile reads the reports through reportsOf.
+  const reportsOf = h.registry.reportsOf.bind(h.registry);
+  h.registry.reportsOf = function* (d: string) {
+    h.clock.skip(25);
+    yield* reportsOf(d);
+  };
+  const [unit] = [...h.store.state.units.values()];
+  const report = h.registry.nodes.get(unit.nodeName!)!.units.get(unit.name)!;
+  const from = starts.length;
+  const t0 = h.clock.now();
+  // A report that changes every 5 ms for 2 s: each asks for a pass.
+  for (let i = 0; i < 400; i++) {
+    h.registry.unitStatus(unit.nodeName!, { ...report, ready: i % 2 === 0 });
+    await h.advance(5);
+  }
+  const streamMs = h.clock.now() - t0;
+  const stream = starts.slice(from);
+  assert.ok(stream.length >= 5, `passes during the stream: ${stream.length}`);
+  for (let i = 1; i < stream.length; i++) {
+    const gap = stream[i].at - stream[i - 1].at;
+    assert.ok(gap >= 4 * stream[i - 1].ms - 1e-6, `pass ${i} started ${gap} ms after one that planned for ${stream[i - 1].ms} ms`);
+  }
+  // Planning took about a fifth of the stream's time (4x spacing), not the whole of it.
+  const planned = stream.reduce((s, p) => s + p.ms, 0);
+  assert.ok(planned <= 0.3 * streamMs, `planning took ${planned} ms of ${streamMs}`);
+  // Quiet for a second; then one change: its pass starts at once, whatever the last one cost.
+  await h.advance(1000);
+  const quiet = starts.length;
+  const at = h.clock.now();
+  h.registry.unitStatus(unit.nodeName!, { ...report, ready: false, phase: 'Failed', signal: 'SIGKILL', finishedAt: Math.floor(at) });
+  await h.advance(0);
+  await h.advance(1);
+  assert.ok(starts.length > quiet, 'a pass after the quiet moment');
+  assert.ok(starts[quiet].at - at <= 1, `it started ${starts[quiet].at - at} ms after the change`);
   h.controller.stop();
 });
