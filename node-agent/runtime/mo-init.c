@@ -12,18 +12,21 @@
  *   mo-init --check
  *
  * --pid: this process, P, takes SIGKILL when the agent dies (PR_SET_PDEATHSIG,
- * as setpriv --pdeathsig KILL), makes new UTS, IPC, mount (propagation
- * private) and PID namespaces, and forks the namespace's init (PID 1
- * inside), which also dies when P does (unshare --kill-child). P ignores
- * SIGTERM, SIGINT and SIGHUP and waits for the init; it exits with the
- * init's status. The init mounts /proc and a tmpfs on /tmp, joins the
- * unit's cgroups (writes 0 to each cgroup.procs given), sets the hostname
- * to NAME, forks the command (PID 2 inside: stdin /dev/null, fd 3 closed),
- * says `s` on fd 3, forwards SIGTERM, SIGINT and SIGHUP to it (the kernel
- * drops signals to a namespace's init that it has no handler for), reaps
- * every process of the namespace, says `x<status>` on fd 3 when the
- * command has exited and exits with that status: the command's exit code,
- * or 128+N when signal N killed it (as a shell gives it).
+ * as setpriv --pdeathsig KILL), joins the unit's cgroups (writes 0 to each
+ * cgroup.procs given: what it forks is born in them, so the agent moves no
+ * process itself), makes new UTS, IPC, mount (propagation private) and PID
+ * namespaces, and forks the namespace's init (PID 1 inside), which also
+ * dies when P does (unshare --kill-child). P ignores SIGTERM, SIGINT and
+ * SIGHUP and waits for the init; it exits with the init's status. The init
+ * mounts /proc and a tmpfs on /tmp, sets the hostname to NAME, forks the
+ * command (PID 2 inside: stdin /dev/null, fd 3 closed) and tells P, which
+ * says `s<pid>` and a newline on fd 3: the command's pid on the host, read
+ * from the host's /proc (`s` alone when it cannot be read). The init
+ * forwards SIGTERM, SIGINT and SIGHUP to the command (the kernel drops
+ * signals to a namespace's init that it has no handler for), reaps every
+ * process of the namespace, says `x<status>` on fd 3 when the command has
+ * exited and exits with that status: the command's exit code, or 128+N
+ * when signal N killed it (as a shell gives it).
  *
  * --host-pid: the same without a PID namespace: P sets up UTS, IPC and
  * mount namespaces, /tmp, cgroups and hostname, then execs the command
@@ -62,13 +65,34 @@ static void say(const char *text) {
   (void)r;
 }
 
-static void set_up(const char *name, char **procs, int nprocs, int with_proc) {
-  /* First the cgroups, so that everything after counts against the unit's limits. */
+/* Into the unit's cgroups: this process and everything it forks after. */
+static void join(char **procs, int nprocs) {
   for (int i = 0; i < nprocs; i++) {
     int fd = open(procs[i], O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) die(126, "cannot join cgroup", procs[i]);
     close(fd);
   }
+}
+
+/*
+ * The host pid of `init`'s first child (the command), through the host's
+ * /proc opened before the init mounted the namespace's own over it; 0 when
+ * it cannot be read.
+ */
+static long child_of(int hostproc, pid_t init) {
+  char path[64];
+  snprintf(path, sizeof path, "%d/task/%d/children", (int)init, (int)init);
+  int fd = openat(hostproc, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[32];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  return strtol(buf, NULL, 10);
+}
+
+static void set_up(const char *name, int with_proc) {
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(125, "cannot make mounts private", NULL);
   if (with_proc) {
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL) != 0) die(125, "cannot mount", "/proc");
@@ -100,7 +124,7 @@ int main(int argc, char **argv) {
     pid_t p = fork();
     if (p < 0) die(125, "cannot fork", NULL);
     if (p == 0) {
-      set_up("mo-check", NULL, 0, 1);
+      set_up("mo-check", 1);
       _exit(0);
     }
     int st;
@@ -124,10 +148,12 @@ int main(int argc, char **argv) {
   char **command = argv + sep + 1;
 
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(125, "cannot set the parent-death signal", NULL);
+  /* First the cgroups, so that everything after counts against the unit's limits. */
+  join(procs, nprocs);
   if (unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS | (pid_ns ? CLONE_NEWPID : 0)) != 0) die(125, "cannot make namespaces", NULL);
 
   if (!pid_ns) {
-    set_up(name, procs, nprocs, 0);
+    set_up(name, 0);
     close(3);
     exec_command(command);
   }
@@ -135,10 +161,28 @@ int main(int argc, char **argv) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  /* The host's /proc, for the command's host pid: P shares the mount namespace the init mounts its own /proc in. */
+  int hostproc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int forked[2];
+  if (pipe2(forked, O_CLOEXEC) != 0) die(125, "cannot make a pipe", NULL);
   pid_t init = fork();
   if (init < 0) die(125, "cannot fork", NULL);
   if (init > 0) {
-    /* P: wait for the init, exit with its status. */
+    /* P: say the command's host pid once the init has forked it, wait for the init, exit with its status. */
+    close(forked[1]);
+    char c;
+    ssize_t n;
+    while ((n = read(forked[0], &c, 1)) < 0 && errno == EINTR) {
+    }
+    close(forked[0]);
+    if (n == 1) {
+      char line[32];
+      long pid = hostproc >= 0 ? child_of(hostproc, init) : 0;
+      if (pid > 0) snprintf(line, sizeof line, "s%ld\n", pid);
+      else snprintf(line, sizeof line, "s\n");
+      say(line);
+    }
+    if (hostproc >= 0) close(hostproc);
     int st;
     while (waitpid(init, &st, 0) < 0) {
       if (errno != EINTR) die(125, "cannot wait", NULL);
@@ -146,9 +190,11 @@ int main(int argc, char **argv) {
     return status_of(st);
   }
 
-  /* PID 1 of the unit's PID namespace. */
+  /* PID 1 of the unit's PID namespace. Nothing of the host's /proc stays open in here. */
+  if (hostproc >= 0) close(hostproc);
+  close(forked[0]);
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(125, "cannot set the parent-death signal", NULL);
-  set_up(name, procs, nprocs, 1);
+  set_up(name, 1);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = forward;
@@ -174,7 +220,9 @@ int main(int argc, char **argv) {
   }
   child = c;
   sigprocmask(SIG_SETMASK, &old, NULL);
-  say("s");
+  ssize_t told = write(forked[1], "s", 1);
+  (void)told;
+  close(forked[1]);
   for (;;) {
     int st;
     pid_t w = waitpid(-1, &st, 0);

@@ -430,8 +430,9 @@ export class UnitSupervisor {
       rec.pgid = child.pid;
       if (!warm) this.guard.add(child.pid);
       if (!rec.pidNs) rec.report.pid = child.pid;
-      // The unshare process P waits outside the namespace: into the unit's cgroups with the rest (best effort: it runs nothing of the unit's).
-      if (!warm && rec.pidNs) for (const f of procs) writeQuietly(f, String(child.pid));
+      // util-linux's unshare process P waits outside the namespace: into the unit's cgroups with the rest (best effort: it
+      // runs nothing of the unit's). mo-init's P joins them itself before it forks anything.
+      if (!warm && rec.pidNs && rec.mainInnerPid !== MAIN_INNER_PID_MO_INIT) for (const f of procs) writeQuietly(f, String(child.pid));
     }
 
     const log = rec.log;
@@ -448,9 +449,10 @@ export class UnitSupervisor {
       this.emit(rec);
     };
     // With a PID namespace the command's host pid is known once the init
-    // has forked it (`s` on fd 3): read then (retried each ms for a moment,
-    // should /proc lag). Without that word within MAIN_PID_TIMEOUT_MS of
-    // the spawn, the unit is Running with the outer pid, as before.
+    // has forked it (`s` on fd 3; mo-init says the pid with it, `s<pid>`):
+    // else read from /proc then (retried each ms for a moment, should /proc
+    // lag). Without that word within MAIN_PID_TIMEOUT_MS of the spawn, the
+    // unit is Running with the outer pid, as before.
     const findMain = (patienceMs: number): void => {
       if (child.pid === undefined) return;
       const spawnedPid = child.pid;
@@ -475,9 +477,14 @@ export class UnitSupervisor {
       status?.on('data', (b: Buffer) => {
         said = (said + b.toString()).slice(-64);
         if (said.includes('s') && fallback !== undefined) {
+          const told = /s(\d+)\n/.exec(said);
+          if (told === null && /s\d*$/.test(said)) return; // `s<pid>` in two reads: wait for the rest
           if (fallback) clearTimeout(fallback);
           fallback = undefined;
-          findMain(MAIN_PID_TIMEOUT_MS);
+          if (told !== null && rec.report.pid === undefined && !isFinal(rec.report.phase) && rec.report.phase !== 'Terminating') {
+            rec.report.pid = Number(told[1]);
+            running();
+          } else findMain(MAIN_PID_TIMEOUT_MS);
         }
         // The command exited: its status as the init gives it (128+N for signal N).
         const x = /x(\d+)\n/.exec(said);

@@ -269,6 +269,51 @@ const warmSkip = skip || nsSkip;
 const statusOf = (pid: number) => fs.readFileSync(`/proc/${pid}/status`, 'utf8');
 const ppidOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(statusOf(pid))![1]);
 
+for (const v of nsVariants) {
+  test(
+    `a cold start with cgroups and namespaces (${v.name}): every process of the unit is in its cgroup, status.pid is the command's host pid, nothing inside holds the host's /proc`,
+    { skip: skip || v.skip },
+    async (t) => {
+      const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-cold-test-'));
+      const node = `${NODE}-cold-${v.name}`;
+      const cgroups = UnitCgroups.detect(node);
+      const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', cgroups, namespaces: v.ns, warmSandboxes: 0, onChange: () => {} });
+      t.after(async () => {
+        sup.killAllNow();
+        await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+        await sup.cgroupsRemoved();
+        sup.close();
+        for (const u of cgroups.leftovers()) await cgroups.remove(u);
+        cgroups.removeParents();
+        fs.rmSync(stateDir, { recursive: true, force: true });
+      });
+      assert.ok(sup.start({ name: 'cold-1', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
+      await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
+      const pid = sup.get('cold-1')!.pid!;
+      assert.match(statusOf(pid), new RegExp(`^NSpid:\\s+${pid}\\s+${v.mainInner}$`, 'm'), 'status.pid is the host pid of the command');
+      await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, "the command to be exec'd");
+      // P (the spawned process, the unit's group), the init (PID 1 inside) and the command.
+      const init = ppidOf(pid);
+      const P = ppidOf(init);
+      assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
+      assert.equal(Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[2]), P, 'the command is in the group of P');
+      const inCgroup = (p: number) =>
+        fs
+          .readFileSync(`/proc/${p}/cgroup`, 'utf8')
+          .split('\n')
+          .filter((l) => l.endsWith(`/mini-orchestrator/${node}/cold-1`)).length >= (cgroups.setup.version === 'v2' ? 1 : 3);
+      for (const p of [P, init, pid]) assert.ok(inCgroup(p), `pid ${p} in the unit's cgroup:\n${fs.readFileSync(`/proc/${p}/cgroup`, 'utf8')}`);
+      // Inside the namespace no descriptor leads to the host's /proc (mo-init's P keeps one to read the command's pid).
+      for (const p of [init, pid]) {
+        for (const fd of fs.readdirSync(`/proc/${p}/fd`)) {
+          const target = fs.readlinkSync(`/proc/${p}/fd/${fd}`);
+          assert.ok(!target.startsWith('/proc'), `pid ${p} fd ${fd} -> ${target}`);
+        }
+      }
+    },
+  );
+}
+
 test(
   "a unit started from a warm sandbox is a cold start's twin: namespaces, hostname, private /tmp, exactly its env, all its processes in its cgroup, stop with grace",
   { skip: warmSkip },
