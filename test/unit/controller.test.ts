@@ -348,3 +348,50 @@ test('under a stream of reports, a pass waits 4x the time its predecessor spent 
   assert.ok(starts[quiet].at - at <= 1, `it started ${starts[quiet].at - at} ms after the change`);
   h.controller.stop();
 });
+
+test('a crashed unit: its unbind and its replacement are proposed in one task (one Ready, one fsync), and its pass waits for no spacing', async () => {
+  const h = setup();
+  // Proposals in one synchronous task share a batch: RaftStore takes one Ready (one fsync) for them.
+  const proposals: Array<{ type: string; batch: number }> = [];
+  let batch = 0;
+  let open = false;
+  const propose = h.store.propose.bind(h.store);
+  h.store.propose = (cmd: StoreCommand) => {
+    if (!open) {
+      open = true;
+      batch++;
+      queueMicrotask(() => (open = false));
+    }
+    proposals.push({ type: cmd.type, batch });
+    return propose(cmd);
+  };
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(2000);
+  const [unit] = [...h.store.state.units.values()];
+  const report = h.registry.nodes.get(unit.nodeName!)!.units.get(unit.name)!;
+  // A change that is not urgent runs a pass now...
+  h.registry.unitStatus(unit.nodeName!, { ...report, ready: false });
+  await h.advance(0);
+  const last = h.passLog[h.passLog.length - 1];
+  assert.ok(last.at >= h.clock.now() - 1, 'a pass for the readiness change');
+  // ...and 2 ms later the unit crashes: its pass starts at once, not at the end of MIN_PASS_SPACING_MS.
+  await h.advance(2);
+  proposals.length = 0;
+  h.sent.length = 0;
+  const crashedAt = h.clock.now();
+  h.registry.unitStatus(unit.nodeName!, { ...report, phase: 'Failed', signal: 'SIGKILL', finishedAt: Math.floor(crashedAt) });
+  await h.advance(1);
+  const pass = h.passLog.find((p) => p.at >= crashedAt);
+  assert.ok(pass, 'a pass after the crash');
+  assert.ok(pass.at - crashedAt <= 0.5, `the crash's pass started ${pass.at - crashedAt} ms after it (the spacing is 10 ms)`);
+  await h.advance(20);
+  assert.equal(spawns(h.sent).length, 1, 'the replacement spawned');
+  const del = proposals.find((p) => p.type === 'unit.delete');
+  const create = proposals.find((p) => p.type === 'unit.create');
+  assert.ok(del && create, JSON.stringify(proposals));
+  assert.equal(create.batch, del.batch, `unbind and create in one task: ${JSON.stringify(proposals)}`);
+  h.controller.stop();
+});
