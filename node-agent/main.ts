@@ -115,9 +115,10 @@ function main(): void {
     onProbeResult: (kind, ok) => figures.probe(kind, ok),
     onChange: (report, change) => {
       if (change === 'phase') figures.unitPhase(report.name, report.phase, performance.now());
+      // The report first: the log line is a synchronous write to a pipe or terminal.
+      broadcast(core.unitStatus(report));
       logTransition(report, change);
       if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);
-      broadcast(core.unitStatus(report));
     },
   });
 
