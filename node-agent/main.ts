@@ -149,9 +149,9 @@ function main(): void {
   const SPAWN_SLICE_MS = 20;
   const spawnQueue: Array<{ link: ControlPlaneLink; cmd: SpawnCommand }> = [];
   let draining = false;
-  function drainSpawns(): void {
+  function drainSpawns(most = Number.POSITIVE_INFINITY): void {
     const until = Date.now() + SPAWN_SLICE_MS;
-    while (spawnQueue.length > 0 && Date.now() < until) {
+    for (let taken = 0; spawnQueue.length > 0 && Date.now() < until && taken < most; taken++) {
       const { link, cmd } = spawnQueue.shift()!;
       const target = cmd.unit.name;
       if (shuttingDown) {
@@ -187,7 +187,7 @@ function main(): void {
         link.send(core.unitStatus(res.report));
       }
     }
-    if (spawnQueue.length > 0) setImmediate(drainSpawns);
+    if (spawnQueue.length > 0 || most !== Number.POSITIVE_INFINITY) setImmediate(drainSpawns);
     else draining = false;
   }
 
@@ -218,8 +218,10 @@ function main(): void {
         if (!supervisor.get(target)) figures.spawnReceived(target, performance.now());
         spawnQueue.push({ link, cmd });
         if (!draining) {
+          // The first spawn starts in this task (a crashed unit's replacement waits for no loop
+          // turn); what else comes meanwhile (a frame can hold many) follows in slices.
           draining = true;
-          setImmediate(drainSpawns);
+          drainSpawns(1);
         }
         return;
       }

@@ -20,12 +20,14 @@ export function resolveExecutable(program: string, pathVar: string, cwd: string)
   const candidates = program.includes('/') ? [path.resolve(cwd, program)] : pathVar.split(':').map((dir) => path.resolve(cwd, dir === '' ? '.' : dir, program));
   let errno: 'ENOENT' | 'EACCES' = 'ENOENT';
   for (const file of candidates) {
-    let st: fs.Stats;
+    let st: fs.Stats | undefined;
     try {
-      st = fs.statSync(file);
+      // Most of PATH does not have it: no exception (and its stack) for each miss.
+      st = fs.statSync(file, { throwIfNoEntry: false });
     } catch {
-      continue; // not here
+      continue; // not here (ENOTDIR and the like)
     }
+    if (st === undefined) continue;
     try {
       // The mode check matters for root, whom access(X_OK) may not refuse.
       if (!st.isFile() || (st.mode & 0o111) === 0) throw new Error('not executable');

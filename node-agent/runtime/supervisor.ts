@@ -512,9 +512,10 @@ export class UnitSupervisor {
     });
     child.once('exit', (code, signal) => this.onExit(rec, code, signal));
 
-    this.emit(rec); // Pending, with the pid when known
-    // A warm sandbox's main process exists and has its line: it runs now.
+    // A warm sandbox's main process exists and has its line: it runs now (one report, Running, not
+    // Pending and then Running in the same task). A cold start is Pending, with the pid when known.
     if (warm) running();
+    else this.emit(rec);
     return { ok: true, created: true, report: { ...rec.report } };
   }
 
