@@ -10,9 +10,15 @@
 // Running report reached the leader), pids are checked in /proc.
 
 import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { childrenOf, cmdlineOf, rssMiB } from '../shared/proc.ts';
 import { Cluster, pidAlive, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import type { NodeInfo } from '../shared/model.ts';
+import { buildInitHelper } from '../launcher/bundle.ts';
+import { UnitCgroups } from '../node-agent/runtime/cgroups.ts';
+import { detectNamespaces } from '../node-agent/runtime/namespaces.ts';
 
 export const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -161,14 +167,157 @@ async function plainSpawn(n: number): Promise<number> {
   });
 }
 
-export async function benchApply(counts = [200, 1000]): Promise<Array<{ replicas: number; clusterMs: number; plainMs: number; ratio: number; cpRssMiB: number }>> {
+/** The machine's busy share of all its CPUs over `ms` (from /proc/stat). */
+async function busyShare(ms: number): Promise<number> {
+  const read = () => {
+    const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    const idle = f[3] + f[4];
+    return { idle, total: f.reduce((a, b) => a + b, 0) };
+  };
+  const a = read();
+  await sleep(ms);
+  const b = read();
+  return b.total === a.total ? 0 : 1 - (b.idle - a.idle) / (b.total - a.total);
+}
+
+/**
+ * Wait until the machine is quiet (under 15% busy over 250 ms, at most 20 s):
+ * the kernel tears a run's namespaces and cgroups down after its processes
+ * are gone, and a measurement started meanwhile would share the CPUs with
+ * that. Returns the busy share it last saw.
+ */
+export async function quiet(): Promise<number> {
+  const until = performance.now() + 20_000;
+  let busy = 1;
+  while (performance.now() < until && (busy = await busyShare(250)) > 0.15) {
+    /* sample again */
+  }
+  return busy;
+}
+
+/**
+ * A second baseline: the isolation an agent gives each unit, without the
+ * cluster. As many fresh, small Node processes as the cluster has agents
+ * (`workers`) each take a share of the N units and make, for each, the
+ * unit's cgroup directories with the files the agent writes (UnitCgroups'
+ * own plan, computed here) and spawn `mo-init --pid` (namespaces, joining
+ * those cgroups) of `sleep`, with stdout and stderr piped and read as the
+ * agent reads them. Timed here from the word that starts them all (each is
+ * up and has read its share) to the last command's `s` on fd 3 (forked,
+ * its host pid known), as an agent counts a unit Running. Null (not
+ * measured) without mo-init, namespaces or cgroups (not root, not Linux, no
+ * C compiler).
+ */
+async function isolatedSpawn(n: number, workers: number): Promise<number | null> {
+  const helper = buildInitHelper();
+  const ns = detectNamespaces('path' in helper ? helper.path : null);
+  if (!ns.enabled || ns.initPath === null) return null;
+  const cgroups = UnitCgroups.detect(`bench-${process.pid}`);
+  if (!cgroups.enabled) return null;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-bench-iso-'));
+  const procs: ReturnType<typeof spawn>[] = [];
+  try {
+    const spec = { resources: { cpu: 10, memory: 8 } };
+    const units = Array.from({ length: n }, (_, i) => {
+      const layout = cgroups.plan(`u${i}`, spec);
+      return { name: `u${i}`, layout, procs: layout.map(([d]) => path.join(d, 'cgroup.procs')) };
+    });
+    const script = `
+      const fs = require('node:fs');
+      const { spawn } = require('node:child_process');
+      const { init, units } = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'));
+      const kids = [];
+      let started = 0;
+      const go = () => {
+        for (const u of units) {
+          for (const [d, files] of u.layout) {
+            fs.mkdirSync(d, { recursive: true });
+            for (const [f, v] of files) fs.writeFileSync(d + '/' + f, v);
+          }
+          const k = spawn(init, ['--pid', u.name, ...u.procs, '--', 'sleep', '3600'], { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
+          kids.push(k);
+          k.stdout.on('data', () => {});
+          k.stderr.on('data', () => {});
+          let said = '';
+          k.stdio[3].on('data', (b) => {
+            if (said === 'done') return;
+            said += b;
+            if (!/^s\\d*\\n/.test(said)) return;
+            said = 'done';
+            if (++started === units.length) process.stdout.write('done\\n');
+          });
+        }
+      };
+      let input = '';
+      process.stdin.on('data', (b) => {
+        input += b;
+        if (input === 'go\\n') go();
+        if (input.endsWith('end\\n')) {
+          for (const c of kids) try { process.kill(-c.pid, 'SIGKILL'); } catch {}
+          process.exit(0);
+        }
+      });
+      process.stdout.write('ready\\n');`;
+    const lines = (p: ReturnType<typeof spawn>, want: string) =>
+      new Promise<void>((resolve, reject) => {
+        let out = '';
+        const onData = (b: Buffer) => {
+          out += b;
+          if (out.includes(`${want}\n`)) {
+            p.stdout!.off('data', onData);
+            resolve();
+          }
+        };
+        p.stdout!.on('data', onData);
+        p.once('exit', (code) => reject(new Error(`isolated spawn baseline: a worker exited ${code} before saying ${want}`)));
+      });
+    const ready: Array<Promise<void>> = [];
+    for (let w = 0; w < workers; w++) {
+      const file = path.join(dir, `plan-${w}.json`);
+      fs.writeFileSync(file, JSON.stringify({ init: ns.initPath, units: units.filter((_, i) => i % workers === w) }));
+      const p = spawn(process.execPath, ['-e', script, file], { stdio: ['pipe', 'pipe', 'inherit'] });
+      procs.push(p);
+      ready.push(lines(p, 'ready'));
+    }
+    await Promise.all(ready);
+    const done = procs.map((p) => lines(p, 'done'));
+    const t0 = performance.now();
+    for (const p of procs) p.stdin!.write('go\n');
+    await Promise.all(done);
+    return performance.now() - t0;
+  } finally {
+    await Promise.all(
+      procs.map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (p.exitCode !== null || p.signalCode !== null) return resolve();
+            p.once('exit', () => resolve());
+            p.stdin!.write('end\n');
+          }),
+      ),
+    );
+    // Their processes were SIGKILLed by their groups; empty cgroups go once the last one is reaped.
+    for (let i = 0; i < n; i++) await cgroups.remove(`u${i}`);
+    cgroups.removeParents();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function benchApply(
+  counts = [200, 1000],
+): Promise<Array<{ replicas: number; clusterMs: number; plainMs: number; ratio: number; isolatedMs: number | null; cpRssMiB: number }>> {
   const out = [];
   for (const n of counts) {
+    await quiet();
     const plainMs = await plainSpawn(n);
+    await quiet();
+    const isolatedMs = await isolatedSpawn(n, BIG_NODES.length);
+    await quiet();
     const c = await Cluster.start({ nodes: BIG_NODES });
     const w = new UnitWatch(c);
     try {
       await w.start();
+      await quiet(); // the agents' start (warm sandboxes, first heartbeats) is over
       const t0 = performance.now();
       const r = await c.api('PUT', '/v1/deployments/load', webManifest('load', n, { cpu: '10m', memory: '8Mi' }));
       if (r.status !== 201) throw new Error(r.text);
@@ -176,7 +325,7 @@ export async function benchApply(counts = [200, 1000]): Promise<Array<{ replicas
       const clusterMs = t1 - t0;
       await sleep(300);
       const cpRss = rssMiB(c.cps[0].pid);
-      out.push({ replicas: n, clusterMs, plainMs, ratio: clusterMs / plainMs, cpRssMiB: cpRss });
+      out.push({ replicas: n, clusterMs, plainMs, ratio: clusterMs / plainMs, isolatedMs, cpRssMiB: cpRss });
     } finally {
       w.stop();
       await c.stop();

@@ -99,9 +99,15 @@ if (want('storage')) {
 }
 
 if (want('apply')) {
-  console.log('\n== apply N replicas of sleep until all Running vs N child_process.spawn from a fresh small Node process (measured first) ==');
+  console.log(
+    '\n== apply N replicas of sleep until all Running vs N child_process.spawn from a fresh small Node process, and vs the same isolation (cgroups, namespaces, pipes) made by a fresh small Node process (both measured first) ==',
+  );
   for (const r of await benchApply([200, 1000])) {
-    const line = `apply ${r.replicas}: cluster ${f(r.clusterMs, 0)} ms, plain spawn ${f(r.plainMs, 0)} ms, ratio ${f(r.ratio, 2)} (target <= 1.5: ${verdict(r.ratio <= 1.5)}); replica RSS with ${r.replicas} units ${f(r.cpRssMiB)} MiB${r.replicas === 1000 ? ` (target < 150: ${verdict(r.cpRssMiB < 150)})` : ''}`;
+    const isolated =
+      r.isolatedMs === null
+        ? 'the same isolation without the cluster: not measured (needs root, cgroups and mo-init)'
+        : `the same isolation without the cluster (cgroups, mo-init namespaces, output pipes) ${f(r.isolatedMs, 0)} ms: cluster / isolated ${f(r.clusterMs / r.isolatedMs, 2)}, isolated / plain ${f(r.isolatedMs / r.plainMs, 2)}`;
+    const line = `apply ${r.replicas}: cluster ${f(r.clusterMs, 0)} ms, plain spawn ${f(r.plainMs, 0)} ms, ratio ${f(r.ratio, 2)} (target <= 1.5: ${verdict(r.ratio <= 1.5)}); ${isolated}; replica RSS with ${r.replicas} units ${f(r.cpRssMiB)} MiB${r.replicas === 1000 ? ` (target < 150: ${verdict(r.cpRssMiB < 150)})` : ''}`;
     console.log(line);
     summary.push(line);
   }

@@ -340,7 +340,8 @@ export class UnitCgroups {
   }
 
   /** Each hierarchy's directory for the unit and the limit files to write there. */
-  private plan(unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): Array<[string, Array<[string, string]>]> {
+  /** The directories a unit's cgroups are, each with the files (and values) written in it before it runs. */
+  plan(unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): Array<[string, Array<[string, string]>]> {
     const s = this.setup;
     if (s.version === 'none') return [];
     const files = limitFiles(s.version, spec);
