@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
-import { UnitSupervisor } from '../../node-agent/runtime/supervisor.ts';
+import { UnitSupervisor, type UnitSupervisorOptions } from '../../node-agent/runtime/supervisor.ts';
 import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
 import { childrenOf, pidAlive } from '../../shared/proc.ts';
 import { detectNamespaces, type Namespaces } from '../../node-agent/runtime/namespaces.ts';
@@ -70,6 +70,16 @@ const skip =
   process.platform !== 'linux' ? 'not Linux' : process.getuid?.() !== 0 ? 'needs root to create cgroups' : !probe!.enabled ? `no usable cgroups: ${probe!.disabledReason}` : false;
 probe?.removeParents();
 
+/** After a test: its units ended, their cgroups and the node's parents removed, the state directory gone. */
+async function cleanUp(sup: UnitSupervisor, cgroups: UnitCgroups, stateDir: string): Promise<void> {
+  await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+  await sup.cgroupsRemoved();
+  sup.close();
+  for (const u of cgroups.leftovers()) await cgroups.remove(u);
+  cgroups.removeParents();
+  fs.rmSync(stateDir, { recursive: true, force: true });
+}
+
 let harnesses = 0;
 /** A supervisor with cgroups of a node name of its own (its guard removes that node's parent when it closes). */
 function harness(t: TestContext) {
@@ -88,12 +98,7 @@ function harness(t: TestContext) {
         } catch {
           /* gone */
         }
-    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
-    await sup.cgroupsRemoved();
-    sup.close();
-    for (const u of cgroups.leftovers()) await cgroups.remove(u);
-    cgroups.removeParents();
-    fs.rmSync(stateDir, { recursive: true, force: true });
+    await cleanUp(sup, cgroups, stateDir);
   });
   const start = (name: string, s: UnitSpec) => {
     const r = sup.start({ name, deployment: 'd', spec: s, term: 1, specHash: 'h', revision: 1 });
@@ -269,24 +274,30 @@ const warmSkip = skip || nsSkip;
 const statusOf = (pid: number) => fs.readFileSync(`/proc/${pid}/status`, 'utf8');
 const ppidOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(statusOf(pid))![1]);
 
+/** A supervisor with namespaces and the cgroups of node name `node`; after the test its units, cgroups and state are gone. */
+function nsCgroupHarness(t: TestContext, node: string, options: Omit<UnitSupervisorOptions, 'stateDir' | 'nodeName' | 'cgroups'>) {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-nscg-test-'));
+  const cgroups = UnitCgroups.detect(node);
+  const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', cgroups, ...options });
+  t.after(async () => {
+    sup.killAllNow();
+    await cleanUp(sup, cgroups, stateDir);
+  });
+  /** Is pid `p` in cgroup `name` of this node (in each v1 hierarchy, or the v2 one)? */
+  const inCgroup = (p: number, name: string) =>
+    fs
+      .readFileSync(`/proc/${p}/cgroup`, 'utf8')
+      .split('\n')
+      .filter((l) => l.endsWith(`/mini-orchestrator/${node}/${name}`)).length >= (cgroups.setup.version === 'v2' ? 1 : 3);
+  return { sup, cgroups, inCgroup };
+}
+
 for (const v of nsVariants) {
   test(
     `a cold start with cgroups and namespaces (${v.name}): every process of the unit is in its cgroup, status.pid is the command's host pid, nothing inside holds the host's /proc`,
     { skip: skip || v.skip },
     async (t) => {
-      const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-cold-test-'));
-      const node = `${NODE}-cold-${v.name}`;
-      const cgroups = UnitCgroups.detect(node);
-      const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', cgroups, namespaces: v.ns, warmSandboxes: 0, onChange: () => {} });
-      t.after(async () => {
-        sup.killAllNow();
-        await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
-        await sup.cgroupsRemoved();
-        sup.close();
-        for (const u of cgroups.leftovers()) await cgroups.remove(u);
-        cgroups.removeParents();
-        fs.rmSync(stateDir, { recursive: true, force: true });
-      });
+      const { sup, inCgroup } = nsCgroupHarness(t, `${NODE}-cold-${v.name}`, { namespaces: v.ns, warmSandboxes: 0, onChange: () => {} });
       assert.ok(sup.start({ name: 'cold-1', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
       await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
       const pid = sup.get('cold-1')!.pid!;
@@ -297,12 +308,7 @@ for (const v of nsVariants) {
       const P = ppidOf(init);
       assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
       assert.equal(Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[2]), P, 'the command is in the group of P');
-      const inCgroup = (p: number) =>
-        fs
-          .readFileSync(`/proc/${p}/cgroup`, 'utf8')
-          .split('\n')
-          .filter((l) => l.endsWith(`/mini-orchestrator/${node}/cold-1`)).length >= (cgroups.setup.version === 'v2' ? 1 : 3);
-      for (const p of [P, init, pid]) assert.ok(inCgroup(p), `pid ${p} in the unit's cgroup:\n${fs.readFileSync(`/proc/${p}/cgroup`, 'utf8')}`);
+      for (const p of [P, init, pid]) assert.ok(inCgroup(p, 'cold-1'), `pid ${p} in the unit's cgroup:\n${fs.readFileSync(`/proc/${p}/cgroup`, 'utf8')}`);
       // Inside the namespace no descriptor leads to the host's /proc (mo-init's P keeps one to read the command's pid).
       for (const p of [init, pid]) {
         for (const fd of fs.readdirSync(`/proc/${p}/fd`)) {
@@ -318,28 +324,13 @@ test(
   "a unit started from a warm sandbox is a cold start's twin: namespaces, hostname, private /tmp, exactly its env, all its processes in its cgroup, stop with grace",
   { skip: warmSkip },
   async (t) => {
-    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-warm-test-'));
-    const node = `${NODE}-warm`;
-    const cgroups = UnitCgroups.detect(node);
     const problems: string[] = [];
-    const sup = new UnitSupervisor({
-      stateDir,
-      nodeName: 'node-t',
-      cgroups,
+    const { sup, cgroups, inCgroup } = nsCgroupHarness(t, `${NODE}-warm`, {
       namespaces: nsSupport,
       warmSandboxes: 1,
       defaultGracePeriodMs: 3000,
       onChange: () => {},
       onSandboxProblem: (r) => problems.push(r),
-    });
-    t.after(async () => {
-      sup.killAllNow();
-      await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
-      await sup.cgroupsRemoved();
-      sup.close();
-      for (const u of cgroups.leftovers()) await cgroups.remove(u);
-      cgroups.removeParents();
-      fs.rmSync(stateDir, { recursive: true, force: true });
     });
     // The sandbox is made ahead: an unshare P below us, its init (PID 1 inside) below it, nothing else yet.
     await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
@@ -352,11 +343,6 @@ test(
     const [pre] = childrenOf(init);
     assert.match(statusOf(pre), /^NSpid:\s+\d+\s+3$/m);
     // All three already sit in a cgroup of their own, moved while the sandbox waited (a move can wait for an RCU grace period).
-    const inCgroup = (p: number, name: string) =>
-      fs
-        .readFileSync(`/proc/${p}/cgroup`, 'utf8')
-        .split('\n')
-        .filter((l) => l.endsWith(`/mini-orchestrator/${node}/${name}`)).length >= (cgroups.setup.version === 'v2' ? 1 : 3);
     for (const p of [P, init, pre]) assert.ok(inCgroup(p, `warm@${P}`), `pid ${p} in the sandbox's cgroup warm@${P} before any unit`);
 
     const marker = `mo-warm-${process.pid}-${Date.now()}`;
@@ -394,13 +380,7 @@ test(
     assert.ok(env.includes('QUOTED=it\'s\na "$HOME"'), 'a value with a quote, a newline and a $ arrives as it was');
     assert.ok(env.includes('MO_REVISION=7'));
     // The limits hold for every process of the unit: P, the init and the command are all in its cgroup.
-    for (const p of [P, init, pid]) {
-      const mine = fs
-        .readFileSync(`/proc/${p}/cgroup`, 'utf8')
-        .split('\n')
-        .filter((l) => l.endsWith(`/mini-orchestrator/${node}/warm-1`));
-      assert.ok(mine.length >= (cgroups.setup.version === 'v2' ? 1 : 3), `pid ${p} in warm-1's cgroup`);
-    }
+    for (const p of [P, init, pid]) assert.ok(inCgroup(p, 'warm-1'), `pid ${p} in warm-1's cgroup`);
     // That cgroup became the unit's (renamed at the claim), with the unit's limits written.
     for (const d of cgroups.dirs(`warm@${P}`)) assert.equal(fs.existsSync(d), false, `${d} renamed away`);
     const memDir = cgroups.dirs('warm-1').find((d) => cgroups.setup.version === 'v2' || d.includes('/memory/'))!;
