@@ -36,10 +36,10 @@
 import { constants as fsConstants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Entry, HardState, PersistedState, RaftStorage, Ready, Snapshot, SnapshotMeta } from '../raft/types.ts';
+import { SNAPSHOT_ON_DISK, type Entry, type HardState, type PersistedState, type RaftStorage, type Ready, type Snapshot, type SnapshotMeta } from '../raft/types.ts';
 import { encodeBatch, encodedRecordBytes, MAX_BATCH_BYTES, MAX_RECORD_BYTES, RECORD_HEADER_BYTES, type WalRecord } from './record.ts';
 import { scanSegment, type SegmentScan } from './segment-scan.ts';
-import { decodeSnapshotFile, encodeSnapshotFileInSlices } from './snapshot-file.ts';
+import { decodeSnapshotFile, decodeSnapshotFileInSlices, encodeSnapshotFileInSlices } from './snapshot-file.ts';
 import { lockDir } from './dir-lock.ts';
 import { RaftStorageError } from './errors.ts';
 import { appendProblem, hardStateProblem } from './checks.ts';
@@ -371,11 +371,33 @@ export class DiskStorage implements RaftStorage {
   /** Everything persisted, for rebuilding the RaftNode and the state machine after a restart. */
   async load(): Promise<PersistedState> {
     if (this.failure !== null) throw this.failedError();
-    return {
-      hardState: { ...this.hardState },
-      snapshot: this.snapshot,
-      entries: this.tail.entries.slice(),
-    };
+    const hardState = { ...this.hardState };
+    const entries = this.tail.entries.slice();
+    const snapshot = await this.loadSnapshot();
+    // The bytes open() read are handed over once; from now on only the file holds them.
+    if (this.snapshot !== null) this.snapshot = { meta: this.snapshot.meta, data: SNAPSHOT_ON_DISK };
+    return { hardState, snapshot, entries };
+  }
+
+  /**
+   * The current snapshot. Its bytes live in its file (megabytes: memory
+   * keeps only its meta), read back and checksummed in slices that yield to
+   * the event loop. Throws when the file cannot be read or is damaged, or
+   * was superseded meanwhile (a newer snapshot deletes the older file).
+   */
+  async loadSnapshot(): Promise<Snapshot | null> {
+    if (this.failure !== null) throw this.failedError();
+    const s = this.snapshot;
+    if (s === null) return null;
+    if (s.data !== SNAPSHOT_ON_DISK) return s;
+    const name = snapName(s.meta);
+    const bytes = await readFile(join(this.dir, name));
+    const decoded = await decodeSnapshotFileInSlices(bytes, () => new Promise((r) => setImmediate(r)));
+    if (typeof decoded === 'string') throw corrupt(name, 0, decoded);
+    if (decoded.meta.index !== s.meta.index || decoded.meta.term !== s.meta.term) {
+      throw corrupt(name, 8, `file holds snapshot ${decoded.meta.index}/${decoded.meta.term}, its name says ${s.meta.index}/${s.meta.term}`);
+    }
+    return decoded;
   }
 
   /**
@@ -656,7 +678,7 @@ export class DiskStorage implements RaftStorage {
       op.reject(this.failedError());
       return;
     }
-    this.snapshot = snap;
+    this.snapshot = { meta: snap.meta, data: SNAPSHOT_ON_DISK }; // its file holds the bytes (loadSnapshot)
     this.hardState = hardState;
     this.tail.snapshotIndex = next.snapshotIndex;
     this.tail.snapshotTerm = next.snapshotTerm;

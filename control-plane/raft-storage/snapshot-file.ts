@@ -69,6 +69,27 @@ export async function encodeSnapshotFileInSlices(snap: Snapshot, yieldNow: () =>
 
 /** The snapshot in `bytes`, or the reason they are not one. Never throws. */
 export function decodeSnapshotFile(bytes: Uint8Array): Snapshot | string {
+  const f = parseSnapshotFile(bytes);
+  if (typeof f === 'string') return f;
+  if (crc32c(bytes, 0, f.crcAt) !== f.crc) return 'checksum mismatch';
+  return f.snapshot();
+}
+
+/** The same as decodeSnapshotFile, with `yieldNow` awaited after every CRC_SLICE_BYTES of checksum (a leader reading its snapshot back for a follower). */
+export async function decodeSnapshotFileInSlices(bytes: Uint8Array, yieldNow: () => Promise<void>, sliceBytes = CRC_SLICE_BYTES): Promise<Snapshot | string> {
+  const f = parseSnapshotFile(bytes);
+  if (typeof f === 'string') return f;
+  let crc = 0;
+  for (let at = 0; at < f.crcAt; at += sliceBytes) {
+    crc = crc32c(bytes, at, Math.min(f.crcAt, at + sliceBytes), crc);
+    if (at + sliceBytes < f.crcAt) await yieldNow();
+  }
+  if (crc !== f.crc) return 'checksum mismatch';
+  return f.snapshot();
+}
+
+/** Header and length checks; the checksum is the caller's. */
+function parseSnapshotFile(bytes: Uint8Array): { crcAt: number; crc: number; snapshot: () => Snapshot } | string {
   if (bytes.length < HEADER_BYTES + TRAILER_BYTES) return `file of ${bytes.length} bytes is too short to be a snapshot`;
   // The magic's last two characters are the file format's version ("01").
   const isMagic = (upTo: number) => MAGIC.subarray(0, upTo).every((b, i) => bytes[i] === b);
@@ -84,6 +105,9 @@ export function decodeSnapshotFile(bytes: Uint8Array): Snapshot | string {
   if (Number.isNaN(index) || Number.isNaN(term) || Number.isNaN(dataLength)) return 'header number out of range';
   if (HEADER_BYTES + dataLength + TRAILER_BYTES !== bytes.length) return `header says ${dataLength} data bytes but the file has ${bytes.length - HEADER_BYTES - TRAILER_BYTES}`;
   const crcAt = HEADER_BYTES + dataLength;
-  if (crc32c(bytes, 0, crcAt) !== view.getUint32(crcAt)) return 'checksum mismatch';
-  return { meta: { index, term }, data: new Uint8Array(bytes.subarray(HEADER_BYTES, crcAt)) }; // a copy, never a view of the file buffer
+  return {
+    crcAt,
+    crc: view.getUint32(crcAt),
+    snapshot: () => ({ meta: { index, term }, data: new Uint8Array(bytes.subarray(HEADER_BYTES, crcAt)) }), // a copy, never a view of the file buffer
+  };
 }

@@ -6,7 +6,7 @@
 // everything up to offset - 1 (its index and term are kept here so
 // term(offset - 1) answers the consistency check right after compaction, §7).
 
-import type { Entry, Snapshot, SnapshotMeta } from './types.ts';
+import { SNAPSHOT_ON_DISK, type Entry, type Snapshot, type SnapshotMeta } from './types.ts';
 
 export class RaftLog {
   private entries: Entry[];
@@ -166,6 +166,14 @@ export class RaftLog {
     this.offset = index + 1;
     this.snapshotTerm = snapshot.meta.term;
     this.snapshot = snapshot;
+  }
+
+  /** Drop the latest snapshot's bytes (SNAPSHOT_ON_DISK) if it is still the one at `meta`; true if it was. */
+  releaseSnapshotData(meta: SnapshotMeta): boolean {
+    const s = this.snapshot;
+    if (s === null || s.meta.index !== meta.index || s.meta.term !== meta.term) return false;
+    if (s.data !== SNAPSHOT_ON_DISK) this.snapshot = { meta: s.meta, data: SNAPSHOT_ON_DISK };
+    return true;
   }
 
   /** Replace the whole log by a snapshot received from the leader (§7). */

@@ -239,6 +239,16 @@ export class RaftNode {
     return { ok: true, snapshot };
   }
 
+  /**
+   * The host has the latest snapshot (at `meta`) in storage that can read it
+   * back (RaftStorage.loadSnapshot): drop its bytes from memory. A snapshot
+   * sent to a lagging follower then carries SNAPSHOT_ON_DISK, which the host
+   * replaces. False (nothing dropped) when the latest snapshot is another.
+   */
+  releaseSnapshotData(meta: SnapshotMeta): boolean {
+    return this.log.releaseSnapshotData(meta);
+  }
+
   status(): RaftStatus {
     return {
       id: this.id,

@@ -39,11 +39,20 @@ export interface SnapshotMeta {
   term: number;
 }
 
-/** A snapshot: the state machine's bytes as of `meta.index` (§7). */
+/**
+ * A snapshot: the state machine's bytes as of `meta.index` (§7). `data` is
+ * SNAPSHOT_ON_DISK (this very array) once the host has let the core drop the
+ * bytes because its storage can read them back (RaftStorage.loadSnapshot):
+ * a 'snapshot' message the core then makes carries it, and the host fills
+ * in the bytes before the message leaves.
+ */
 export interface Snapshot {
   meta: SnapshotMeta;
   data: Uint8Array;
 }
+
+/** The bytes of a snapshot kept only by the storage (see Snapshot). */
+export const SNAPSHOT_ON_DISK: Uint8Array = new Uint8Array(0);
 
 /**
  * Everything storage returns on restart. `entries` are the stored entries
@@ -112,6 +121,13 @@ export interface RaftStorage {
    * entries with index <= snapshot.meta.index, KEEPING the later ones.
    */
   saveCompaction(snapshot: Snapshot): Promise<void>;
+  /**
+   * The snapshot last persisted (by save or saveCompaction), read back, or
+   * null when there is none. A storage that has it lets its host keep the
+   * snapshot's bytes out of memory (they are megabytes) between the rare
+   * moments a lagging follower needs them.
+   */
+  loadSnapshot?(): Promise<Snapshot | null>;
 }
 
 // ---------------------------------------------------------------- messages

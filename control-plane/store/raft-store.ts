@@ -21,7 +21,7 @@ import { randomId, type Random } from '../../shared/random.ts';
 import { systemClock } from '../../shared/system-clock.ts';
 import type { Mutation } from '../mutations.ts';
 import { RaftNode, type Entry, type Message, type Ready, type Role as RaftRole } from '../raft/index.ts';
-import type { RaftStorage } from '../raft/types.ts';
+import { SNAPSHOT_ON_DISK, type RaftStorage, type SnapshotMeta } from '../raft/types.ts';
 import { DiskStorage } from '../raft-storage/index.ts';
 import { PeerTransport } from '../raft-transport/peer-transport.ts';
 import { decodeStoreData, encodeStoreData } from '../../shared/codec.ts';
@@ -177,6 +177,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     // back through the first Ready (RaftNode re-emits them).
     if (persisted.snapshot && persisted.snapshot.data.length > 0)
       s.state.restore(decodeStoreData(persisted.snapshot.data, `snapshot at index ${persisted.snapshot.meta.index}`) as DesiredSnapshot);
+    if (persisted.snapshot) s.releaseSnapshot(persisted.snapshot.meta);
     s.ticker = s.clock.interval(() => {
       s.raft.tick();
       s.kick();
@@ -319,6 +320,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
           () => this.clock.now(),
         );
         this.state.restore(value as DesiredSnapshot);
+        this.releaseSnapshot(rd.snapshot.meta); // persisted above
         this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
         this.appliedSinceSnapshot = 0;
       }
@@ -375,7 +377,33 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
 
   private sendAll(rd: Ready): void {
     for (const m of rd.messages) this.describe(m);
-    this.transport.sendBatch(rd.messages);
+    if (!rd.messages.some((m) => m.type === 'snapshot' && m.snapshot.data === SNAPSHOT_ON_DISK)) return this.transport.sendBatch(rd.messages);
+    this.transport.sendBatch(rd.messages.filter((m) => !(m.type === 'snapshot' && m.snapshot.data === SNAPSHOT_ON_DISK)));
+    for (const m of rd.messages) if (m.type === 'snapshot' && m.snapshot.data === SNAPSHOT_ON_DISK) this.sendSnapshotFromDisk(m);
+  }
+
+  /**
+   * The snapshot a lagging follower needs, read back from storage (memory
+   * keeps none: releaseSnapshot), then sent. Raft tolerates the delay like
+   * any other; if the file was superseded or cannot be read the message is
+   * dropped, and the leader sends the next snapshot when it retries.
+   */
+  private sendSnapshotFromDisk(m: Extract<Message, { type: 'snapshot' }>): void {
+    const load = this.disk.loadSnapshot;
+    if (!load) return;
+    load.call(this.disk).then(
+      (snap) => {
+        if (this.closed || snap === null || snap.meta.index !== m.snapshot.meta.index || snap.meta.term !== m.snapshot.meta.term) return;
+        this.opts.log(`raft: snapshot at index ${snap.meta.index} read back from disk for ${m.to} (${snap.data.length} bytes)`);
+        this.transport.sendBatch([{ ...m, snapshot: snap }]);
+      },
+      (err) => this.opts.log(`raft: snapshot for ${m.to} not sent: ${(err as Error).message}`),
+    );
+  }
+
+  /** The snapshot at `meta` is in storage that can read it back: the core need not keep its bytes (megabytes) in memory. */
+  private releaseSnapshot(meta: SnapshotMeta): void {
+    if (this.disk.loadSnapshot) this.raft.releaseSnapshotData(meta);
   }
 
   private async compact(index: number, data: Uint8Array): Promise<void> {
@@ -383,6 +411,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     if (!r.ok) return;
     try {
       await this.disk.saveCompaction(r.snapshot);
+      this.releaseSnapshot(r.snapshot.meta);
       this.opts.log(`raft: snapshot at index ${index}; log compacted`);
     } catch (err) {
       this.opts.log(`raft: compaction at ${index} failed: ${(err as Error).message}`);

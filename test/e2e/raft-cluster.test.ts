@@ -226,6 +226,11 @@ test('a replica that fell behind a compacted log catches up by InstallSnapshot a
   await waitFor('a compaction on the leader', () => c.cps[lead.index - 1].output.some((l) => /log compacted/.test(l)), 10000);
   const restarted = c.startReplica(lagging);
   await waitFor('the snapshot installed on the restarted replica', () => restarted.output.some((l) => /installed a snapshot from the leader/.test(l)), 20000);
+  // The leader kept only the snapshot's meta in memory once it was on disk, and read the bytes back for the follower.
+  assert.ok(
+    c.cps[lead.index - 1].output.some((l) => new RegExp(`snapshot at index \\d+ read back from disk for cp-${lagging} \\(\\d+ bytes\\)`).test(l)),
+    c.cps[lead.index - 1].output.filter((l) => /snapshot/.test(l)).join('\n'),
+  );
   await waitFor(
     'the restarted replica applied everything',
     async () => {

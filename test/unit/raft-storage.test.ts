@@ -255,6 +255,29 @@ test('a compaction writes the snapshot, deletes the segments and snapshot it sup
   assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: 60 });
 });
 
+test('memory keeps no snapshot bytes: loadSnapshot (and load) read them back from the file, checksummed; a damaged or vanished file is an error, not another snapshot', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  assert.equal(await storage.loadSnapshot(), null, 'none yet');
+  await storage.save({ term: 1, vote: 'cp-1', commit: 20 }, range(1, 20));
+  const big: Snapshot = { meta: { index: 15, term: 1 }, data: new Uint8Array(3 * 1024 * 1024).map((_, i) => (i * 13) & 0xff) };
+  await storage.saveCompaction(big);
+  const back = await storage.loadSnapshot();
+  assert.deepEqual(back?.meta, big.meta);
+  assert.ok(back !== null && Buffer.from(back.data).equals(Buffer.from(big.data)), 'the same bytes, read from the file');
+  const loaded = await storage.load();
+  assert.ok(loaded.snapshot !== null && Buffer.from(loaded.snapshot.data).equals(Buffer.from(big.data)), 'load() on the same storage reads them back too');
+  assert.deepEqual(summary(loaded.entries), summary(range(16, 20)));
+  // One flipped byte in the data: the checksum says so.
+  const file = join(dir, 'snap-0000000000000015-0000000000000001.snap');
+  const bytes = await readFile(file);
+  bytes[100] ^= 0xff;
+  await writeFile(file, bytes);
+  await assert.rejects(storage.loadSnapshot(), (e: unknown) => e instanceof RaftStorageError && e.code === 'CORRUPT' && /checksum mismatch/.test(e.message));
+  await rm(file);
+  await assert.rejects(storage.loadSnapshot(), /ENOENT/);
+});
+
 test('entries saved while a compaction writes its snapshot file are kept after it, also after reopening', async (t) => {
   const dir = await tempDir(t);
   const { storage } = await openStorage(t, dir);
