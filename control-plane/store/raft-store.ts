@@ -79,6 +79,11 @@ interface Waiter {
 }
 
 /** The storage a RaftStore drives: RaftStorage that can also be closed (DiskStorage, or the simulation's MemoryStorage). */
+/** A snapshot message whose bytes the storage holds (the core dropped them: RaftNode.releaseSnapshotData). */
+function isSnapshotOnDisk(m: Message): m is Extract<Message, { type: 'snapshot' }> {
+  return m.type === 'snapshot' && m.snapshot.data === SNAPSHOT_ON_DISK;
+}
+
 export interface StoreStorage extends RaftStorage {
   close(): Promise<void>;
 }
@@ -377,9 +382,9 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
 
   private sendAll(rd: Ready): void {
     for (const m of rd.messages) this.describe(m);
-    if (!rd.messages.some((m) => m.type === 'snapshot' && m.snapshot.data === SNAPSHOT_ON_DISK)) return this.transport.sendBatch(rd.messages);
-    this.transport.sendBatch(rd.messages.filter((m) => !(m.type === 'snapshot' && m.snapshot.data === SNAPSHOT_ON_DISK)));
-    for (const m of rd.messages) if (m.type === 'snapshot' && m.snapshot.data === SNAPSHOT_ON_DISK) this.sendSnapshotFromDisk(m);
+    const fromDisk = rd.messages.filter(isSnapshotOnDisk);
+    this.transport.sendBatch(fromDisk.length === 0 ? rd.messages : rd.messages.filter((m) => !isSnapshotOnDisk(m)));
+    for (const m of fromDisk) this.sendSnapshotFromDisk(m);
   }
 
   /**
