@@ -184,15 +184,13 @@ async function busyShare(ms: number): Promise<number> {
  * Wait until the machine is quiet (under 15% busy over 250 ms, at most 20 s):
  * the kernel tears a run's namespaces and cgroups down after its processes
  * are gone, and a measurement started meanwhile would share the CPUs with
- * that. Returns the busy share it last saw.
+ * that.
  */
-export async function quiet(): Promise<number> {
+async function quiet(): Promise<void> {
   const until = performance.now() + 20_000;
-  let busy = 1;
-  while (performance.now() < until && (busy = await busyShare(250)) > 0.15) {
+  while (performance.now() < until && (await busyShare(250)) > 0.15) {
     /* sample again */
   }
-  return busy;
 }
 
 /**
