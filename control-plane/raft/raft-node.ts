@@ -761,7 +761,8 @@ export class RaftNode {
 
   // ------------------------------------------------------------ read index
 
-  private committedInCurrentTerm(): boolean {
+  /** The leader has committed an entry of its own term: its commit index covers every entry committed before it led (§8). */
+  committedInCurrentTerm(): boolean {
     return this.log.term(this.log.committed) === this.term;
   }
 

@@ -571,6 +571,10 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   isLeader(): boolean {
     return this.raft.status().role === 'leader';
   }
+  caughtUp(): boolean {
+    const s = this.raft.status();
+    return s.role === 'leader' && this.raft.committedInCurrentTerm() && this.state.appliedIndex >= s.commit;
+  }
   term(): number {
     return this.raft.status().term;
   }

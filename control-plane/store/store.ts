@@ -48,6 +48,12 @@ export interface ReplicatedStore {
   /** Resolve once this replica may serve a linearizable read (read index). */
   readBarrier(): Promise<void>;
   isLeader(): boolean;
+  /**
+   * This replica leads, has committed an entry of its term, and has applied
+   * everything committed: its state holds every write acknowledged so far
+   * (what a read barrier would wait for, short of confirming the leadership).
+   */
+  caughtUp(): boolean;
   term(): number;
   leaderId(): string | null;
   status(): ReplicaStatus;

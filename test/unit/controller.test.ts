@@ -13,7 +13,7 @@ import { SeededRandom } from '../../shared/random.ts';
 import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../../control-plane/agent-server.ts';
-import { Controller } from '../../control-plane/controller/controller.ts';
+import { commitGated, Controller } from '../../control-plane/controller/controller.ts';
 import { EventLog } from '../../control-plane/events.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
 import { Scheduler } from '../../control-plane/scheduler/index.ts';
@@ -30,8 +30,11 @@ class LocalStore implements ReplicatedStore {
   private readonly listeners: Array<() => void> = [];
   /** An entry already in the log ahead of the next unit.create (proposed earlier, applied first). */
   aheadOfCreate: StoreCommand | null = null;
+  /** `barriers` when the last unit.create was proposed. */
+  barriersAtCreate = 0;
   propose(cmd: StoreCommand): Promise<ApplyResult> {
     if (!this.leader) return Promise.reject(new NotLeaderError(null));
+    if (cmd.type === 'unit.create') this.barriersAtCreate = this.barriers;
     return Promise.resolve().then(() => {
       if (cmd.type === 'unit.create' && this.aheadOfCreate) {
         this.state.apply(++this.index, this.aheadOfCreate);
@@ -40,11 +43,19 @@ class LocalStore implements ReplicatedStore {
       return this.state.apply(++this.index, cmd);
     });
   }
+  /** Read barriers asked for. */
+  barriers = 0;
+  /** caughtUp() answers this while leading (a new leader's first entry not yet committed: false). */
+  committedInTerm = true;
   readBarrier(): Promise<void> {
+    this.barriers++;
     return this.leader ? Promise.resolve() : Promise.reject(new NotLeaderError(null));
   }
   isLeader(): boolean {
     return this.leader;
+  }
+  caughtUp(): boolean {
+    return this.leader && this.committedInTerm;
   }
   term(): number {
     return this.currentTerm;
@@ -349,7 +360,7 @@ test('under a stream of reports, a pass waits 4x the time its predecessor spent 
   h.controller.stop();
 });
 
-test('a crashed unit: its unbind and its replacement are proposed in one task (one Ready, one fsync), and its pass waits for no spacing', async () => {
+test('a crashed unit: its pass waits for no spacing and no turn of the loop, and its unbind and replacement are proposed in one task (one Ready, one fsync)', async () => {
   const h = setup();
   // Proposals in one synchronous task share a batch: RaftStore takes one Ready (one fsync) for them.
   const proposals: Array<{ type: string; batch: number }> = [];
@@ -383,6 +394,13 @@ test('a crashed unit: its unbind and its replacement are proposed in one task (o
   h.sent.length = 0;
   const crashedAt = h.clock.now();
   h.registry.unitStatus(unit.nodeName!, { ...report, phase: 'Failed', signal: 'SIGKILL', finishedAt: Math.floor(crashedAt) });
+  // Proposed before any timer runs: neither the pass's start nor its first action waits for a turn of the loop.
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+  assert.deepEqual(
+    proposals.map((p) => p.type),
+    ['unit.delete', 'unit.create'],
+    'the unbind and the create proposed within the task of the report (microtasks only)',
+  );
   await h.advance(1);
   const pass = h.passLog.find((p) => p.at >= crashedAt);
   assert.ok(pass, 'a pass after the crash');
@@ -394,4 +412,61 @@ test('a crashed unit: its unbind and its replacement are proposed in one task (o
   assert.ok(del && create, JSON.stringify(proposals));
   assert.equal(create.batch, del.batch, `unbind and create in one task: ${JSON.stringify(proposals)}`);
   h.controller.stop();
+});
+
+test("a crashed unit's pass takes no read barrier (its unbind and create get their quorum from their commits); a stray's terminate, or a leader not caught up, still waits for one", async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(2000);
+  const crash = async () => {
+    const unit = [...h.store.state.units.values()].find((u) => h.registry.nodes.get(u.nodeName!)?.units.get(u.name)?.phase === 'Running')!;
+    const report = h.registry.nodes.get(unit.nodeName!)!.units.get(unit.name)!;
+    h.sent.length = 0;
+    const before = h.store.barriers;
+    h.registry.unitStatus(unit.nodeName!, { ...report, phase: 'Failed', signal: 'SIGKILL', finishedAt: Math.floor(h.clock.now()) });
+    await h.advance(20);
+    const [spawn] = spawns(h.sent);
+    assert.ok(spawn, 'the replacement spawned');
+    // Sent only once its binding was committed.
+    assert.equal(spawn.boundThen, spawn.node);
+    h.running(spawn.node, spawn.cmd);
+    await h.advance(20);
+    // The agent forgets the crashed unit when told (a stop that is no Raft write: a later pass, with a barrier).
+    for (const s of h.sent) if (s.cmd.type === 'forget') h.registry.unitGone(s.node, s.cmd.name);
+    await h.advance(20);
+    // Barriers up to the replacement's create (a later pass tells the agent to forget the crashed unit: that one takes a barrier).
+    return h.store.barriersAtCreate - before;
+  };
+  assert.equal(await crash(), 0, 'a crash: unbind + create, no read barrier');
+
+  // A unit no binding names, running on node-a: stopping it is no Raft write, so the pass confirms its leadership first.
+  h.sent.length = 0;
+  let before = h.store.barriers;
+  h.registry.unitStatus('node-a', { name: 'ghost-1', deployment: 'ghost', phase: 'Running', pid: 4343, resources: { cpu: 100, memory: 64 }, term: 3, ready: true });
+  await h.advance(20);
+  assert.ok(
+    h.sent.some((s) => s.cmd.type === 'terminate' && s.cmd.name === 'ghost-1'),
+    `the stray is stopped: ${JSON.stringify(h.sent.map((s) => s.cmd.type))}`,
+  );
+  assert.ok(h.store.barriers > before, 'a read barrier before the stray is stopped');
+
+  // A new leader whose first entry is not committed yet: its state may lack what its predecessor committed.
+  h.store.committedInTerm = false;
+  before = h.store.barriers;
+  assert.ok((await crash()) > 0, 'a leader not caught up takes the read barrier');
+  h.controller.stop();
+});
+
+test('commitGated: writes, and stops behind an unbind of the same unit earlier in the plan; not a resent spawn, a forget, or a stop before its unbind', () => {
+  const unbind = { type: 'unbind', unit: 'web-1', node: 'node-a', deployment: 'web', reason: 'crashed' } as const;
+  const stop = { type: 'terminate', unit: 'web-1', node: 'node-a', reason: 'surplus' } as const;
+  assert.equal(commitGated([unbind, { type: 'create', deployment: 'web' }]), true);
+  assert.equal(commitGated([unbind, stop, { type: 'backoff-reset', deployment: 'web' }]), true);
+  assert.equal(commitGated([stop, unbind]), false);
+  assert.equal(commitGated([unbind, { ...stop, unit: 'web-2' }]), false);
+  assert.equal(commitGated([{ type: 'spawn', unit: 'web-1', node: 'node-a', deployment: 'web' }]), false);
+  assert.equal(commitGated([{ type: 'forget', unit: 'web-1', node: 'node-a' }]), false);
 });
