@@ -9,6 +9,7 @@
  *
  *   mo-init --pid NAME [CGROUP_PROCS...] -- COMMAND...
  *   mo-init --host-pid NAME [CGROUP_PROCS...] -- COMMAND...
+ *   mo-init --warm
  *   mo-init --check
  *
  * --pid: this process, P, takes SIGKILL when the agent dies (PR_SET_PDEATHSIG,
@@ -31,6 +32,17 @@
  * --host-pid: the same without a PID namespace: P sets up UTS, IPC and
  * mount namespaces, /tmp, cgroups and hostname, then execs the command
  * itself (status.pid is P).
+ *
+ * --warm: a warm sandbox (sandbox-pool.ts): --pid's namespaces, /proc and
+ * /tmp made before any unit exists. The init forks the unit's main process
+ * to be (PID 2 inside), which blocks reading its stdin; P says `r<init>
+ * <main>` and a newline on fd 3 (both host pids). The agent moves the three
+ * into the unit's cgroups and writes the claim: the hostname, then each
+ * environment entry KEY=VALUE, an empty field, then the command's words and
+ * an empty field, every field ended by a NUL byte. The main process sets
+ * the hostname and exactly that environment and execs the command; the
+ * init says `x<status>` as --pid's does. EOF before a claim: it exits 0
+ * (the sandbox was not used).
  *
  * Exit codes of its own: 125 (a namespace, mount or the hostname could not
  * be set up), 126 (a cgroup could not be joined), 127 (the command could
@@ -92,21 +104,107 @@ static long child_of(int hostproc, pid_t init) {
   return strtol(buf, NULL, 10);
 }
 
+/* Private mounts, the namespace's /proc, a tmpfs on /tmp, and the hostname (NULL: set later, by a warm sandbox's claim). */
 static void set_up(const char *name, int with_proc) {
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(125, "cannot make mounts private", NULL);
   if (with_proc) {
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL) != 0) die(125, "cannot mount", "/proc");
   }
-  if (sethostname(name, strlen(name)) != 0) die(125, "cannot set hostname", name);
+  if (name && sethostname(name, strlen(name)) != 0) die(125, "cannot set hostname", name);
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) die(125, "cannot mount a tmpfs on", "/tmp");
 }
 
-static void exec_command(char **argv) {
+static void exec_command(char **argv);
+
+/* Most bytes a warm sandbox's claim may have (namespaces.ts MAX_CLAIM_BYTES). */
+#define MAX_CLAIM 16384
+
+/* The next NUL-terminated field at *at (below end), or NULL when there is none. */
+static char *next_field(char **at, char *end) {
+  char *f = *at;
+  char *nul = f < end ? memchr(f, 0, (size_t)(end - f)) : NULL;
+  if (!nul) return NULL;
+  *at = nul + 1;
+  return f;
+}
+
+static void bad_claim(const char *why) {
+  fprintf(stderr, "mini-orchestrator: bad claim: %s\n", why);
+  _exit(126);
+}
+
+/*
+ * A warm sandbox's main process: read the claim from stdin, set the hostname
+ * and the environment, exec the command. The claim is `<length>\0` and then
+ * that many bytes: the hostname, the count of environment entries, each
+ * KEY=VALUE, the count of the command's words, each word; every field ends
+ * with a NUL (a word may be empty).
+ */
+static void run_claim(void) {
+  static char buf[MAX_CLAIM + 32];
+  size_t len = 0;
+  size_t want = 0; /* header + payload, once the header is in */
+  for (;;) {
+    if (want == 0) {
+      char *nul = memchr(buf, 0, len);
+      if (nul) {
+        char *stop;
+        unsigned long n = strtoul(buf, &stop, 10);
+        if (stop != nul || n > MAX_CLAIM) bad_claim("its length");
+        want = (size_t)(nul - buf) + 1 + n;
+      } else if (len > 16) {
+        bad_claim("its length");
+      }
+    }
+    if (want != 0 && len >= want) break;
+    ssize_t r = read(0, buf + len, sizeof buf - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) die(126, "cannot read the claim", NULL);
+    if (r == 0) {
+      if (len == 0) _exit(0); /* the sandbox was not used */
+      bad_claim("it ended early");
+    }
+    len += (size_t)r;
+  }
+  char *at = memchr(buf, 0, len) + 1;
+  char *end = buf + want;
+  const char *host = next_field(&at, end);
+  const char *count = host ? next_field(&at, end) : NULL;
+  if (!count) bad_claim("no hostname");
+  long nenv = strtol(count, NULL, 10);
+  if (nenv < 0 || nenv > MAX_CLAIM / 2) bad_claim("its environment count");
+  static char *env[MAX_CLAIM / 2 + 1];
+  for (long i = 0; i < nenv; i++) {
+    env[i] = next_field(&at, end);
+    if (!env[i]) bad_claim("its environment");
+  }
+  env[nenv] = NULL;
+  count = next_field(&at, end);
+  long nargs = count ? strtol(count, NULL, 10) : 0;
+  if (nargs < 1 || nargs > MAX_CLAIM / 2) bad_claim("no command");
+  static char *args[MAX_CLAIM / 2 + 1];
+  for (long i = 0; i < nargs; i++) {
+    args[i] = next_field(&at, end);
+    if (!args[i]) bad_claim("its command");
+  }
+  args[nargs] = NULL;
+  if (sethostname(host, strlen(host)) != 0) die(125, "cannot set hostname", host);
+  extern char **environ;
+  environ = env;
+  exec_command(args);
+}
+
+/* stdin from /dev/null from now on. */
+static void stdin_null(void) {
   int null = open("/dev/null", O_RDONLY);
   if (null >= 0 && null != 0) {
     dup2(null, 0);
     close(null);
   }
+}
+
+static void exec_command(char **argv) {
+  stdin_null();
   close(3);
   execvp(argv[0], argv);
   fprintf(stderr, "mini-orchestrator: %s: %s\n", argv[0], strerror(errno));
@@ -131,21 +229,28 @@ int main(int argc, char **argv) {
     if (waitpid(p, &st, 0) < 0) die(125, "cannot wait", NULL);
     return status_of(st);
   }
-  if (argc < 5 || (strcmp(argv[1], "--pid") != 0 && strcmp(argv[1], "--host-pid") != 0)) {
-    fprintf(stderr, "usage: mo-init --pid|--host-pid NAME [CGROUP_PROCS...] -- COMMAND...\n");
+  int warm = argc == 2 && strcmp(argv[1], "--warm") == 0;
+  if (!warm && (argc < 5 || (strcmp(argv[1], "--pid") != 0 && strcmp(argv[1], "--host-pid") != 0))) {
+    fprintf(stderr, "usage: mo-init --pid|--host-pid NAME [CGROUP_PROCS...] -- COMMAND... | --warm | --check\n");
     return 2;
   }
-  int pid_ns = strcmp(argv[1], "--pid") == 0;
-  const char *name = argv[2];
-  int sep = 3;
-  while (sep < argc && strcmp(argv[sep], "--") != 0) sep++;
-  if (sep + 1 >= argc) {
-    fprintf(stderr, "mini-orchestrator: mo-init: no command after --\n");
-    return 2;
+  int pid_ns = warm || strcmp(argv[1], "--pid") == 0;
+  const char *name = NULL;
+  char **procs = NULL;
+  int nprocs = 0;
+  char **command = NULL;
+  if (!warm) {
+    name = argv[2];
+    int sep = 3;
+    while (sep < argc && strcmp(argv[sep], "--") != 0) sep++;
+    if (sep + 1 >= argc) {
+      fprintf(stderr, "mini-orchestrator: mo-init: no command after --\n");
+      return 2;
+    }
+    procs = argv + 3;
+    nprocs = sep - 3;
+    command = argv + sep + 1;
   }
-  char **procs = argv + 3;
-  int nprocs = sep - 3;
-  char **command = argv + sep + 1;
 
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(125, "cannot set the parent-death signal", NULL);
   /* First the cgroups, so that everything after counts against the unit's limits. */
@@ -170,16 +275,24 @@ int main(int argc, char **argv) {
   if (init > 0) {
     /* P: say the command's host pid once the init has forked it, wait for the init, exit with its status. */
     close(forked[1]);
+    if (warm) stdin_null(); /* the claim is the main process's to read */
     char c;
     ssize_t n;
     while ((n = read(forked[0], &c, 1)) < 0 && errno == EINTR) {
     }
     close(forked[0]);
     if (n == 1) {
-      char line[32];
+      char line[48];
       long pid = hostproc >= 0 ? child_of(hostproc, init) : 0;
-      if (pid > 0) snprintf(line, sizeof line, "s%ld\n", pid);
-      else snprintf(line, sizeof line, "s\n");
+      if (warm) {
+        /* Without the main process's host pid the sandbox is of no use: the agent kills it. */
+        if (pid > 0) snprintf(line, sizeof line, "r%d %ld\n", (int)init, pid);
+        else snprintf(line, sizeof line, "r\n");
+      } else if (pid > 0) {
+        snprintf(line, sizeof line, "s%ld\n", pid);
+      } else {
+        snprintf(line, sizeof line, "s\n");
+      }
       say(line);
     }
     if (hostproc >= 0) close(hostproc);
@@ -216,8 +329,10 @@ int main(int argc, char **argv) {
     signal(SIGHUP, SIG_DFL);
     sigprocmask(SIG_SETMASK, &old, NULL);
     prctl(PR_SET_PDEATHSIG, 0);
+    if (warm) run_claim();
     exec_command(command);
   }
+  if (warm) stdin_null();
   child = c;
   sigprocmask(SIG_SETMASK, &old, NULL);
   ssize_t told = write(forked[1], "s", 1);

@@ -124,6 +124,28 @@ export function claimScript(unitName: string, env: Readonly<Record<string, strin
   return Buffer.byteLength(line) <= MAX_CLAIM_BYTES ? line : null;
 }
 
+/**
+ * The claim a warm sandbox made by mo-init (`mo-init --warm`) reads: the
+ * same hostname, environment and command as claimScript(), as NUL-ended
+ * fields behind their byte length (mo-init.c run_claim). null when it cannot
+ * be said (a NUL byte in a word, an environment name with `=` or empty) or
+ * it is longer than MAX_CLAIM_BYTES: such a unit is started the cold way.
+ */
+export function claimFields(unitName: string, env: Readonly<Record<string, string>>, command: readonly string[]): Buffer | null {
+  const entries = Object.entries(env);
+  if (command.length === 0 || entries.some(([k]) => k === '' || k.includes('='))) return null;
+  const words = [unitName, String(entries.length), ...entries.map(([k, v]) => `${k}=${v}`), String(command.length), ...command];
+  if (words.some((w) => w.includes('\0'))) return null;
+  const payload = Buffer.from(words.map((w) => `${w}\0`).join(''));
+  if (payload.length > MAX_CLAIM_BYTES) return null;
+  return Buffer.concat([Buffer.from(`${payload.length}\0`), payload]);
+}
+
+/** The argv of a warm sandbox made by mo-init (mo-init.c, --warm). */
+export function warmInitArgv(initPath: string): string[] {
+  return [initPath, '--warm'];
+}
+
 /** The command's pid inside its PID namespace (after the init and its `mount`) when util-linux makes it. */
 export const MAIN_INNER_PID = 3;
 /** The same when mo-init makes it (it mounts /tmp itself: the command is the init's first child). */

@@ -4,25 +4,35 @@
 // setpriv + unshare + a PID namespace + mounting /proc and /tmp.
 //
 // A sandbox is the same chain of processes a cold start makes
-// (namespaces.ts), stopped just before the unit's part:
+// (namespaces.ts), stopped just before the unit's part. Where mo-init is
+// built (mo-init.c, --warm) it is three mo-init processes:
+//
+//   mo-init --warm                                        (P: pid, pgid)
+//     mo-init                                             (PID 1 inside)
+//       mo-init (PID 2 inside: the unit's main process to be)
+//
+// P says `r<init> <main>` (host pids) on fd 3 once PID 2, which blocks
+// reading the sandbox's stdin, is forked. Without mo-init, util-linux:
 //
 //   setpriv --pdeathsig KILL -- unshare --uts --ipc --mount ... --pid --fork
 //       --kill-child --mount-proc --                      (P: pid, pgid)
 //     sh -c WARM_INIT_SCRIPT mo-init                      (PID 1 inside)
 //       sh (a subshell, PID 3 inside: the unit's main process to be)
 //
-// The init mounts the private /tmp, forks PID 3, which blocks reading the
-// sandbox's stdin, and says `r` on fd 3. The supervisor's join hook then
+// whose init mounts the private /tmp, forks PID 3 and says `r` (the pids
+// are read from /proc). The supervisor's join hook then
 // moves all three into a cgroup of their own (`warm@<pid>`), and only then
 // is the sandbox ready. take() hands a ready one to the supervisor, which
 // renames that cgroup to the unit's and writes its limits (so the command
-// starts inside them) and sends one line (hostname,
-// environment, command: claimScript()); PID 3 evaluates it and execs the
-// command, as PID 3 of a cold start does. Its host pid is known before the
-// line is sent, so the unit is Running at once.
+// starts inside them) and sends the claim (hostname, environment, command:
+// claimFor(), as claimFields() or claimScript() says them); the main
+// process sets them and execs the command, as a cold start's does. Its
+// host pid is known before the claim is sent, so the unit is Running at
+// once.
 //
 // What holds as before: every sandbox is guarded from the moment it exists
-// (OrphanGuard, setpriv's parent-death signal, unshare --kill-child), so an
+// (OrphanGuard, the parent-death signal mo-init or setpriv sets, unshare
+// --kill-child or mo-init's init dying with P), so an
 // agent that dies takes its idle sandboxes with it; the unit's pid, process
 // group, signals, stop and exit status are a cold start's. A sandbox runs
 // with an empty environment and outside any unit cgroup until it is taken;
@@ -38,9 +48,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { signalGroup } from './exec-util.ts';
-import { findInitPid, findMainPid, warmSandboxArgv } from './namespaces.ts';
+import { claimFields, claimScript, findInitPid, findMainPid, warmInitArgv, warmSandboxArgv } from './namespaces.ts';
 
-/** Warm sandboxes an agent keeps (each is an unshare and two sh, ~4 MB). */
+/** Warm sandboxes an agent keeps (each is three small mo-init processes, or an unshare and two sh: ~4 MB). */
 export const DEFAULT_WARM_SANDBOXES = 1;
 /** Most warm sandboxes a pool may be asked to keep. */
 export const MAX_WARM_SANDBOXES = 16;
@@ -65,6 +75,8 @@ export interface WarmSandbox {
 
 export interface SandboxPoolOptions {
   size: number;
+  /** mo-init (mo-init.c): it makes the sandbox alone (`--warm`); null: the util-linux chain below. */
+  initPath?: string | null;
   unsharePath: string;
   setprivPath: string | null;
   /** Working directory of the units (the sandbox's cwd). */
@@ -103,6 +115,16 @@ export class SandboxPool {
   constructor(private readonly o: SandboxPoolOptions) {
     this.size = Math.max(0, Math.min(MAX_WARM_SANDBOXES, Math.floor(o.size)));
     this.refill();
+  }
+
+  /** Whether mo-init makes the sandboxes (their main process is PID 2 inside, and reads claimFields()). */
+  get byMoInit(): boolean {
+    return (this.o.initPath ?? null) !== null;
+  }
+
+  /** What a sandbox of this pool is told for a unit (null: the unit cannot be said so, and starts cold). */
+  claimFor(unitName: string, env: Readonly<Record<string, string>>, command: readonly string[]): string | Buffer | null {
+    return this.byMoInit ? claimFields(unitName, env, command) : claimScript(unitName, env, command);
   }
 
   /** Ready sandboxes right now. */
@@ -161,8 +183,10 @@ export class SandboxPool {
   }
 
   private launch(): void {
-    const chain = warmSandboxArgv(this.o.unsharePath);
-    const argv = this.o.setprivPath ? [this.o.setprivPath, '--pdeathsig', 'KILL', '--', ...chain] : chain;
+    const initPath = this.o.initPath ?? null;
+    const chain = initPath !== null ? warmInitArgv(initPath) : warmSandboxArgv(this.o.unsharePath);
+    // mo-init sets its own parent-death signal.
+    const argv = this.o.setprivPath && initPath === null ? [this.o.setprivPath, '--pdeathsig', 'KILL', '--', ...chain] : chain;
     let child: ChildProcess;
     try {
       child = spawn(argv[0], argv.slice(1), { cwd: this.o.cwd, env: {}, detached: true, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
@@ -191,11 +215,20 @@ export class SandboxPool {
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
     const status = child.stdio[3] as Readable;
+    let said = '';
     const onStatus = (b: Buffer) => {
-      if (!b.includes('r')) return;
+      said += b.toString();
+      if (!said.includes('r')) return;
+      // mo-init says both host pids: `r<init> <main>`; the util-linux chain says `r`, and they are read from /proc.
+      const told = /r(?:(\d+) (\d+))?\n/.exec(said);
+      if (initPath !== null && told === null) {
+        if (said.length < 64) return; // the rest of the line is on its way
+        signalGroup(pid, 'SIGKILL');
+        return;
+      }
       status.off('data', onStatus);
-      const initPid = findInitPid(pid);
-      const mainPid = findMainPid(pid);
+      const initPid = initPath !== null ? (told![1] !== undefined ? Number(told![1]) : null) : findInitPid(pid);
+      const mainPid = initPath !== null ? (told![2] !== undefined ? Number(told![2]) : null) : findMainPid(pid);
       if (initPid === null || mainPid === null || this.closed) {
         signalGroup(pid, 'SIGKILL');
         return;

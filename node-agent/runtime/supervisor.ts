@@ -77,7 +77,7 @@ import * as path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { UnitPortStatus, UnitReport, UnitSpec } from '../../shared/model.ts';
 import { joinArgv, type UnitCgroups } from './cgroups.ts';
-import { claimScript, enterArgv, exitSignal, findMainPid, initArgv, MAIN_INNER_PID, MAIN_INNER_PID_MO_INIT, namespaceArgv, type Namespaces } from './namespaces.ts';
+import { enterArgv, exitSignal, findMainPid, initArgv, MAIN_INNER_PID, MAIN_INNER_PID_MO_INIT, namespaceArgv, type Namespaces } from './namespaces.ts';
 import { SandboxPool, type WarmSandbox } from './sandbox-pool.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
@@ -226,6 +226,7 @@ export class UnitSupervisor {
       this.namespaces && (options.warmSandboxes ?? 0) > 0
         ? new SandboxPool({
             size: options.warmSandboxes ?? 0,
+            initPath: this.namespaces.initPath ?? null,
             unsharePath: this.namespaces.unsharePath!,
             setprivPath: this.setprivPath,
             cwd: this.unitsDir,
@@ -344,8 +345,8 @@ export class UnitSupervisor {
       rec.namespaced = true;
       rec.pidNs = req.spec.hostPID !== true;
     }
-    // A warm sandbox when one is ready and sh can say the unit (claimScript).
-    const claim = rec.pidNs && this.pool ? claimScript(req.name, env, command) : null;
+    // A warm sandbox when one is ready and its claim can say the unit (claimFields, claimScript).
+    const claim = rec.pidNs && this.pool ? this.pool.claimFor(req.name, env, command) : null;
     let warm = claim !== null ? this.pool!.take() : null;
     let procs: string[] = [];
     // A sandbox whose processes already sit in a cgroup of their own: that cgroup becomes the unit's.
@@ -398,6 +399,7 @@ export class UnitSupervisor {
       }
       child = warm.child;
       rec.warm = true;
+      rec.mainInnerPid = this.pool!.byMoInit ? MAIN_INNER_PID_MO_INIT : MAIN_INNER_PID;
       rec.report.pid = warm.mainPid;
     } else {
       let programArgv: string[] = [...command];
@@ -696,7 +698,7 @@ export class UnitSupervisor {
     }
   }
 
-  private claim(warm: WarmSandbox, procs: readonly string[], script: string): string | null {
+  private claim(warm: WarmSandbox, procs: readonly string[], script: string | Buffer): string | null {
     for (const f of procs) {
       for (const pid of [warm.pid, warm.initPid, warm.mainPid]) {
         try {

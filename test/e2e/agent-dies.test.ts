@@ -264,8 +264,9 @@ test('when the agent is killed with SIGKILL, every unit it started dies within 2
   // Everything else the agent started dies with it too: a root agent's warm sandbox (runtime/sandbox-pool.ts) included.
   const others = childrenOf(agent.pid).filter((p) => p !== guard && !all.includes(p));
   if (process.getuid?.() === 0 && process.platform === 'linux') {
-    // An idle sandbox's argv ends with its init's name (a unit's goes on with the unit's name and command).
-    await waitUntil(() => childrenOf(agent.pid).some((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').endsWith('\0mo-init\0')), 10000, 'an idle warm sandbox');
+    // An idle sandbox's argv ends with `--warm` (mo-init's) or its init's name (util-linux's); a unit's goes on with the unit's name and command.
+    const idle = (p: number) => /\0(--warm|mo-init)\0$/.test(fs.readFileSync(`/proc/${p}/cmdline`, 'utf8'));
+    await waitUntil(() => childrenOf(agent.pid).some(idle), 10000, 'an idle warm sandbox');
     others.push(...childrenOf(agent.pid).filter((p) => !others.includes(p) && p !== guard && !all.includes(p)));
   }
   for (const p of others) for (const q of childrenOf(p)) others.push(q);

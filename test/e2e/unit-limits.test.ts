@@ -16,7 +16,7 @@ import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor, type UnitSupervisorOptions } from '../../node-agent/runtime/supervisor.ts';
 import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
 import { childrenOf, pidAlive } from '../../shared/proc.ts';
-import { detectNamespaces, type Namespaces } from '../../node-agent/runtime/namespaces.ts';
+import { detectNamespaces, MAX_CLAIM_BYTES, type Namespaces } from '../../node-agent/runtime/namespaces.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -320,117 +320,128 @@ for (const v of nsVariants) {
   );
 }
 
-test(
-  "a unit started from a warm sandbox is a cold start's twin: namespaces, hostname, private /tmp, exactly its env, all its processes in its cgroup, stop with grace",
-  { skip: warmSkip },
-  async (t) => {
-    const problems: string[] = [];
-    const { sup, cgroups, inCgroup } = nsCgroupHarness(t, `${NODE}-warm`, {
-      namespaces: nsSupport,
-      warmSandboxes: 1,
-      defaultGracePeriodMs: 3000,
-      onChange: () => {},
-      onSandboxProblem: (r) => problems.push(r),
-    });
-    // The sandbox is made ahead: an unshare P below us, its init (PID 1 inside) below it, nothing else yet.
-    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
-    const sandboxes = childrenOf(process.pid).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init'));
-    assert.equal(sandboxes.length, 1, 'one warm sandbox process below this process');
-    const [P] = sandboxes;
-    const [init] = childrenOf(P);
-    assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
-    // ...and PID 3, made ahead too, waiting to become the unit's command.
-    const [pre] = childrenOf(init);
-    assert.match(statusOf(pre), /^NSpid:\s+\d+\s+3$/m);
-    // All three already sit in a cgroup of their own, moved while the sandbox waited (a move can wait for an RCU grace period).
-    for (const p of [P, init, pre]) assert.ok(inCgroup(p, `warm@${P}`), `pid ${p} in the sandbox's cgroup warm@${P} before any unit`);
+for (const v of nsVariants) {
+  test(
+    `a unit started from a warm sandbox (${v.name}) is a cold start's twin: namespaces, hostname, private /tmp, exactly its env, all its processes in its cgroup, stop with grace`,
+    { skip: warmSkip || v.skip },
+    async (t) => {
+      const problems: string[] = [];
+      const { sup, cgroups, inCgroup } = nsCgroupHarness(t, `${NODE}-warm-${v.name}`, {
+        namespaces: v.ns,
+        warmSandboxes: 1,
+        defaultGracePeriodMs: 3000,
+        onChange: () => {},
+        onSandboxProblem: (r) => problems.push(r),
+      });
+      // The sandbox is made ahead: P below us (mo-init, or unshare), its init (PID 1 inside) below it.
+      await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
+      const sandboxes = childrenOf(process.pid).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init'));
+      assert.equal(sandboxes.length, 1, 'one warm sandbox process below this process');
+      const [P] = sandboxes;
+      const [init] = childrenOf(P);
+      assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
+      // ...and the main process (PID 2 under mo-init, 3 under util-linux), made ahead too, waiting to become the unit's command.
+      const [pre] = childrenOf(init);
+      assert.match(statusOf(pre), new RegExp(`^NSpid:\\s+\\d+\\s+${v.mainInner}$`, 'm'));
+      // All three already sit in a cgroup of their own, moved while the sandbox waited (a move can wait for an RCU grace period).
+      for (const p of [P, init, pre]) assert.ok(inCgroup(p, `warm@${P}`), `pid ${p} in the sandbox's cgroup warm@${P} before any unit`);
 
-    const marker = `mo-warm-${process.pid}-${Date.now()}`;
-    const r = sup.start({
-      name: 'warm-1',
-      deployment: 'd',
-      spec: spec(['/bin/sh', '-c', `hostname; echo $$; echo x > /tmp/${marker}; ls -a /tmp | wc -l; exec sleep 30`], {
-        env: [{ name: 'QUOTED', value: 'it\'s\na "$HOME"' }],
-        limits: { memory: 256 },
-      }),
-      term: 1,
-      specHash: 'h',
-      revision: 7,
-    });
-    assert.ok(r.ok);
-    await waitUntil(() => sup.get('warm-1')?.phase === 'Running', 5000, 'warm-1 Running');
-    const pid = sup.get('warm-1')!.pid!;
-    assert.equal(pid, pre, 'the command is the process made ahead (exec keeps its pid)');
-    assert.equal(ppidOf(pid), init, 'the command runs in the sandbox made ahead (its init is the parent)');
-    assert.equal(ppidOf(init), P);
-    await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
-    assert.match(statusOf(pid), new RegExp(`^NSpid:\\s+${pid}\\s+3$`, 'm'), 'status.pid is the host pid of PID 3 inside');
-    for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
-    await waitUntil(() => fs.readFileSync(sup.logPath('warm-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
-    const lines = fs
-      .readFileSync(sup.logPath('warm-1'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => l.replace(/^\S+ stdout /, ''));
-    assert.deepEqual(lines, ['warm-1', '3', '3'], 'hostname = unit name, PID 3 inside, a /tmp of its own');
-    assert.equal(fs.existsSync(`/tmp/${marker}`), false);
-    // Exactly the unit's environment (the sandbox itself ran with none); sh adds PWD as a cold start's init does.
-    const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
-    assert.deepEqual(env.map((e) => e.slice(0, e.indexOf('='))).sort(), ['HOME', 'LANG', 'MO_DEPLOYMENT', 'MO_NODE_NAME', 'MO_REVISION', 'MO_UNIT_NAME', 'PATH', 'PWD', 'QUOTED']);
-    assert.ok(env.includes('QUOTED=it\'s\na "$HOME"'), 'a value with a quote, a newline and a $ arrives as it was');
-    assert.ok(env.includes('MO_REVISION=7'));
-    // The limits hold for every process of the unit: P, the init and the command are all in its cgroup.
-    for (const p of [P, init, pid]) assert.ok(inCgroup(p, 'warm-1'), `pid ${p} in warm-1's cgroup`);
-    // That cgroup became the unit's (renamed at the claim), with the unit's limits written.
-    for (const d of cgroups.dirs(`warm@${P}`)) assert.equal(fs.existsSync(d), false, `${d} renamed away`);
-    const memDir = cgroups.dirs('warm-1').find((d) => cgroups.setup.version === 'v2' || d.includes('/memory/'))!;
-    assert.equal(fs.readFileSync(path.join(memDir, cgroups.setup.version === 'v2' ? 'memory.max' : 'memory.limit_in_bytes'), 'utf8').trim(), String(256 * 1024 * 1024));
-    // The pool makes the next one.
-    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'the next warm sandbox');
-    // A graceful stop reaches the command through the init, well within the grace period; the cgroup goes.
-    const t0 = Date.now();
-    const fin = await sup.stop('warm-1', 3000)!;
-    assert.ok(Date.now() - t0 < 2000, `stopped in ${Date.now() - t0}ms`);
-    assert.match(fin.message ?? '', /^stopped within grace period 3000ms: signal SIGTERM after/);
-    assert.equal(pidAlive(pid), false, 'the command is gone when its end is reported');
-    // The init reports the end itself (fd 3); the sandbox's other two processes are SIGKILLed then and go right after.
-    await waitUntil(() => !pidAlive(P) && !pidAlive(init), 2000, 'the init and unshare to be gone');
-    await sup.cgroupsRemoved();
-    for (const d of cgroups.dirs('warm-1')) assert.equal(fs.existsSync(d), false);
+      const marker = `mo-warm-${process.pid}-${Date.now()}`;
+      const r = sup.start({
+        name: 'warm-1',
+        deployment: 'd',
+        spec: spec(['/bin/sh', '-c', `hostname; echo $$; echo x > /tmp/${marker}; ls -a /tmp | wc -l; exec sleep 30`], {
+          env: [{ name: 'QUOTED', value: 'it\'s\na "$HOME"' }],
+          limits: { memory: 256 },
+        }),
+        term: 1,
+        specHash: 'h',
+        revision: 7,
+      });
+      assert.ok(r.ok);
+      await waitUntil(() => sup.get('warm-1')?.phase === 'Running', 5000, 'warm-1 Running');
+      const pid = sup.get('warm-1')!.pid!;
+      assert.equal(pid, pre, 'the command is the process made ahead (exec keeps its pid)');
+      assert.equal(ppidOf(pid), init, 'the command runs in the sandbox made ahead (its init is the parent)');
+      assert.equal(ppidOf(init), P);
+      await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
+      assert.match(statusOf(pid), new RegExp(`^NSpid:\\s+${pid}\\s+${v.mainInner}$`, 'm'), `status.pid is the host pid of PID ${v.mainInner} inside`);
+      for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
+      for (const p of [init, pid]) {
+        for (const fd of fs.readdirSync(`/proc/${p}/fd`)) {
+          const target = fs.readlinkSync(`/proc/${p}/fd/${fd}`);
+          assert.ok(!target.startsWith('/proc'), `pid ${p} fd ${fd} -> ${target}`);
+        }
+      }
+      await waitUntil(() => fs.readFileSync(sup.logPath('warm-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
+      const lines = fs
+        .readFileSync(sup.logPath('warm-1'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => l.replace(/^\S+ stdout /, ''));
+      assert.deepEqual(lines, ['warm-1', String(v.mainInner), '3'], `hostname = unit name, PID ${v.mainInner} inside, a /tmp of its own`);
+      assert.equal(fs.existsSync(`/tmp/${marker}`), false);
+      // Exactly the unit's environment (the sandbox itself ran with none); sh adds PWD as a cold start's init does.
+      const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+      assert.deepEqual(env.map((e) => e.slice(0, e.indexOf('='))).sort(), ['HOME', 'LANG', 'MO_DEPLOYMENT', 'MO_NODE_NAME', 'MO_REVISION', 'MO_UNIT_NAME', 'PATH', 'PWD', 'QUOTED']);
+      assert.ok(env.includes('QUOTED=it\'s\na "$HOME"'), 'a value with a quote, a newline and a $ arrives as it was');
+      assert.ok(env.includes('MO_REVISION=7'));
+      // The limits hold for every process of the unit: P, the init and the command are all in its cgroup.
+      for (const p of [P, init, pid]) assert.ok(inCgroup(p, 'warm-1'), `pid ${p} in warm-1's cgroup`);
+      // That cgroup became the unit's (renamed at the claim), with the unit's limits written.
+      for (const d of cgroups.dirs(`warm@${P}`)) assert.equal(fs.existsSync(d), false, `${d} renamed away`);
+      const memDir = cgroups.dirs('warm-1').find((d) => cgroups.setup.version === 'v2' || d.includes('/memory/'))!;
+      assert.equal(fs.readFileSync(path.join(memDir, cgroups.setup.version === 'v2' ? 'memory.max' : 'memory.limit_in_bytes'), 'utf8').trim(), String(256 * 1024 * 1024));
+      // The pool makes the next one.
+      await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'the next warm sandbox');
+      // A graceful stop reaches the command through the init, well within the grace period; the cgroup goes.
+      const t0 = Date.now();
+      const fin = await sup.stop('warm-1', 3000)!;
+      assert.ok(Date.now() - t0 < 2000, `stopped in ${Date.now() - t0}ms`);
+      assert.match(fin.message ?? '', /^stopped within grace period 3000ms: signal SIGTERM after/);
+      assert.equal(pidAlive(pid), false, 'the command is gone when its end is reported');
+      // The init reports the end itself (fd 3); the sandbox's other two processes are SIGKILLed then and go right after.
+      await waitUntil(() => !pidAlive(P) && !pidAlive(init), 2000, 'the init and unshare to be gone');
+      await sup.cgroupsRemoved();
+      for (const d of cgroups.dirs('warm-1')) assert.equal(fs.existsSync(d), false);
 
-    // kill -9 of a warm unit's pid is a SIGKILL, as cold; a unit sh cannot say (env name with a dash) starts cold and still runs.
-    assert.ok(sup.start({ name: 'warm-2', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
-    await waitUntil(() => sup.get('warm-2')?.phase === 'Running', 5000, 'warm-2 Running');
-    process.kill(sup.get('warm-2')!.pid!, 'SIGKILL');
-    await waitUntil(() => sup.get('warm-2')?.phase === 'Failed', 5000, 'warm-2 to end');
-    assert.equal(sup.get('warm-2')!.signal, 'SIGKILL');
-    assert.ok(sup.start({ name: 'cold-1', deployment: 'd', spec: spec(['sleep', '30'], { env: [{ name: 'A-B', value: '1' }] }), term: 1, specHash: 'h', revision: 1 }).ok);
-    await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
-    const cold = sup.get('cold-1')!.pid!;
-    assert.match(statusOf(cold), new RegExp(`^NSpid:\\s+\\d+\\s+${nsSupport.initPath !== null ? 2 : 3}$`, 'm'));
-    assert.ok(fs.readFileSync(`/proc/${cold}/environ`, 'utf8').split('\0').includes('MO_UNIT_NAME=cold-1'));
-    assert.deepEqual(problems, []);
-    // A sandbox whose cgroup cannot become the unit's (a directory of that name is in the way): it is
-    // discarded, said, and the unit starts cold in a cgroup of its own.
-    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
-    for (const d of cgroups.dirs('blocked-1')) fs.mkdirSync(d);
-    assert.ok(sup.start({ name: 'blocked-1', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
-    await waitUntil(() => sup.get('blocked-1')?.phase === 'Running', 5000, 'blocked-1 Running');
-    assert.equal(problems.length, 1);
-    assert.match(problems[0], /^cannot adopt cgroup warm@\d+ for blocked-1: .*EEXIST/);
-    const blocked = sup.get('blocked-1')!.pid!;
-    assert.match(statusOf(blocked), new RegExp(`^NSpid:\\s+\\d+\\s+${nsSupport.initPath !== null ? 2 : 3}$`, 'm'));
-    assert.ok(inCgroup(blocked, 'blocked-1'), 'the cold start runs in its own cgroup');
-    // Closing the supervisor kills the idle sandbox too.
-    await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
-    const idle = childrenOf(process.pid).filter(
-      (p) =>
-        fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init') && !sup.list().some((u) => u.pid !== undefined && childrenOf(p).some((i) => childrenOf(i).includes(u.pid!))),
-    );
-    assert.equal(idle.length, 1);
-    sup.killAllNow();
-    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end');
-    sup.close();
-    await waitUntil(() => !pidAlive(idle[0]), 5000, 'the idle sandbox to be killed');
-  },
-);
+      // kill -9 of a warm unit's pid is a SIGKILL, as cold; a unit its claim cannot say (an environment over MAX_CLAIM_BYTES) starts cold and still runs.
+      assert.ok(sup.start({ name: 'warm-2', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
+      await waitUntil(() => sup.get('warm-2')?.phase === 'Running', 5000, 'warm-2 Running');
+      process.kill(sup.get('warm-2')!.pid!, 'SIGKILL');
+      await waitUntil(() => sup.get('warm-2')?.phase === 'Failed', 5000, 'warm-2 to end');
+      assert.equal(sup.get('warm-2')!.signal, 'SIGKILL');
+      assert.ok(
+        sup.start({ name: 'cold-1', deployment: 'd', spec: spec(['sleep', '30'], { env: [{ name: 'BIG', value: 'x'.repeat(MAX_CLAIM_BYTES) }] }), term: 1, specHash: 'h', revision: 1 })
+          .ok,
+      );
+      await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
+      const cold = sup.get('cold-1')!.pid!;
+      assert.match(statusOf(cold), new RegExp(`^NSpid:\\s+\\d+\\s+${v.mainInner}$`, 'm'));
+      assert.ok(fs.readFileSync(`/proc/${cold}/environ`, 'utf8').split('\0').includes('MO_UNIT_NAME=cold-1'));
+      assert.deepEqual(problems, []);
+      // A sandbox whose cgroup cannot become the unit's (a directory of that name is in the way): it is
+      // discarded, said, and the unit starts cold in a cgroup of its own.
+      await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
+      for (const d of cgroups.dirs('blocked-1')) fs.mkdirSync(d);
+      assert.ok(sup.start({ name: 'blocked-1', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
+      await waitUntil(() => sup.get('blocked-1')?.phase === 'Running', 5000, 'blocked-1 Running');
+      assert.equal(problems.length, 1);
+      assert.match(problems[0], /^cannot adopt cgroup warm@\d+ for blocked-1: .*EEXIST/);
+      const blocked = sup.get('blocked-1')!.pid!;
+      assert.match(statusOf(blocked), new RegExp(`^NSpid:\\s+\\d+\\s+${v.mainInner}$`, 'm'));
+      assert.ok(inCgroup(blocked, 'blocked-1'), 'the cold start runs in its own cgroup');
+      // Closing the supervisor kills the idle sandbox too.
+      await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
+      const idle = childrenOf(process.pid).filter(
+        (p) =>
+          fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init') && !sup.list().some((u) => u.pid !== undefined && childrenOf(p).some((i) => childrenOf(i).includes(u.pid!))),
+      );
+      assert.equal(idle.length, 1);
+      sup.killAllNow();
+      await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end');
+      sup.close();
+      await waitUntil(() => !pidAlive(idle[0]), 5000, 'the idle sandbox to be killed');
+    },
+  );
+}

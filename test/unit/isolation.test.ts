@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { UnitCgroups, agentCgroupName, cpuQuotaUs, cpuShares, cpuWeight, detectCgroups, limitFiles, limitsCondition, ownCgroupPath } from '../../node-agent/runtime/cgroups.ts';
-import { MAX_CLAIM_BYTES, claimScript } from '../../node-agent/runtime/namespaces.ts';
+import { MAX_CLAIM_BYTES, claimFields, claimScript } from '../../node-agent/runtime/namespaces.ts';
 
 test('limit files: Kubernetes quota, shares and weight; memory without swap; pids capped', () => {
   assert.equal(cpuQuotaUs(200), 20000);
@@ -117,4 +117,14 @@ test("a warm sandbox's claim line: one line, every word single-quoted for sh, an
   assert.equal(claimScript('u', { A: 'x\0y' }, ['sleep', '1']), null, 'a NUL byte: a cold start');
   assert.equal(claimScript('u', {}, []), null, 'no command');
   assert.equal(claimScript('u', { A: 'x'.repeat(MAX_CLAIM_BYTES) }, ['sleep', '1']), null, 'longer than MAX_CLAIM_BYTES: a cold start');
+});
+
+test("mo-init's claim: its length, then NUL-ended fields (hostname, env count, KEY=VALUE..., word count, words, an empty one kept); null for what it cannot carry", () => {
+  const claim = claimFields('web-1', { PATH: '/bin', 'A-B': "it's\n$HOME" }, ['sh', '-c', 'echo "$1"', ''])!;
+  const payload = 'web-1\x002\x00PATH=/bin\x00A-B=it\'s\n$HOME\x004\x00sh\x00-c\x00echo "$1"\x00\x00';
+  assert.equal(claim.toString(), `${Buffer.byteLength(payload)}\x00${payload}`);
+  assert.equal(claimFields('u', { A: 'x\0y' }, ['sleep', '1']), null, 'a NUL byte: a cold start');
+  assert.equal(claimFields('u', { 'A=B': '1' }, ['sleep', '1']), null, 'an env name with "=": a cold start');
+  assert.equal(claimFields('u', {}, []), null, 'no command');
+  assert.equal(claimFields('u', { A: 'x'.repeat(MAX_CLAIM_BYTES) }, ['sleep', '1']), null, 'longer than MAX_CLAIM_BYTES: a cold start');
 });
