@@ -610,11 +610,22 @@ export class Controller {
     for (const name of this.lastDiff.keys()) if (!state.deployments.has(name) && !plan.diffs.some((d) => d.deployment === name)) this.lastDiff.delete(name);
     for (const name of this.lastFailure.keys()) if (!state.units.has(name)) this.lastFailure.delete(name);
     // Lesson 1's printed diff (docs/lessons.md); a no-op pass is told once, not every pass.
+    // It is logged once the pass's first writes are on their way to the disk (a microtask
+    // queued after the store's, below): a line on stdout is a synchronous write, and a
+    // crash's fsync waited for it. The scheduler's lines, after the commits, still follow it.
+    const diffLines: string[] = [];
     for (const d of plan.diffs) {
       const line = formatDiff(d);
-      if (line && this.lastDiff.get(d.deployment) !== line) this.deps.log(`reconcile ${line}`);
+      if (line && this.lastDiff.get(d.deployment) !== line) diffLines.push(`reconcile ${line}`);
       this.lastDiff.set(d.deployment, line);
     }
+    let told = diffLines.length === 0;
+    let queued = false;
+    const tell = (): void => {
+      if (told) return;
+      told = true;
+      for (const line of diffLines) this.deps.log(line);
+    };
 
     const snap = this.snapshot();
     const writes: Array<Promise<void>> = [];
@@ -702,6 +713,10 @@ export class Controller {
           if (u) writes.push(this.scheduleExisting(u, snap, now));
           break;
         }
+      }
+      if (!queued) {
+        queued = true;
+        queueMicrotask(tell);
       }
     }
     await Promise.all(writes);

@@ -89,6 +89,8 @@ function setup() {
   } as unknown as AgentServer;
   /** Clock time of every pass the leader ran. */
   const passes: number[] = [];
+  /** The controller's log lines. */
+  const logs: string[] = [];
   /** Start (clock time) and duration in ms of every pass. */
   const passLog: Array<{ at: number; ms: number }> = [];
   const controller = new Controller({
@@ -99,7 +101,7 @@ function setup() {
     events: new EventLog('cp-1', now),
     scheduler: new Scheduler(),
     now,
-    log: () => {},
+    log: (line: string) => logs.push(line),
     clock,
     random: new SeededRandom(1),
     options: { maxActionsPerPass: 100, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000 },
@@ -162,7 +164,7 @@ function setup() {
       revision: cmd.unit.revision,
     });
   };
-  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes, passLog };
+  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes, passLog, logs };
 }
 
 const spawns = (sent: ReturnType<typeof setup>['sent']) => sent.filter((s) => s.cmd.type === 'spawn');
@@ -364,6 +366,8 @@ test('a crashed unit: its pass waits for no spacing and no turn of the loop, and
   const h = setup();
   // Proposals in one synchronous task share a batch: RaftStore takes one Ready (one fsync) for them.
   const proposals: Array<{ type: string; batch: number }> = [];
+  /** What happened, in order: proposals, the store's Ready starting (a microtask, as RaftStore.kick), log lines. */
+  const order: string[] = [];
   let batch = 0;
   let open = false;
   const propose = h.store.propose.bind(h.store);
@@ -371,11 +375,14 @@ test('a crashed unit: its pass waits for no spacing and no turn of the loop, and
     if (!open) {
       open = true;
       batch++;
-      queueMicrotask(() => (open = false));
+      queueMicrotask(() => ((open = false), order.push('ready')));
     }
     proposals.push({ type: cmd.type, batch });
+    order.push(cmd.type);
     return propose(cmd);
   };
+  const log = h.logs.push.bind(h.logs);
+  h.logs.push = (...lines: string[]) => (order.push(...lines.map((l) => l.split(':')[0])), log(...lines));
   h.controller.start();
   await h.deploy(2);
   await h.advance(20);
@@ -391,6 +398,7 @@ test('a crashed unit: its pass waits for no spacing and no turn of the loop, and
   // ...and 2 ms later the unit crashes: its pass starts at once, not at the end of MIN_PASS_SPACING_MS.
   await h.advance(2);
   proposals.length = 0;
+  order.length = 0;
   h.sent.length = 0;
   const crashedAt = h.clock.now();
   h.registry.unitStatus(unit.nodeName!, { ...report, phase: 'Failed', signal: 'SIGKILL', finishedAt: Math.floor(crashedAt) });
@@ -401,6 +409,8 @@ test('a crashed unit: its pass waits for no spacing and no turn of the loop, and
     ['unit.delete', 'unit.create'],
     'the unbind and the create proposed within the task of the report (microtasks only)',
   );
+  // The pass's diff is logged (a synchronous write to stdout) only once the store has started its Ready.
+  assert.deepEqual(order.slice(0, 4), ['unit.delete', 'unit.create', 'ready', 'reconcile web'], JSON.stringify(order));
   await h.advance(1);
   const pass = h.passLog.find((p) => p.at >= crashedAt);
   assert.ok(pass, 'a pass after the crash');
