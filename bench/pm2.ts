@@ -41,6 +41,7 @@ export const PM2_VERSION: string = (() => {
 const SCRIPT = String.raw`
 const pm2 = require('pm2');
 const rounds = Number(process.argv[1]);
+const warmups = Number(process.argv[2] ?? 0);
 const seen = new Set();
 const p = (f, ...a) => new Promise((res, rej) => f.call(pm2, ...a, (err, v) => (err ? rej(err) : res(v))));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -68,7 +69,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
     await sleep(20);
   }
   const samples = [];
-  for (let i = 0; i < rounds; i++) {
+  const warm = [];
+  for (let i = 0; i < warmups + rounds; i++) {
     const m = await pidsOf();
     const id = [...m.keys()].sort((a, b) => a - b)[i % m.size];
     const victim = m.get(id).pid;
@@ -79,14 +81,14 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
     const t0 = performance.now();
     process.kill(victim, 'SIGKILL');
     const t1 = await online;
-    samples.push(t1 - t0);
+    (i < warmups ? warm : samples).push(t1 - t0);
     // Not timed: PM2 really runs a new process for it.
     const after = (await pidsOf()).get(id);
     if (!after || !after.pid || after.pid === victim) throw new Error('pm2: instance ' + id + ' has no new pid after its online event');
     await sleep(50);
   }
   await pidsOf();
-  process.stdout.write(JSON.stringify({ samples, pids: [...seen] }) + '\n');
+  process.stdout.write(JSON.stringify({ samples, warmup: warm, pids: [...seen] }) + '\n');
   pm2.disconnect();
   bus.close && bus.close();
   process.exit(0);
@@ -96,8 +98,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 });
 `;
 
-/** PM2 restarting a kill -9'd `sleep`: kill until its 'online' event, `rounds` times. */
-export async function benchPm2Restart(rounds = 30): Promise<{ samples: number[] }> {
+/** PM2 restarting a kill -9'd `sleep`: kill until its 'online' event, `warmups` times not counted, then `rounds` times. */
+export async function benchPm2Restart(rounds = 30, warmups = 0): Promise<{ samples: number[]; warmup: number[] }> {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-bench-pm2-'));
   // Its client prints a banner and phones home on the first connect to a PM2_HOME without this file.
   fs.writeFileSync(path.join(home, 'touch'), String(Date.now()));
@@ -105,12 +107,12 @@ export async function benchPm2Restart(rounds = 30): Promise<{ samples: number[] 
   let pids: number[] = [];
   try {
     const out = await new Promise<string>((resolve, reject) => {
-      const child = spawn(process.execPath, ['-e', SCRIPT, String(rounds)], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['-e', SCRIPT, String(rounds), String(warmups)], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (b) => (stdout += b));
       child.stderr.on('data', (b) => (stderr += b));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 60000 + rounds * 2000);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 60000 + (warmups + rounds) * 2000);
       child.on('error', reject);
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
@@ -118,10 +120,10 @@ export async function benchPm2Restart(rounds = 30): Promise<{ samples: number[] 
         else reject(new Error(`pm2 bench client exited ${signal ?? code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`));
       });
     });
-    const r = JSON.parse(out) as { samples?: number[]; pids: number[]; error?: string };
+    const r = JSON.parse(out) as { samples?: number[]; warmup?: number[]; pids: number[]; error?: string };
     pids = r.pids;
     if (r.error !== undefined || !r.samples) throw new Error(r.error ?? 'pm2 bench: no samples');
-    return { samples: r.samples };
+    return { samples: r.samples, warmup: r.warmup ?? [] };
   } finally {
     await stopDaemon(home, pids);
     fs.rmSync(home, { recursive: true, force: true });
