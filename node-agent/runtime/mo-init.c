@@ -133,6 +133,18 @@ static void bad_claim(const char *why) {
   _exit(126);
 }
 
+/* `count` (a field), at least `least`, then that many fields into out (NULL-ended); how many. */
+static long fields(const char *count, long least, char **at, char *end, char **out, const char *what) {
+  long n = count ? strtol(count, NULL, 10) : -1;
+  if (n < least || n > MAX_CLAIM / 2) bad_claim(what);
+  for (long i = 0; i < n; i++) {
+    out[i] = next_field(at, end);
+    if (!out[i]) bad_claim(what);
+  }
+  out[n] = NULL;
+  return n;
+}
+
 /*
  * A warm sandbox's main process: read the claim from stdin, set the hostname
  * and the environment, exec the command. The claim is `<length>\0` and then
@@ -171,23 +183,10 @@ static void run_claim(void) {
   const char *host = next_field(&at, end);
   const char *count = host ? next_field(&at, end) : NULL;
   if (!count) bad_claim("no hostname");
-  long nenv = strtol(count, NULL, 10);
-  if (nenv < 0 || nenv > MAX_CLAIM / 2) bad_claim("its environment count");
   static char *env[MAX_CLAIM / 2 + 1];
-  for (long i = 0; i < nenv; i++) {
-    env[i] = next_field(&at, end);
-    if (!env[i]) bad_claim("its environment");
-  }
-  env[nenv] = NULL;
-  count = next_field(&at, end);
-  long nargs = count ? strtol(count, NULL, 10) : 0;
-  if (nargs < 1 || nargs > MAX_CLAIM / 2) bad_claim("no command");
   static char *args[MAX_CLAIM / 2 + 1];
-  for (long i = 0; i < nargs; i++) {
-    args[i] = next_field(&at, end);
-    if (!args[i]) bad_claim("its command");
-  }
-  args[nargs] = NULL;
+  fields(count, 0, &at, end, env, "its environment");
+  fields(next_field(&at, end), 1, &at, end, args, "its command");
   if (sethostname(host, strlen(host)) != 0) die(125, "cannot set hostname", host);
   extern char **environ;
   environ = env;

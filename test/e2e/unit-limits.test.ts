@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { spawn } from 'node:child_process';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor, type UnitSupervisorOptions } from '../../node-agent/runtime/supervisor.ts';
 import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
@@ -267,6 +268,44 @@ for (const v of nsVariants) {
     },
   );
 }
+
+test(
+  'mo-init --warm: a malformed claim ends the sandbox with exit 126 and one line naming the cause; EOF before any claim is an unused sandbox (exit 0)',
+  { skip: nsVariants[0].skip },
+  async () => {
+    const initPath = nsSupport.initPath!;
+    const payload = (words: string[]) => Buffer.from(words.map((w) => `${w}\0`).join(''));
+    const framed = (words: string[]) => Buffer.concat([Buffer.from(`${payload(words).length}\0`), payload(words)]);
+    const cases: Array<{ claim: Buffer; code: number; line: RegExp }> = [
+      { claim: Buffer.from('not a claim at all, no length'), code: 126, line: /^mini-orchestrator: bad claim: its length$/ },
+      { claim: framed(['u', '0', '0']), code: 126, line: /^mini-orchestrator: bad claim: its command$/ },
+      { claim: framed(['u', '2', 'A=1']), code: 126, line: /^mini-orchestrator: bad claim: its environment$/ },
+      { claim: Buffer.from('99\0u\0'), code: 126, line: /^mini-orchestrator: bad claim: it ended early$/ },
+      { claim: Buffer.alloc(0), code: 0, line: /^$/ },
+    ];
+    for (const c of cases) {
+      const child = spawn(initPath, ['--warm'], { detached: true, stdio: ['pipe', 'ignore', 'pipe', 'pipe'] });
+      let err = '';
+      let said = '';
+      child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      try {
+        // The claim goes in once the sandbox says it is ready, as the agent's does.
+        await new Promise<void>((resolve) =>
+          (child.stdio[3] as NodeJS.ReadableStream).on('data', (b: Buffer) => {
+            said += b.toString();
+            if (/^r\d+ \d+\n/.test(said)) resolve();
+          }),
+        );
+        child.stdin!.end(c.claim);
+        assert.equal(await exited, c.code, `${JSON.stringify(c.claim.toString())}: ${err}`);
+        assert.match(err.trim(), c.line);
+      } finally {
+        if (child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
+      }
+    }
+  },
+);
 
 // ---- warm sandboxes (node-agent/runtime/sandbox-pool.ts) --------------------
 
