@@ -40,8 +40,7 @@ export const PM2_VERSION: string = (() => {
 // daemon to the parent.
 const SCRIPT = String.raw`
 const pm2 = require('pm2');
-const rounds = Number(process.argv[1]);
-const warmups = Number(process.argv[2] ?? 0);
+const { rounds, warmups } = JSON.parse(process.argv[1]);
 const seen = new Set();
 const p = (f, ...a) => new Promise((res, rej) => f.call(pm2, ...a, (err, v) => (err ? rej(err) : res(v))));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -107,7 +106,7 @@ export async function benchPm2Restart(rounds = 30, warmups = 0): Promise<{ sampl
   let pids: number[] = [];
   try {
     const out = await new Promise<string>((resolve, reject) => {
-      const child = spawn(process.execPath, ['-e', SCRIPT, String(rounds), String(warmups)], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['-e', SCRIPT, JSON.stringify({ rounds, warmups })], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (b) => (stdout += b));
