@@ -253,7 +253,8 @@ test('when the agent is killed with SIGKILL, every unit it started dies within 2
   await waitUntil(() => childrenOf(treePid).length > 0, 3000, 'the grandchild of tree-1');
   const grandchild = childrenOf(treePid)[0];
   unitPids.add(grandchild);
-  assert.match(agent.stdout(), /(\[node-a\]|\d\d:\d\d:\d\d\.\d{3}) started web-1 pid=\d+/);
+  // A report goes out before its log line, which reaches us through the agent's stdout pipe: wait for it.
+  await waitUntil(() => /(\[node-a\]|\d\d:\d\d:\d\d\.\d{3}) started web-1 pid=\d+/.test(agent.stdout()), 3000, 'the start in the log');
 
   // Heartbeats flow to both replicas.
   await waitUntil(() => cp1.frames('heartbeat').length >= 2 && cp2.frames('heartbeat').length >= 2, 3000, 'heartbeats');
@@ -358,7 +359,7 @@ test('a malformed frame closes that connection only: the agent keeps running, re
   await waitUntil(() => cp.frames('hello').length >= 3, 5000, 'a third hello');
   assert.ok(isAlive(agent.pid), 'the agent survived');
   assert.ok(isAlive(pid!), 'the unit survived');
-  assert.match(agent.stdout(), /frame refused from cp-1: .*closing the connection/);
+  await waitUntil(() => /frame refused from cp-1: .*closing the connection/.test(agent.stdout()), 3000, 'the refusal in the log');
 });
 
 test('terminate stops a unit with its grace, terminate of an unknown unit answers unit-gone, and SIGTERM stops everything and exits 0', async (t) => {
@@ -384,7 +385,8 @@ test('terminate stops a unit with its grace, terminate of an unknown unit answer
   const done = await cp.report('web-1', 'Succeeded');
   assert.equal(done.signal, 'SIGTERM');
   assert.ok(!isAlive(w1.pid!));
-  assert.match(agent.stdout(), / web-1 exited signal=SIGTERM/);
+  // The report goes out before its log line: wait for the line, not just the report.
+  await waitUntil(() => / web-1 exited signal=SIGTERM/.test(agent.stdout()), 3000, 'the exit in the log');
 
   cp.send({ v: 1, type: 'terminate', commandId: 't-2', term: 1, leaderId: 'cp-1', name: 'web-99', gracePeriodMs: 1000, reason: 'not bound' });
   await waitUntil(() => cp.frames('unit-gone').some((m) => m.name === 'web-99'), 3000, 'unit-gone for web-99');
@@ -409,7 +411,7 @@ test('an agent with the wrong token is refused and keeps retrying without crashi
   await waitUntil(() => cp.rejectedTokens.length >= 3, AGENT_START_MS, 'several refused attempts');
   assert.equal(cp.connections, 0);
   assert.ok(isAlive(agent.pid));
-  assert.match(agent.stdout(), /cannot reach ws:\/\/127\.0\.0\.1:\d+\/agent: .*401/);
+  await waitUntil(() => /cannot reach ws:\/\/127\.0\.0\.1:\d+\/agent: .*401/.test(agent.stdout()), 3000, 'the refusal in the log');
 });
 
 test('bad flags print one line naming the cause and exit 2', async () => {

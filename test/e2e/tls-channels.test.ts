@@ -45,7 +45,9 @@ test('--tls: peers and agents over wss, /v1 over https with the cluster CA', { t
   procs.push(untrusting);
   await untrusting.exited;
   assert.equal(untrusting.child.exitCode, 2);
-  assert.match(untrusting.output.join('\n'), /--tls: this process does not trust the cluster CA: start it with NODE_EXTRA_CA_CERTS=.*ca\.crt/);
+  // Its stderr may still be on its way after 'exit': wait for the line.
+  const refusal = /--tls: this process does not trust the cluster CA: start it with NODE_EXTRA_CA_CERTS=.*ca\.crt/;
+  await waitFor('the refusal on stderr', async () => refusal.test(untrusting.output.join('\n')), 5000, 20);
 
   const env = { NODE_EXTRA_CA_CERTS: caFile };
   for (const i of [1, 2, 3]) procs.push(replica(i, env));
