@@ -109,6 +109,8 @@ export class SandboxPool {
   private failures = 0;
   private closed = false;
   private refillScheduled = false;
+  /** Sandboxes joining their cgroup (SandboxPoolOptions.join) right now. */
+  private readonly joins = new Set<Promise<void>>();
   /** Why the pool stopped making sandboxes (null while it makes them). */
   disabledReason: string | null = null;
 
@@ -152,6 +154,16 @@ export class SandboxPool {
   replenish(): void {
     if (this.closed) return;
     setTimeout(() => this.scheduleRefill(), REFILL_DELAY_MS).unref();
+  }
+
+  /**
+   * Resolves once no sandbox is joining its cgroup. One that was joining
+   * when the pool closed releases its cgroup as soon as it has joined, so an
+   * agent that stops waits for this before it removes its cgroup parent
+   * (else that cgroup, made after, kept the parent from being removed).
+   */
+  async settled(): Promise<void> {
+    await Promise.all([...this.joins]);
   }
 
   /** Kill every sandbox not taken and make no more. */
@@ -239,8 +251,8 @@ export class SandboxPool {
       child.stderr?.off('data', keep);
       const offer = (cgroup: string | null): void => {
         sandbox.cgroup = cgroup;
-        if (!this.pending.has(p)) {
-          // It ended (or the pool closed) while it joined.
+        if (!this.pending.has(p) || this.closed) {
+          // It ended, or the pool closed, while it joined.
           if (cgroup !== null) this.o.release?.(cgroup);
           return;
         }
@@ -249,8 +261,11 @@ export class SandboxPool {
         this.ready.push(p);
         this.refill();
       };
-      if (this.o.join) void this.o.join(sandbox).then(offer, () => offer(null));
-      else offer(null);
+      if (this.o.join) {
+        const joined = this.o.join(sandbox).then(offer, () => offer(null));
+        this.joins.add(joined);
+        void joined.finally(() => this.joins.delete(joined));
+      } else offer(null);
     };
     status.on('data', onStatus);
     child.on('error', () => {});

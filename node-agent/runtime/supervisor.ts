@@ -660,8 +660,9 @@ export class UnitSupervisor {
     void p.then(() => this.removals.delete(p));
   }
 
-  /** Resolves once every finished unit's cgroup is removed (or gave up). */
+  /** Resolves once every finished unit's cgroup is removed (or gave up), a closed pool's sandbox that was still joining its cgroup included. */
   async cgroupsRemoved(): Promise<void> {
+    await this.pool?.settled();
     await Promise.all([...this.removals]);
   }
 

@@ -18,6 +18,7 @@ import { UnitSupervisor, type UnitSupervisorOptions } from '../../node-agent/run
 import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
 import { childrenOf, pidAlive } from '../../shared/proc.ts';
 import { detectNamespaces, MAX_CLAIM_BYTES, type Namespaces } from '../../node-agent/runtime/namespaces.ts';
+import { SandboxPool } from '../../node-agent/runtime/sandbox-pool.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -303,6 +304,38 @@ test(
       } finally {
         if (child.exitCode === null) process.kill(-child.pid!, 'SIGKILL');
       }
+    }
+  },
+);
+
+test(
+  'a pool closed while a sandbox joins its cgroup releases that cgroup once joined, and settled() waits for it (an agent stopping then removes its cgroup parent)',
+  { skip: nsVariants[0].skip },
+  async () => {
+    const joining: Array<() => void> = [];
+    const released: string[] = [];
+    const pool = new SandboxPool({
+      size: 1,
+      initPath: nsSupport.initPath,
+      unsharePath: nsSupport.unsharePath!,
+      setprivPath: null,
+      cwd: os.tmpdir(),
+      guard: { add: () => {}, remove: () => {} },
+      // The join (a cgroup made and three moves) is still going when the pool closes.
+      join: () => new Promise<string | null>((resolve) => joining.push(() => resolve('warm@test'))),
+      release: (cg) => released.push(cg),
+    });
+    try {
+      await waitUntil(() => joining.length === 1, 10000, 'a sandbox joining its cgroup');
+      pool.close();
+      assert.deepEqual(released, [], 'nothing to release before the join is done');
+      // The join ends a little later; settled() waits for it.
+      setTimeout(() => joining[0](), 50);
+      await pool.settled();
+      assert.deepEqual(released, ['warm@test'], 'released once joined, before settled() resolves');
+      assert.equal(pool.readyCount, 0);
+    } finally {
+      pool.close();
     }
   },
 );
