@@ -327,9 +327,12 @@ function main(): void {
     log(`${signal}: stopping ${supervisor.liveCount()} unit(s) (grace ${DEFAULT_GRACE_PERIOD_MS}ms)`);
     proxy.close();
     await supervisor.stopAll(DEFAULT_GRACE_PERIOD_MS);
-    supervisor.close();
+    // The orphan guard stays until the cgroups are gone: an agent killed meanwhile (a launcher's
+    // SIGKILL after its grace) left its cgroup parent to nobody when the guard had gone first.
+    supervisor.close({ keepGuard: true });
     await supervisor.cgroupsRemoved();
     cgroups.removeParents();
+    supervisor.releaseGuard();
     clearInterval(heartbeatTimer);
     clearInterval(statsTimer);
     await Promise.all(links.map((l) => l.stop()));

@@ -666,10 +666,21 @@ export class UnitSupervisor {
     await Promise.all([...this.removals]);
   }
 
-  /** Stop every probe, kill the warm sandboxes and release the orphan guard (it kills any group still registered). Call after stopAll(). */
-  close(): void {
+  /**
+   * Stop every probe, kill the warm sandboxes and release the orphan guard
+   * (it kills any group still registered). Call after stopAll().
+   * `keepGuard`: release the guard later (releaseGuard()), once the agent's
+   * own clean-up is done: if the agent is killed before that, the guard,
+   * still holding its pipe, empties and removes what is left.
+   */
+  close(options: { keepGuard?: boolean } = {}): void {
     for (const rec of this.units.values()) rec.prober?.stop();
     this.pool?.close();
+    if (!options.keepGuard) this.guard.close();
+  }
+
+  /** Release the orphan guard (after close({ keepGuard: true }) and the agent's own clean-up). */
+  releaseGuard(): void {
     this.guard.close();
   }
 
