@@ -239,8 +239,8 @@ export class SandboxPool {
         return;
       }
       status.off('data', onStatus);
-      const initPid = initPath !== null ? (told![1] !== undefined ? Number(told![1]) : null) : findInitPid(pid);
-      const mainPid = initPath !== null ? (told![2] !== undefined ? Number(told![2]) : null) : findMainPid(pid);
+      // `r` alone from mo-init: it could not read the main process's host pid, and the sandbox is killed below.
+      const [initPid, mainPid] = initPath !== null ? [told![1], told![2]].map((n) => (n === undefined ? null : Number(n))) : [findInitPid(pid), findMainPid(pid)];
       if (initPid === null || mainPid === null || this.closed) {
         signalGroup(pid, 'SIGKILL');
         return;
