@@ -517,7 +517,11 @@ export class Controller {
       if (!units) continue;
       bound.add(name);
       for (const u of units.values()) {
-        const b: Binding = { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt: u.creationTimestamp };
+        // Bound when its node was chosen (the decision's record, in the create or the bind),
+        // not when it was made: a unit made Pending before its node's agent restarted and
+        // bound after is no unit of the earlier agent's (reconcile's restarted-agent check).
+        const boundAt = u.scheduling?.at ?? u.creationTimestamp;
+        const b: Binding = { name: u.name, deployment: u.deployment, index: u.index, nodeName: u.nodeName, specHash: u.specHash, boundAt };
         if (u.spec.gracePeriodMs !== undefined) b.gracePeriodMs = u.spec.gracePeriodMs;
         bindings.set(u.name, b);
       }

@@ -49,7 +49,7 @@ export interface Binding {
    */
   nodeName: string | null;
   specHash: string;
-  boundAt: number; // ms, the leader clock when the binding was committed
+  boundAt: number; // ms, the leader clock when its node was chosen (the binding's decision)
   /** The unit's own grace period (terminationGracePeriodSeconds), if its template set one. */
   gracePeriodMs?: number;
 }

@@ -222,6 +222,34 @@ test('a spawn no agent answers is sent again after spawnTimeoutMs of clock time,
   h.controller.stop();
 });
 
+test("a unit made Pending before its node's agent restarted, and bound after: an unanswered spawn is sent again, not taken for one the old agent ran", async () => {
+  const h = setup();
+  h.controller.start();
+  h.silent.add('node-a');
+  h.silent.add('node-b');
+  await h.advance(1300); // both NotReady
+  await h.deploy(1);
+  await h.advance(20);
+  const [pending] = [...h.store.state.units.values()];
+  assert.equal(pending.nodeName, null, 'no Ready node: the unit waits, Pending');
+  assert.equal(spawns(h.sent).length, 0);
+  // node-a's agent comes back as a new process: its reports count from now, after the unit was made.
+  h.silent.delete('node-a');
+  h.registry.hello({ name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} }, 101, [], 0, Math.floor(h.clock.now()));
+  await h.advance(20);
+  assert.equal(h.store.state.units.get(pending.name)?.nodeName, 'node-a', 'bound once node-a is Ready');
+  assert.equal(spawns(h.sent).length, 1);
+  await h.advance(4200); // past spawnTimeoutMs with no answer
+  const sp = spawns(h.sent);
+  assert.deepEqual(
+    sp.map((s) => (s.cmd.type === 'spawn' ? `${s.cmd.unit.name}->${s.node}` : '')),
+    [`${pending.name}->node-a`, `${pending.name}->node-a`],
+    'the same unit sent again; it was bound after the agent started, so it is not lost with the earlier agent',
+  );
+  assert.deepEqual([...h.store.state.units.keys()], [pending.name]);
+  h.controller.stop();
+});
+
 test('an idle loop skips its resync passes but every 10th; a report, or an agent process restarting, brings passes back', async () => {
   const h = setup();
   h.controller.start();
