@@ -95,6 +95,19 @@ export function packStorePart(value: unknown): Buffer {
   return packr.pack(value);
 }
 
+/** msgpackr's RESET_BUFFER_MODE (pack.js; its `msgpackr/pack` types do not name it): the next pack writes over these bytes. */
+const RESET_BUFFER_MODE = 1024;
+
+/**
+ * The same bytes as packStorePart, as a view of the packer's own buffer that
+ * the next pack of any value writes over: for a caller that copies them at
+ * once (a snapshot's parts into one buffer), so no buffer is left behind per
+ * part (msgpackr hands out slices of 8 KiB buffers it then drops).
+ */
+export function packStorePartTransient(value: unknown): Uint8Array {
+  return packr.pack(value, RESET_BUFFER_MODE);
+}
+
 /**
  * The one msgpack value that starts at `at` in `bytes` (more may follow), with
  * the store format's settings, and the offset just past it: the reading side

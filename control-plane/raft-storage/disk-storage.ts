@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { SNAPSHOT_ON_DISK, type Entry, type HardState, type PersistedState, type RaftStorage, type Ready, type Snapshot, type SnapshotMeta } from '../raft/types.ts';
 import { encodeBatch, encodedRecordBytes, MAX_BATCH_BYTES, MAX_RECORD_BYTES, RECORD_HEADER_BYTES, type WalRecord } from './record.ts';
 import { scanSegment, type SegmentScan } from './segment-scan.ts';
-import { decodeSnapshotFile, decodeSnapshotFileInSlices, encodeSnapshotFileInSlices } from './snapshot-file.ts';
+import { decodeSnapshotFile, decodeSnapshotFileInSlices, snapshotFileInSlices } from './snapshot-file.ts';
 import { lockDir } from './dir-lock.ts';
 import { RaftStorageError } from './errors.ts';
 import { appendProblem, hardStateProblem } from './checks.ts';
@@ -451,15 +451,20 @@ export class DiskStorage implements RaftStorage {
   private async writeSnapshotFile(snap: Snapshot): Promise<void> {
     const name = snapName(snap.meta);
     const tmp = join(this.dir, `${name}.tmp`);
-    const bytes = await encodeSnapshotFileInSlices(snap, () => new Promise((r) => setImmediate(r)));
+    const pieces = await snapshotFileInSlices(snap, () => new Promise((r) => setImmediate(r)));
     const fh = await open(tmp, 'w');
     try {
-      // A piece at a time, each flushed: one fsync of 12 MiB holds the file
+      // A chunk at a time, each flushed: one fsync of 12 MiB holds the file
       // system's journal long enough that the WAL's O_DSYNC writes queued
       // behind it (this replica's and its neighbours') wait hundreds of ms.
-      for (let at = 0; at < bytes.length; at += SNAPSHOT_WRITE_CHUNK) {
-        await writeAll(fh, bytes.subarray(at, Math.min(bytes.length, at + SNAPSHOT_WRITE_CHUNK)), at);
-        await fh.datasync();
+      let position = 0;
+      for (const piece of pieces) {
+        for (let at = 0; at < piece.length; at += SNAPSHOT_WRITE_CHUNK) {
+          const chunk = piece.subarray(at, Math.min(piece.length, at + SNAPSHOT_WRITE_CHUNK));
+          await writeAll(fh, chunk, position);
+          position += chunk.length;
+          if (chunk.length === SNAPSHOT_WRITE_CHUNK) await fh.datasync();
+        }
       }
       await fh.sync();
     } finally {

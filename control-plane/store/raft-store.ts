@@ -238,6 +238,8 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
    * compacted at the captured index once the bytes are ready, between two
    * Readies (takePackedSnapshot).
    */
+  /** The size of the last snapshot this replica packed (its next one's size hint). */
+  private lastSnapshotBytes = 0;
   private startSnapshot(): void {
     this.snapshotting = true;
     const index = this.state.appliedIndex;
@@ -248,8 +250,11 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       () => new Promise<void>((r) => this.clock.immediate(r)),
       SLICE_MS,
       () => this.clock.now(),
+      // Room for the last snapshot's bytes and a little more: one buffer, no concatenation.
+      this.lastSnapshotBytes * 1.125,
     ).then(
       (data) => {
+        this.lastSnapshotBytes = data.length;
         this.packedSnapshot = { index, data };
         this.kick();
         if (!this.processing) this.takePackedSnapshot();

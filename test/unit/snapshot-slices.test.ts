@@ -142,3 +142,25 @@ test('unpacking in slices refuses damaged bytes with a one-line error naming the
   await assert.rejects(unpackInSlices(huge, 'snapshot'), /field a says 2147483647 items in 1 bytes/);
   await assert.rejects(unpackInSlices(Buffer.from([0xc1, 9, 0x80])), /store format version 9/);
 });
+
+test('packed into chunks: the same bytes as one pack for every header size, whatever the size hint, and no part overwritten by the next', async () => {
+  // Arrays and maps of 15, 16, 65,535 and 65,536 items take each of msgpack's header forms.
+  const value: Record<string, unknown> = { a: Array.from({ length: 15 }, (_, i) => i), b: Array.from({ length: 16 }, (_, i) => `x${i}`) };
+  value.c = Array.from({ length: 0xffff }, (_, i) => i % 3);
+  value.d = Array.from({ length: 0x10000 }, (_, i) => ({ i }));
+  for (let i = 0; i < 20; i++) value[`k${i}`] = { n: i, s: 'y'.repeat(i * 50) };
+  // More than one chunk of 1 MiB, and one part larger than a chunk.
+  value.e = Array.from({ length: 1500 }, (_, i) => 'z'.repeat(1000) + i);
+  value.f = 'w'.repeat(1_500_000);
+  const whole = Buffer.from(pack(value));
+  for (const hint of [0, 1000, whole.length, whole.length * 4]) {
+    const sliced = await packInSlices(
+      value,
+      () => Promise.resolve(),
+      0,
+      () => 0,
+      hint,
+    );
+    assert.ok(Buffer.from(sliced).equals(whole), `size hint ${hint}: bytes differ`);
+  }
+});
