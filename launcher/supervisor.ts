@@ -80,8 +80,10 @@ export class Supervisor {
   constructor(private readonly options: SupervisorOptions) {}
 
   /** The command a person runs from the repo root to start `spec` by hand. */
-  static handCommand(spec: ChildSpec): string {
-    return shellQuote(spec.argv);
+  static handCommand(spec: ChildSpec, env: NodeJS.ProcessEnv = {}): string {
+    // The environment the launcher gave it (REPLICA_ENV), as the values it started with, before the command.
+    const vars = Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${shellQuote([env[k] ?? v])} `);
+    return vars.join('') + shellQuote(spec.argv);
   }
 
   /** Starts a process of the cluster; returns its pid, or undefined if it could not be spawned. */
@@ -109,7 +111,7 @@ export class Supervisor {
     try {
       child = spawn(argv[0], argv.slice(1), {
         cwd,
-        env: { ...env, MO_PARENT_PID: String(process.pid) },
+        env: { ...spec.env, ...env, MO_PARENT_PID: String(process.pid) },
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true,
       });
@@ -158,7 +160,7 @@ export class Supervisor {
       log.launcher(`${who} stopped: ${how.replace(/^exited: /, '')}`);
       return;
     }
-    log.launcher(`${who} ${how} — restart it by hand with: ${Supervisor.handCommand(entry.spec)}`);
+    log.launcher(`${who} ${how} — restart it by hand with: ${Supervisor.handCommand(entry.spec, this.options.env)}`);
     if (restartAfterMs === undefined) return;
     log.launcher(`restarting ${entry.spec.name} in ${restartAfterMs / 1000} s (--restart-after)`);
     entry.restartTimer = setTimeout(() => {

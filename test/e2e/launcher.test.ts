@@ -166,6 +166,12 @@ test(
     const cp2 = cmdline(pids.get('cp-2')!);
     assert.equal(cp2[cp2.indexOf('--listen') + 1], `127.0.0.1:${base + 2}`);
     assert.equal(cp2[cp2.indexOf('--data-dir') + 1], join(dataDir, 'cp-2'));
+    // A replica starts with the launcher's malloc setting (REPLICA_ENV) in its real environment; an agent without it.
+    const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    assert.ok(environ(pids.get('cp-2')!).includes(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? 131072}`), 'cp-2 has MALLOC_MMAP_THRESHOLD_');
+    if (process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
+      assert.ok(!environ(pids.get('node-a')!).some((v) => v.startsWith('MALLOC_MMAP_THRESHOLD_=')), 'node-a has no MALLOC_MMAP_THRESHOLD_');
+    }
     assert.ok(
       run.lines.every((l) => /^(launcher|cp-\d|node-[ab]) *\| /.test(l)),
       'every line carries a prefix',

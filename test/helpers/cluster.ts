@@ -12,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NodeInfo } from '../../shared/model.ts';
 import { bundleProcesses, ENTRIES } from '../../launcher/bundle.ts';
-import { REPLICA_V8_FLAGS } from '../../launcher/command-lines.ts';
+import { REPLICA_ENV, REPLICA_V8_FLAGS } from '../../launcher/command-lines.ts';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -92,7 +92,7 @@ export function startProcess(name: string, script: string, args: string[], env: 
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
   const child = spawn(process.execPath, argv, {
     cwd: REPO,
-    env: { ...process.env, ...env },
+    env: { ...(script === ENTRIES.controlPlane.entry ? REPLICA_ENV : {}), ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output: string[] = [];

@@ -10,6 +10,7 @@ import { describe, test } from 'node:test';
 import { parseLauncherArgs, UsageError } from '../../launcher/args.ts';
 import { clusterCommands, controlPlaneCommands, formatTaint, nodeAgentCommands, serverUrls, shellQuote, type ClusterLayout } from '../../launcher/command-lines.ts';
 import { LineSplitter, LogStream, shouldUseColor } from '../../launcher/stream.ts';
+import { Supervisor } from '../../launcher/supervisor.ts';
 import { parseManifestObject, validateManifest } from '../../shared/manifest.ts';
 import type { NodeInfo } from '../../shared/model.ts';
 import { LESSON_NODES, parseNodesFile } from '../../shared/nodes-file.ts';
@@ -100,6 +101,14 @@ describe('launcher command lines', () => {
       '--ca-dir',
       '.mo',
     ]);
+    // glibc keeps a replica's large buffers out of its main heap (REPLICA_ENV).
+    assert.deepEqual(cp2.env, { MALLOC_MMAP_THRESHOLD_: '131072' });
+    // The death line's command starts it the same way, with the value the replica got.
+    assert.equal(
+      Supervisor.handCommand(cp2, {}),
+      `MALLOC_MMAP_THRESHOLD_=131072 ${NODE} --max-semi-space-size=2 --import tsx control-plane/main.ts --id cp-2 ${cp2.argv.slice(7).join(' ')}`,
+    );
+    assert.match(Supervisor.handCommand(cp2, { MALLOC_MMAP_THRESHOLD_: '65536' }), /^MALLOC_MMAP_THRESHOLD_=65536 \//);
   });
 
   test('an agent gets its capacity, taints in kubectl notation, labels, every replica, the token and its state dir', () => {
