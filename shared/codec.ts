@@ -44,6 +44,7 @@ import type { Options } from 'msgpackr';
 // snapshots), and decoding costs the same (2.55 against 2.23 us for a
 // unit-status frame, 4.27 against 4.18 us for a 1 KiB log entry).
 import { Packr } from 'msgpackr/pack';
+import { internStrings } from './intern.ts';
 
 const options: Options & { skipValues: unknown[] } = {
   useRecords: false,
@@ -118,7 +119,7 @@ export function unpackStorePart(bytes: Uint8Array, at: number): { value: unknown
   let value: unknown;
   let end = -1;
   packr.unpackMultiple(bytes.subarray(at), (v: unknown, _start?: number, stop?: number) => {
-    value = v;
+    value = internStrings(v);
     end = at + (stop ?? Number.NaN);
     return false;
   });
@@ -157,7 +158,8 @@ export function decodeStoreData(bytes: Uint8Array, what = 'store data'): unknown
     );
   }
   try {
-    return packr.unpack(version === 0 ? bytes : bytes.subarray(2));
+    // What a replica keeps: one instance of each short string (intern.ts), not one per record.
+    return internStrings(packr.unpack(version === 0 ? bytes : bytes.subarray(2)));
   } catch (err) {
     const detail = err instanceof Error ? err.message.split('\n')[0].slice(0, 120) : 'unknown error';
     throw new StoreFormatError(`${what} (store format version ${version}) does not decode: ${detail}`, version);
