@@ -74,7 +74,7 @@ class LocalStore implements ReplicatedStore {
 
 const NODES = ['node-a', 'node-b'];
 
-function setup() {
+function setup(maxBindingsPerPass?: number) {
   const clock = new ManualClock(1_700_000_000_000);
   const now = () => Math.floor(clock.now());
   const store = new LocalStore();
@@ -104,7 +104,7 @@ function setup() {
     log: (line: string) => logs.push(line),
     clock,
     random: new SeededRandom(1),
-    options: { maxActionsPerPass: 100, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000 },
+    options: { maxActionsPerPass: 100, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000, maxBindingsPerPass },
   });
   // As control-plane/main.ts wires them.
   registry.onChange((c) => controller.registryChanged(c));
@@ -219,6 +219,27 @@ test('a spawn no agent answers is sent again after spawnTimeoutMs of clock time,
   assert.equal(again[1].node, first.node);
   assert.notEqual(again[1].cmd.commandId, first.cmd.commandId);
   assert.ok(again[1].at - first.at >= 3000, `resent after ${again[1].at - first.at} ms`);
+  h.controller.stop();
+});
+
+test('many deployments without units are split into passes: each deployment counts as one unit toward the budget', async () => {
+  const h = setup(10);
+  h.controller.start();
+  await h.advance(50);
+  const before = h.passes.length;
+  // 25 applied in one task: every one of them pending for the next pass.
+  for (let i = 0; i < 25; i++) {
+    const { manifest, unitSpec } = validateManifest({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: `d-${i}` },
+      spec: { replicas: 0, template: { spec: { containers: [{ name: 'c', command: ['sleep', '1'] }] } } },
+    });
+    h.store.state.apply(100 + i, { type: 'deployment.apply', at: 1, uid: `u-${i}`, manifest, unitSpec, specHash: unitSpecHash(unitSpec) });
+  }
+  await h.advance(200);
+  // At most 10 per pass: 3 passes at least (one, before deployments counted as one each).
+  assert.ok(h.passes.length - before >= 3, `the 25 took ${h.passes.length - before} pass(es)`);
   h.controller.stop();
 });
 
