@@ -180,8 +180,10 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     const s = new RaftStore<T>(opts, disk, raft);
     // Desired state as of the snapshot; committed entries after it come
     // back through the first Ready (RaftNode re-emits them).
-    if (persisted.snapshot && persisted.snapshot.data.length > 0)
+    if (persisted.snapshot && persisted.snapshot.data.length > 0) {
       s.state.restore(decodeStoreData(persisted.snapshot.data, `snapshot at index ${persisted.snapshot.meta.index}`) as DesiredSnapshot);
+      s.lastSnapshotBytes = persisted.snapshot.data.length;
+    }
     if (persisted.snapshot) s.releaseSnapshot(persisted.snapshot.meta);
     s.ticker = s.clock.interval(() => {
       s.raft.tick();
@@ -227,6 +229,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       if (this.appliedSinceSnapshot >= every && rd.committedEntries.length > 0 && !this.snapshotting) {
         this.appliedSinceSnapshot = 0;
         this.startSnapshot();
+        this.appliedBytesSinceSnapshot = 0;
       }
     }
   }
@@ -238,8 +241,9 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
    * compacted at the captured index once the bytes are ready, between two
    * Readies (takePackedSnapshot).
    */
-  /** The size of the last snapshot this replica packed (its next one's size hint). */
+  /** The size of the last snapshot this replica packed, and the bytes of the entries applied since (its next one's size hint). */
   private lastSnapshotBytes = 0;
+  private appliedBytesSinceSnapshot = 0;
   private startSnapshot(): void {
     this.snapshotting = true;
     const index = this.state.appliedIndex;
@@ -250,8 +254,10 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       () => new Promise<void>((r) => this.clock.immediate(r)),
       SLICE_MS,
       () => this.clock.now(),
-      // Room for the last snapshot's bytes and a little more: one buffer, no concatenation.
-      this.lastSnapshotBytes * 1.125,
+      // Room for what it may take, so it is one buffer and no concatenation: the last
+      // snapshot's size and all written since, a little more. Room it does not use is
+      // never touched, so never resident.
+      (this.lastSnapshotBytes + this.appliedBytesSinceSnapshot) * 1.125,
     ).then(
       (data) => {
         this.lastSnapshotBytes = data.length;
@@ -333,6 +339,8 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
         this.releaseSnapshot(rd.snapshot.meta); // persisted above
         this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
         this.appliedSinceSnapshot = 0;
+        this.lastSnapshotBytes = rd.snapshot.data.length;
+        this.appliedBytesSinceSnapshot = 0;
       }
       this.applyCommitted(rd.committedEntries);
     }
@@ -370,6 +378,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
         this.state.appliedIndex = e.index;
       }
       this.appliedSinceSnapshot++;
+      this.appliedBytesSinceSnapshot += e.data.length;
       const w = this.waiters.get(e.index);
       if (w) {
         this.waiters.delete(e.index);
