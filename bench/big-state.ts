@@ -34,10 +34,15 @@ export interface BigStateResult {
   applyError?: string;
   firstTerm: number;
   fill: ReplicaPhase[];
+  /** Every replica's RSS 30 s later, the cluster idle meanwhile: what it holds at rest (V8 collects its garbage when the allocations stop). */
+  rest: Array<{ id: string; rssMiB: number }>;
   /** One GET /metrics of each replica in turn with the deployments stored: each answer's time and size, and the loops meanwhile. */
   scrape: { ms: number[]; bytes: number[]; loop: ReplicaPhase[] };
   apply: ReplicaPhase[];
 }
+
+/** How long the cluster rests after the fill before its RSS at rest is read. */
+const REST_MS = 30_000;
 
 function request(method: string, url: string, token: string, body?: string): Promise<{ status: number; text: string }> {
   const headers = { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) };
@@ -55,7 +60,7 @@ async function phase(c: Cluster, since: number): Promise<ReplicaPhase[]> {
   );
 }
 
-export type FillResult = Pick<BigStateResult, 'deployments' | 'fillWritesPerSec' | 'failedWrites' | 'firstFailure' | 'firstTerm' | 'fill'>;
+export type FillResult = Pick<BigStateResult, 'deployments' | 'fillWritesPerSec' | 'failedWrites' | 'firstFailure' | 'firstTerm' | 'fill' | 'rest'>;
 
 /** `onFill`: told the fill's figures before the apply starts (so they are printed even if the apply fails). */
 export async function benchBigState(deployments = 10000, units = 1000, onFill?: (r: FillResult) => void): Promise<BigStateResult> {
@@ -112,8 +117,10 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     const count = JSON.parse((await request('GET', `${url}/v1/deployments`, c.token)).text).items.length as number;
     await sleep(2000); // statuses flushed, garbage collected as it would be at rest
     const fill = await phase(c, fillFrom);
+    await sleep(REST_MS); // a measurement window: nothing to wait for but time without work
+    const rest = fill.map((p, i) => ({ id: p.id, rssMiB: rssMiB(c.cps[i].pid) }));
 
-    onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill });
+    onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill, rest });
 
     // A Prometheus scrape of every replica (a series per deployment).
     const scrapeFrom = Date.now();
@@ -147,7 +154,7 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     }
     await sleep(2000);
     const apply = await phase(c, applyFrom);
-    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, units, applyMs, applyError, firstTerm, fill, scrape, apply };
+    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, units, applyMs, applyError, firstTerm, fill, rest, scrape, apply };
   } finally {
     w.stop();
     await c.stop();

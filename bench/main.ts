@@ -201,8 +201,8 @@ if (want('big-state')) {
   console.log(`\n== a big state: ${n} deployments of 0 replicas written (16 writers, new names), then one deployment of ${units} units applied (3 replicas, 4 agents) ==`);
   const loop = (p: BigStateReplica[]) =>
     p.map((x) => `${x.id} max ${f(x.loop.maxMs, 0)} ms, p99 ${f(x.loop.medianP99Ms, 1)} ms (worst second ${f(x.loop.worstP99Ms, 0)} ms), term ${x.term}`).join('; ');
-  const rss = (p: BigStateReplica[]) => p.map((x) => `${x.id} ${f(x.rssMiB)} MiB`).join(', ');
-  const maxRss = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.rssMiB));
+  const rss = (p: Array<{ id: string; rssMiB: number }>) => p.map((x) => `${x.id} ${f(x.rssMiB)} MiB`).join(', ');
+  const maxRss = (p: Array<{ id: string; rssMiB: number }>) => Math.max(...p.map((x) => x.rssMiB));
   const maxStop = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.loop.maxMs));
   const maxTerm = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.term));
   const say = (line: string) => {
@@ -212,7 +212,7 @@ if (want('big-state')) {
   const r = await benchBigState(n, units, (fill) => {
     const terms = maxTerm(fill.fill) - fill.firstTerm;
     say(
-      `big state: ${fill.deployments} deployments written at ${Math.round(fill.fillWritesPerSec)}/s, ${fill.failedWrites === 0 ? 'no write failed' : `${fill.failedWrites} WRITES FAILED and were sent again (first: ${fill.firstFailure})`}; RSS ${rss(fill.fill)} (target < 150 MiB: ${verdict(maxRss(fill.fill) < 150)})`,
+      `big state: ${fill.deployments} deployments written at ${Math.round(fill.fillWritesPerSec)}/s, ${fill.failedWrites === 0 ? 'no write failed' : `${fill.failedWrites} WRITES FAILED and were sent again (first: ${fill.firstFailure})`}; RSS 2 s after the fill ${rss(fill.fill)}, after 30 s at rest ${rss(fill.rest)} (target < 150 MiB at rest: ${verdict(maxRss(fill.rest) < 150)})`,
     );
     say(
       `big state: event loop while filling: ${loop(fill.fill)} (longest stop ${f(maxStop(fill.fill), 0)} ms; target < 125 ms, half the election timeout: ${verdict(maxStop(fill.fill) < 125)}; ${terms === 0 ? 'no election' : `${terms} ELECTIONS`})`,
