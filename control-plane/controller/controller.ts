@@ -848,10 +848,11 @@ export class Controller {
    * Run `fn` within a slice: now, while the slice lasts and nothing waits
    * before it (null), or else queued for the next turns of the loop, which
    * run queued work in order while each one's slice lasts. For the work
-   * after a commit: a batch of 500 creates commits at once, and their
+   * after a commit: a batch of creates commits at once, and their
    * continuations all checked the budget (each awaiting slice()) before any
-   * of them had worked, then all worked in one turn, 100-200 ms of the
-   * leader's loop. The check and the work are adjacent here.
+   * of them had worked, then all worked in one turn (in a test, 400 spawns
+   * went out in 4 turns, up to 252 in one). The check and the work are
+   * adjacent here.
    */
   private readonly sliceQueue: Array<() => void> = [];
   private inSlice(fn: () => void): Promise<void> | null {

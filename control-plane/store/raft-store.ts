@@ -234,6 +234,10 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     }
   }
 
+  /** The size of the last snapshot this replica packed, and the bytes of the entries applied since (its next one's size hint). */
+  private lastSnapshotBytes = 0;
+  private appliedBytesSinceSnapshot = 0;
+
   /**
    * A snapshot without a stop: the state is captured now (shallow copies,
    * a few ms for 10,000 records) and packed in slices that yield to the
@@ -241,9 +245,6 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
    * compacted at the captured index once the bytes are ready, between two
    * Readies (takePackedSnapshot).
    */
-  /** The size of the last snapshot this replica packed, and the bytes of the entries applied since (its next one's size hint). */
-  private lastSnapshotBytes = 0;
-  private appliedBytesSinceSnapshot = 0;
   private startSnapshot(): void {
     this.snapshotting = true;
     const index = this.state.appliedIndex;

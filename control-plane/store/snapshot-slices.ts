@@ -120,8 +120,8 @@ const CHUNK_BYTES = 1024 * 1024;
 /**
  * `value`, a plain object, in the store format: its array fields item by item, the
  * others whole; `yieldNow` is awaited whenever a slice ran for `sliceMs`.
- * `sizeHint`: the bytes expected (the last snapshot's size), so the buffer is
- * made once instead of grown.
+ * `sizeHint`: the bytes expected (RaftStore gives the last snapshot's size and
+ * the entries' since), so the bytes are one buffer, not chunks joined.
  */
 export async function packInSlices(
   value: object,
