@@ -799,8 +799,8 @@ export class Controller {
     }
     const r = await this.write(cmd);
     if (!r || !r.name) return;
-    const name = r.name;
-    await this.inSlice(() => this.afterDecision(name, decision));
+    await this.slice();
+    this.afterDecision(r.name, decision);
   }
 
   /** mutation 'spawn-before-bind': the last unit number guessed per deployment. */
@@ -816,7 +816,8 @@ export class Controller {
     snap.assume(decision.chosen, req);
     const r = await this.write({ type: 'unit.bind', at: now, name: u.name, nodeName: decision.chosen, scheduling: this.record(decision, now) });
     if (!r) return;
-    await this.inSlice(() => this.afterDecision(u.name, decision));
+    await this.slice();
+    this.afterDecision(u.name, decision);
   }
 
   /**
@@ -843,41 +844,6 @@ export class Controller {
       }),
     );
   }
-
-  /**
-   * Run `fn` within a slice: now, while the slice lasts and nothing waits
-   * before it (null), or else queued for the next turns of the loop, which
-   * run queued work in order while each one's slice lasts. For the work
-   * after a commit: a batch of creates commits at once, and their
-   * continuations all checked the budget (each awaiting slice()) before any
-   * of them had worked, then all worked in one turn (in a test, 400 spawns
-   * went out in 4 turns, up to 252 in one). The check and the work are
-   * adjacent here.
-   */
-  private readonly sliceQueue: Array<() => void> = [];
-  private inSlice(fn: () => void): Promise<void> | null {
-    if (this.sliceQueue.length === 0 && this.clock.now() - this.sliceStart < PASS_SLICE_MS) {
-      fn();
-      return null;
-    }
-    return new Promise<void>((resolve, reject) => {
-      this.sliceQueue.push(() => {
-        try {
-          fn();
-          resolve();
-        } catch (err) {
-          reject(err as Error);
-        }
-      });
-      if (this.sliceQueue.length === 1) this.clock.immediate(this.runQueued);
-    });
-  }
-
-  private readonly runQueued = (): void => {
-    this.sliceStart = this.clock.now();
-    while (this.sliceQueue.length > 0 && this.clock.now() - this.sliceStart < PASS_SLICE_MS) this.sliceQueue.shift()!();
-    if (this.sliceQueue.length > 0) this.clock.immediate(this.runQueued);
-  };
 
   /** The pure scheduler's decision, timed for /metrics. */
   private schedule(req: UnitRequest, snap: ClusterSnapshot): SchedulingDecision {
