@@ -11,7 +11,11 @@
 //              each pid in its cgroup.procs, which also reaches a process
 //              that left its unit's group) and removed, then the parent and
 //              its `mini-orchestrator` directory when empty, retrying for up
-//              to ~5 s while the killed processes exit
+//              to ~5 s while the killed processes exit, and the parent for up
+//              to ~3 s more (in CI-like runs an agent's parent was left in the
+//              cpu and pids hierarchies, empty and removable later: its one
+//              rmdir had failed, most likely while a child's removal was
+//              still finishing)
 // When the agent dies the kernel closes its end of the pipe; `read` sees
 // EOF and the guard SIGKILLs every group it still holds, then exits. It
 // also gets EOF when the agent closes the pipe on a clean shutdown, which
@@ -69,7 +73,14 @@ if [ -n "$dirs" ]; then
     sleep 0.1 2>/dev/null || break
     i=$((i+1))
   done
-  for p in $dirs; do rmdir "$p" "\${p%/*}" 2>/dev/null; done
+  for p in $dirs; do
+    j=0
+    while [ -d "$p" ] && ! rmdir "$p" 2>/dev/null && [ $j -lt 30 ]; do
+      sleep 0.1 2>/dev/null || break
+      j=$((j+1))
+    done
+    rmdir "\${p%/*}" 2>/dev/null
+  done
 fi
 exit 0
 `;
