@@ -82,28 +82,24 @@ export class StoreFormatError extends Error {
 
 /**
  * The two bytes that open store data of the current version. With
- * packStorePart, a large value can be written piece by piece (the leader's
- * snapshot, packed in slices: control-plane/store/snapshot-slices.ts): the
- * header, then the msgpack of the value's parts, is the same format
+ * packStorePartTransient, a large value can be written piece by piece (the
+ * leader's snapshot, packed in slices: control-plane/store/snapshot-slices.ts):
+ * the header, then the msgpack of the value's parts, is the same format
  * encodeStoreData writes.
  */
 export function storeFormatHeader(): Buffer {
   return Buffer.from([STORE_FORMAT_MARKER, STORE_FORMAT_VERSION]);
 }
 
-/** One part of a store value's msgpack, with the store format's settings. */
-export function packStorePart(value: unknown): Buffer {
-  return packr.pack(value);
-}
-
 /** msgpackr's RESET_BUFFER_MODE (pack.js; its `msgpackr/pack` types do not name it): the next pack writes over these bytes. */
 const RESET_BUFFER_MODE = 1024;
 
 /**
- * The same bytes as packStorePart, as a view of the packer's own buffer that
- * the next pack of any value writes over: for a caller that copies them at
- * once (a snapshot's parts into one buffer), so no buffer is left behind per
- * part (msgpackr hands out slices of 8 KiB buffers it then drops).
+ * One part of a store value's msgpack, with the store format's settings, as
+ * a view of the packer's own buffer that the next pack of any value writes
+ * over: for a caller that copies it at once (a snapshot's parts into one
+ * buffer), so no buffer is left behind per part (msgpackr hands out slices
+ * of 8 KiB buffers it then drops).
  */
 export function packStorePartTransient(value: unknown): Uint8Array {
   return packr.pack(value, RESET_BUFFER_MODE);
@@ -112,7 +108,7 @@ export function packStorePartTransient(value: unknown): Uint8Array {
 /**
  * The one msgpack value that starts at `at` in `bytes` (more may follow), with
  * the store format's settings, and the offset just past it: the reading side
- * of packStorePart (control-plane/store/snapshot-slices.ts unpackInSlices).
+ * of packStorePartTransient (control-plane/store/snapshot-slices.ts unpackInSlices).
  * Throws on bytes that are not msgpack.
  */
 export function unpackStorePart(bytes: Uint8Array, at: number): { value: unknown; end: number } {

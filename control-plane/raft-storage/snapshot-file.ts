@@ -30,21 +30,30 @@ function getU64(view: DataView, at: number): number {
   return high >= 0x20_0000 ? Number.NaN : high * 0x1_0000_0000 + view.getUint32(at + 4);
 }
 
-/** The file's bytes with the header and data written and the CRC left to fill in at crcAt. */
-function layOut(snap: Snapshot): { out: Uint8Array; view: DataView; crcAt: number } {
-  const out = new Uint8Array(HEADER_BYTES + snap.data.length + TRAILER_BYTES);
-  const view = new DataView(out.buffer);
-  out.set(MAGIC, 0);
+/** The file's first HEADER_BYTES: magic, index, term, data length. */
+function fileHeader(snap: Snapshot): Uint8Array {
+  const header = new Uint8Array(HEADER_BYTES);
+  const view = new DataView(header.buffer);
+  header.set(MAGIC, 0);
   setU64(view, 8, snap.meta.index, 'snapshot.meta.index');
   setU64(view, 16, snap.meta.term, 'snapshot.meta.term');
   setU64(view, 24, snap.data.length, 'snapshot data length');
-  out.set(snap.data, HEADER_BYTES);
-  return { out, view, crcAt: HEADER_BYTES + snap.data.length };
+  return header;
+}
+
+/** The file's last TRAILER_BYTES: the CRC of everything before. */
+function fileTrailer(crc: number): Uint8Array {
+  const trailer = new Uint8Array(TRAILER_BYTES);
+  new DataView(trailer.buffer).setUint32(0, crc);
+  return trailer;
 }
 
 export function encodeSnapshotFile(snap: Snapshot): Uint8Array {
-  const { out, view, crcAt } = layOut(snap);
-  view.setUint32(crcAt, crc32c(out, 0, crcAt));
+  const header = fileHeader(snap);
+  const out = new Uint8Array(HEADER_BYTES + snap.data.length + TRAILER_BYTES);
+  out.set(header, 0);
+  out.set(snap.data, HEADER_BYTES);
+  out.set(fileTrailer(crc32c(snap.data, 0, snap.data.length, crc32c(header))), HEADER_BYTES + snap.data.length);
   return out;
 }
 
@@ -60,20 +69,13 @@ export const CRC_SLICE_BYTES = 256 * 1024;
  * heartbeat on a busy machine.
  */
 export async function snapshotFileInSlices(snap: Snapshot, yieldNow: () => Promise<void>, sliceBytes = CRC_SLICE_BYTES): Promise<Uint8Array[]> {
-  const header = new Uint8Array(HEADER_BYTES);
-  const view = new DataView(header.buffer);
-  header.set(MAGIC, 0);
-  setU64(view, 8, snap.meta.index, 'snapshot.meta.index');
-  setU64(view, 16, snap.meta.term, 'snapshot.meta.term');
-  setU64(view, 24, snap.data.length, 'snapshot data length');
+  const header = fileHeader(snap);
   let crc = crc32c(header);
   for (let at = 0; at < snap.data.length; at += sliceBytes) {
     crc = crc32c(snap.data, at, Math.min(snap.data.length, at + sliceBytes), crc);
     if (at + sliceBytes < snap.data.length) await yieldNow();
   }
-  const trailer = new Uint8Array(TRAILER_BYTES);
-  new DataView(trailer.buffer).setUint32(0, crc);
-  return [header, snap.data, trailer];
+  return [header, snap.data, fileTrailer(crc)];
 }
 
 /** The snapshot in `bytes`, or the reason they are not one. Never throws. */
