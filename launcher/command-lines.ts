@@ -127,9 +127,9 @@ export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
  * 32 MiB), so once a replica had freed a snapshot's buffers (megabytes),
  * its later buffers came from the main heap, whose freed middle stays
  * resident. Fixing the threshold at glibc's own default keeps large buffers
- * out of that heap. In the big-state bench's state (10,000 deployments,
- * 3 replicas, 30 s after the fill; 1 run each, see README.md): the main
- * heap 20-21 MiB instead of 37-59, RSS 123-133 MiB instead of 146-179.
+ * out of that heap. An ad-hoc probe of the big-state bench's fill (10,000
+ * deployments, 3 replicas, /proc/PID/smaps 30 s after; 1 run each): the
+ * main heap 20-21 MiB instead of 37-59, RSS 123-133 MiB instead of 146-179.
  * A value the environment already sets is kept.
  */
 export const REPLICA_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: '131072' };
