@@ -7,6 +7,9 @@
 // baseline: the `etcd3` npm gRPC client (what a Node program would use) and
 // the v3 JSON gateway through bench/http.ts (the same client our
 // cluster gets). Without an etcd binary the bench says so and skips the row.
+// Each member runs at the nice value our replicas give themselves
+// (control-plane/priority.ts), every thread of it, so neither side is ahead
+// of the load generator that the other is not.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,6 +18,7 @@ import path from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { freeBasePort, sleep, waitFor } from '../test/helpers/cluster.ts';
 import { requestText } from './http.ts';
+import { DEFAULT_REPLICA_NICE, setPriorityOf } from '../control-plane/priority.ts';
 
 /** The etcd binary: $MO_ETCD, else `etcd` on PATH; null when there is none. */
 export function etcdBinary(): string | null {
@@ -130,6 +134,8 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
       20000,
       50,
     );
+    // Threads made later inherit it from the threads that make them.
+    for (const k of kids) setPriorityOf(k.pid!, DEFAULT_REPLICA_NICE);
     return { clients, leader, pids: kids.map((k) => k.pid!), stop };
   } catch (e) {
     await stop();

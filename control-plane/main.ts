@@ -14,7 +14,7 @@ import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { parseCommandLine, wholeNumber } from '../shared/flags.ts';
+import { parseCommandLine, signedInteger, wholeNumber } from '../shared/flags.ts';
 import { makeLogger } from '../shared/log.ts';
 import { AgentServer } from './agent-server.ts';
 import { ApiServer } from './api/http-server.ts';
@@ -35,6 +35,7 @@ import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
 import { isDnsLabel } from '../shared/notation.ts';
 import { followLeadership, nodeRegistrar } from './leadership.ts';
+import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, setOwnPriority } from './priority.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -42,7 +43,7 @@ const log = makeLogger();
 
 function usage(msg: string): never {
   process.stderr.write(
-    `control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`,
+    `control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000] [--nice -5]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`,
   );
   process.exit(2);
 }
@@ -51,6 +52,13 @@ function intFlag(name: string, v: string | undefined, dflt: number, min = 1): nu
   if (v === undefined) return dflt;
   const n = wholeNumber(v, min);
   if (n === undefined) usage(`--${name}: expected an integer >= ${min}, got "${v}"`);
+  return n;
+}
+
+function niceFlag(v: string | undefined): number {
+  if (v === undefined) return DEFAULT_REPLICA_NICE;
+  const n = signedInteger(v, MIN_NICE, MAX_NICE);
+  if (n === undefined) usage(`--nice: expected an integer ${MIN_NICE}..${MAX_NICE}, got "${v}"`);
   return n;
 }
 
@@ -67,6 +75,8 @@ interface Config {
   resyncIntervalMs: number;
   gracePeriodMs: number;
   snapshotEvery: number;
+  /** The nice value the replica asks for on every thread (priority.ts). */
+  nice: number;
   /** The main port (/v1, /agent, /raft) over TLS with a certificate of the cluster CA (docs/kubernetes-api.md, "TLS"). */
   tls: boolean;
   /** More names and addresses for this replica's serving certificates (--kube-san). */
@@ -92,6 +102,7 @@ function config(): Config {
         'resync-interval-ms': { type: 'string' },
         'grace-period-ms': { type: 'string' },
         'snapshot-every': { type: 'string' },
+        nice: { type: 'string' },
         'kube-listen': { type: 'string' },
         'ca-dir': { type: 'string' },
         'kube-san': { type: 'string' },
@@ -178,11 +189,14 @@ function config(): Config {
     resyncIntervalMs: intFlag('resync-interval-ms', values['resync-interval-ms'] ?? env.MO_RESYNC_INTERVAL_MS, DEFAULT_CONTROLLER_OPTIONS.resyncIntervalMs),
     gracePeriodMs: intFlag('grace-period-ms', values['grace-period-ms'] ?? env.MO_GRACE_PERIOD_MS, DEFAULT_CONTROLLER_OPTIONS.terminateGracePeriodMs, 0),
     snapshotEvery: intFlag('snapshot-every', values['snapshot-every'] ?? env.MO_SNAPSHOT_EVERY, SNAPSHOT_EVERY_ENTRIES),
+    nice: niceFlag(values.nice ?? env.MO_NICE),
   };
 }
 
 async function main(): Promise<void> {
   const cfg = config();
+  // Ahead of the workload on shared CPUs (priority.ts): first, so every thread made later inherits it.
+  log(describePriority(cfg.nice, setOwnPriority(cfg.nice)));
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   // How long this process's event loop stops, per second (for `npm run bench`).

@@ -166,6 +166,13 @@ export function wholeNumber(text: string, min = 0, max = Number.MAX_SAFE_INTEGER
   return Number.isSafeInteger(n) && n >= min && n <= max ? n : undefined;
 }
 
+/** Digits with an optional leading minus (`-5`, `0`, `19`; no plus, no exponent), a safe integer within min..max. */
+export function signedInteger(text: string, min = Number.MIN_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER): number | undefined {
+  if (!/^-?\d+$/.test(text)) return undefined;
+  const n = Number(text);
+  return Number.isSafeInteger(n) && n >= min && n <= max ? n : undefined;
+}
+
 /** A plain decimal (`2`, `0.5`; no sign, no exponent) within min..max. */
 export function decimal(text: string, min = 0, max = Number.MAX_VALUE): number | undefined {
   if (!/^\d+(\.\d+)?$/.test(text)) return undefined;

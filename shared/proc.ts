@@ -11,6 +11,7 @@ export interface ProcStat {
   ppid: number;
   pgid: number;
   startTicks: string; // start time, clock ticks since boot: with the pid, a process identity
+  nice: number; // of the thread read (Linux keeps it per thread)
 }
 
 export function readStat(pid: number): ProcStat | null {
@@ -19,7 +20,7 @@ export function readStat(pid: number): ProcStat | null {
     const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
     const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), startTicks: rest[19] };
+    return { state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), startTicks: rest[19], nice: Number(rest[16]) };
   } catch {
     return null;
   }
@@ -29,6 +30,18 @@ export function readStat(pid: number): ProcStat | null {
 export function pidAlive(pid: number): boolean {
   const st = readStat(pid);
   return st !== null && st.state !== 'Z' && st.state !== 'X';
+}
+
+/** The nice value of each of `pid`'s threads, by thread id ([] when gone). */
+export function threadNices(pid: number): Array<{ tid: number; nice: number }> {
+  try {
+    return fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => {
+      const st = readStat(Number(t));
+      return st === null ? [] : [{ tid: Number(t), nice: st.nice }];
+    });
+  } catch {
+    return [];
+  }
 }
 
 /** The pids whose parent is `pid` (children of its main thread, which is where Node spawns). */

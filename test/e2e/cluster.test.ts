@@ -5,7 +5,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readStat } from '../../shared/proc.ts';
+import os from 'node:os';
+import { readStat, threadNices } from '../../shared/proc.ts';
 import WebSocket from 'ws';
 import { Cluster, pidAlive, waitFor, webManifest } from '../helpers/cluster.ts';
 
@@ -41,6 +42,31 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
     assert.match(u.metadata.name, /^web-[123]$/);
   }
   assert.ok(new Set(units.map((u) => u.spec.nodeName)).size >= 2, 'replicas spread over more than one node');
+
+  // The replica runs ahead of agents and units on the shared CPUs (control-plane/priority.ts): as
+  // root every one of its threads is at nice -5, read in /proc; agents and units keep the nice they
+  // were started with (this test's own).
+  const ours = os.getPriority(0);
+  const cpThreads = threadNices(c.cps[0].pid);
+  assert.ok(cpThreads.length > 1, `the replica's threads are in /proc/${c.cps[0].pid}/task`);
+  if (process.getuid?.() === 0) {
+    assert.deepEqual(
+      cpThreads.filter((x) => x.nice !== -5),
+      [],
+      'every thread of the replica is at nice -5',
+    );
+    assert.ok(
+      c.cps[0].output.some((l) => /priority: nice -5 on \d+ threads/.test(l)),
+      `the replica says so: ${c.cps[0].output.slice(0, 5).join(' | ')}`,
+    );
+  } else {
+    assert.ok(
+      c.cps[0].output.some((l) => l.includes('priority: stays at nice')),
+      'without the right to, the replica says it keeps its priority',
+    );
+  }
+  for (const a of c.agents.values()) assert.deepEqual(new Set(threadNices(a.pid).map((x) => x.nice)), new Set([ours]), `agent ${a.name} keeps nice ${ours}`);
+  for (const u of units) assert.equal(readStat(u.status.pid)?.nice, ours, `unit ${u.metadata.name} keeps nice ${ours}`);
 
   // scale to 5
   r = await c.api('PATCH', '/v1/deployments/web/scale', { replicas: 5 });

@@ -11,7 +11,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { decimal, flagIndexes, givenTwice, normalise, oneOf, parseCommandLine, port, UsageError, wholeNumber } from '../../shared/flags.ts';
+import { decimal, flagIndexes, givenTwice, normalise, oneOf, parseCommandLine, port, signedInteger, UsageError, wholeNumber } from '../../shared/flags.ts';
 
 const OPTIONS = {
   output: { type: 'string', short: 'o' },
@@ -116,6 +116,10 @@ describe('typed values', () => {
     assert.equal(wholeNumber('42'), 42);
     for (const bad of ['', ' 4', '4.0', '1e3', '0x10', '-1', '+1', '99999999999999999999']) assert.equal(wholeNumber(bad), undefined, bad);
     assert.equal(wholeNumber('5', 1, 4), undefined);
+    assert.equal(signedInteger('-5'), -5);
+    assert.equal(signedInteger('0'), 0);
+    assert.equal(signedInteger('19', -20, 19), 19);
+    for (const bad of ['', '- 5', '+5', '-', '--5', '5.0', '-1e1', '0x10', '20']) assert.equal(signedInteger(bad, -20, 19), undefined, bad);
     assert.equal(decimal('0.5'), 0.5);
     assert.equal(decimal('.5'), undefined);
     assert.equal(decimal('5', 0, 4), undefined);
