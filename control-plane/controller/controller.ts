@@ -307,8 +307,16 @@ export class Controller {
    * deadline) have their own wake-up (wakeUpAt). A pass over 20,000 units
    * costs 0.2-0.4 s of the leader, which every second was a third of a core
    * with nothing to do.
+   *
+   * A tick while a sweep is under way (or asked for) is skipped too: that
+   * sweep visits every deployment anyway. A sweep is several passes, each
+   * spaced by its cost (PASS_COST_SPACING); at 50,000 units one took ~3 s,
+   * so every tick during it had asked for the next, the loop was never found
+   * idle, and the leader swept without pause (a fifth of a core, the fleet
+   * bench's profile of its steady state).
    */
   private resyncTick(): void {
+    if (this.sweep !== null || this.sweepAsked) return;
     const idle = this.idleAfter;
     if (idle !== null && idle.changes === this.changes && idle.agents === this.deps.registry.agentStarts && this.idleSkips < IDLE_RESYNCS_SKIPPED) {
       this.idleSkips++;

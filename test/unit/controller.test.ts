@@ -271,6 +271,35 @@ test("a unit made Pending before its node's agent restarted, and bound after: an
   h.controller.stop();
 });
 
+test('a sweep longer than the resync interval is not started over by the ticks during it: an idle loop goes quiet', async () => {
+  // One deployment of one unit costs a pass its budget of 2: a sweep of 120 such deployments is 120
+  // passes, at least MIN_PASS_SPACING_MS apart, so it lasts longer than the 1 s resync interval.
+  const h = setup(2);
+  h.controller.start();
+  for (let i = 0; i < 120; i++) {
+    const { manifest, unitSpec } = validateManifest({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: `d${i}` },
+      spec: { replicas: 1, template: { spec: { containers: [{ name: 'c', command: ['sleep', '3600'], resources: { requests: { cpu: '10m', memory: '4Mi' } } }] } } },
+    });
+    await h.store.propose({ type: 'deployment.apply', at: Math.floor(h.clock.now()), uid: `u-d${i}`, manifest, unitSpec, specHash: unitSpecHash(unitSpec) });
+  }
+  await h.advance(3000);
+  const sp = spawns(h.sent);
+  assert.equal(sp.length, 120, 'every deployment got its unit');
+  for (const s of sp) h.running(s.node, s.cmd);
+  await h.advance(6000); // the reports' passes, the status writes, a sweep that finds the loop idle
+  const before = h.passes.length;
+  await h.advance(20000);
+  const swept = h.passes.length - before;
+  // Idle: at most the sweep under way and the one each 10th tick asks for (121 passes each). Swept
+  // without pause it would be ~2,000 (every tick during a sweep asked for the next).
+  assert.ok(swept <= 2 * 121, `an idle loop sweeps at most every 10th resync tick: ${swept} passes in 20 s`);
+  assert.ok(swept >= 121, `the safety-net sweep still runs: ${swept} passes in 20 s`);
+  h.controller.stop();
+});
+
 test('an idle loop skips its resync passes but every 10th; a report, or an agent process restarting, brings passes back', async () => {
   const h = setup();
   h.controller.start();
