@@ -246,30 +246,32 @@ function emptyDiff(deployment: string, desired: number, deleted: boolean): Deplo
   };
 }
 
-/** One pass: the plan that moves observed toward desired. Deterministic for the same input. */
 /**
- * Every Ready node's reports a pass reads: in a scoped pass with an index
- * (input.reportsOf), only its scope's (and, `withUnnamed`, those naming no
- * deployment, which any binding may explain); else all of them.
+ * Every Ready node's reports a pass reads, gathered once for its steps: in a
+ * scoped pass with an index (input.reportsOf), only its scope's and those
+ * naming no deployment (which any binding may explain); else all of them.
  */
-function* readyReports(input: ReconcileInput, withUnnamed: boolean): Generator<{ node: ObservedNode; report: UnitReport }> {
+function readyReports(input: ReconcileInput): Array<{ node: ObservedNode; report: UnitReport }> {
   const { nodes, scope, reportsOf } = input;
+  const out: Array<{ node: ObservedNode; report: UnitReport }> = [];
   if (scope === undefined || reportsOf === undefined) {
     for (const node of nodes.values()) {
       if (!node.ready) continue;
-      for (const report of node.units.values()) yield { node, report };
+      for (const report of node.units.values()) out.push({ node, report });
     }
-    return;
+    return out;
   }
-  const keys = new Set(scope);
-  if (withUnnamed) keys.add('');
-  for (const d of keys) {
-    for (const seen of reportsOf(d)) {
-      const node = nodes.get(seen.node.name);
-      if (node?.ready && node.units.get(seen.report.name) === seen.report) yield { node, report: seen.report };
-    }
-  }
+  const visit = (seen: { name: string }, report: UnitReport): void => {
+    const node = nodes.get(seen.name);
+    // The very record `nodes` holds (the controller passes the registry's own) read it from its map already.
+    if (node?.ready && (node === seen || node.units.get(report.name) === report)) out.push({ node, report });
+  };
+  for (const d of scope) if (d !== '') reportsOf(d, visit);
+  reportsOf('', visit);
+  return out;
 }
+
+/** One pass: the plan that moves observed toward desired. Deterministic for the same input. */
 
 export function reconcile(input: ReconcileInput): Plan {
   checkInput(input);
@@ -326,8 +328,9 @@ export function reconcile(input: ReconcileInput): Plan {
     stopping.set(deployment, list);
   };
   const scope = input.scope;
+  const seenReports = readyReports(input);
   // Units a Ready node runs that no binding wants here: stopping processes.
-  for (const { node, report } of readyReports(input, false)) {
+  for (const { node, report } of seenReports) {
     if (scope !== undefined && !scope.has(report.deployment)) continue;
     const b = bindings.get(report.name);
     if (b && b.nodeName === node.name) continue;
@@ -583,7 +586,7 @@ export function reconcile(input: ReconcileInput): Plan {
   // nodes that have some, not every unit of every node every pass. In a scoped pass, other deployments'
   // reports are not looked at (their bindings are not in `bindings`).
   const strayNodes = new Map<string, { node: ObservedNode; unbound: UnitReport[] }>();
-  for (const { node, report } of readyReports(input, true)) {
+  for (const { node, report } of seenReports) {
     if (scope !== undefined && report.deployment && !scope.has(report.deployment)) continue;
     if (bindings.get(report.name)?.nodeName === node.name) continue;
     const on = strayNodes.get(node.name);

@@ -119,7 +119,7 @@ export interface ReconcileInput {
    * its scope's reports and not every report of every node. Each must be
    * the very report `nodes` holds. Absent: every Ready node's are walked.
    */
-  reportsOf?: (deployment: string) => Iterable<{ node: { name: string }; report: UnitReport }>;
+  reportsOf?: (deployment: string, visit: (node: { name: string }, report: UnitReport) => void) => void;
 }
 
 /** The scope name of a unit report that names no deployment and has no binding. */

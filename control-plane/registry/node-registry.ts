@@ -229,17 +229,22 @@ export class NodeRegistry {
     return report === undefined ? undefined : { node, report };
   }
 
-  /** Every (node, report) naming `deployment` ('' for reports that name none), in no particular order. */
-  *reportsOf(deployment: string): Generator<{ node: ObservedNodeState; report: UnitReport }> {
+  /**
+   * Every (node, report) naming `deployment` ('' for reports that name
+   * none), in no particular order, each handed to `visit`: a callback, not a
+   * generator, since a pass over 4,000 units calls it for each (the
+   * generator's steps were the largest part of a 50,000-unit sweep).
+   */
+  reportsOf(deployment: string, visit: (node: ObservedNodeState, report: UnitReport) => void): void {
     const units = this.byDeployment.get(deployment);
     if (units === undefined) return;
-    for (const [name, nodes] of units) {
-      for (const nodeName of nodes) {
-        const node = this.nodes.get(nodeName);
+    units.forEach((nodes, name) => {
+      for (let i = 0; i < nodes.length; i++) {
+        const node = this.nodes.get(nodes[i]);
         const report = node?.units.get(name);
-        if (node && report) yield { node, report };
+        if (node && report) visit(node, report);
       }
-    }
+    });
   }
 
   /** The deployments some report names (not ''). */

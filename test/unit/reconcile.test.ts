@@ -418,7 +418,7 @@ test('A pass scoped to some deployments (a bounded pass of a big cluster) decide
           scope: new Set([d]),
         };
         const scoped = reconcile(scopedInput);
-        const indexed = reconcile({ ...scopedInput, reportsOf: (x) => byDeployment.get(x) ?? [] });
+        const indexed = reconcile({ ...scopedInput, reportsOf: (x, visit) => (byDeployment.get(x) ?? []).forEach((s) => visit(s.node, s.report)) });
         assert.deepEqual(indexed, scoped, `${where}: ${d}: reading the reports from the index decides the same`);
         for (const a of scoped.actions) fromScopes.push(key(a));
         assert.deepEqual(

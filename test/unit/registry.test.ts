@@ -139,9 +139,10 @@ test("reportsOf and reportedDeployments match every node's reports through 2,000
     const want = new Map<string, string[]>();
     for (const n of r.nodes.values()) for (const rep of n.units.values()) want.set(rep.deployment, [...(want.get(rep.deployment) ?? []), `${n.name}/${rep.name}/${rep.phase}`]);
     for (const d of deployments) {
-      const got = [...r.reportsOf(d)].map(({ node: n, report: rep }) => {
+      const got: string[] = [];
+      r.reportsOf(d, (n, rep) => {
         assert.equal(r.nodes.get(n.name)!.units.get(rep.name), rep, 'the very report the node holds');
-        return `${n.name}/${rep.name}/${rep.phase}`;
+        got.push(`${n.name}/${rep.name}/${rep.phase}`);
       });
       assert.deepEqual(got.sort(), (want.get(d) ?? []).sort(), `step ${step}: reports naming '${d}'`);
     }
