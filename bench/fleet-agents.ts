@@ -73,6 +73,7 @@ class SimAgent {
   welcomed = new Set<string>();
   lastBeatAt = 0;
   private beats = 0;
+  private statsAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     readonly info: NodeInfo,
@@ -114,13 +115,12 @@ class SimAgent {
   beat(now: number): number {
     const gap = this.lastBeatAt === 0 ? 0 : now - this.lastBeatAt;
     this.lastBeatAt = now;
-    this.broadcast(this.core.heartbeat(Date.now()));
+    // As node-agent/main.ts: the figures ride on one heartbeat every STATS_INTERVAL_MS, the first included.
+    const withStats = now - this.statsAt >= STATS_INTERVAL_MS;
+    if (withStats) this.statsAt = now;
+    this.broadcast(this.core.heartbeat(Date.now(), withStats ? this.figures.stats(this.units.values()) : undefined));
     if (this.beats++ % PING_EVERY_HEARTBEATS === 0) for (const l of this.links) l.ping(); // as node-agent/main.ts
     return gap;
-  }
-
-  stats(): void {
-    this.broadcast(this.figures.stats(this.units.values()));
   }
 
   private report(u: UnitReport): void {
@@ -282,13 +282,8 @@ async function main(): Promise<void> {
 
   // The heartbeat wheel: agent k beats when (t mod interval) crosses its phase.
   const slots = Math.max(1, Math.round(heartbeatMs / TICK_MS));
-  const statsSlots = Math.max(1, Math.round(STATS_INTERVAL_MS / TICK_MS));
   const bySlot: SimAgent[][] = Array.from({ length: slots }, () => []);
-  const statsBySlot: SimAgent[][] = Array.from({ length: statsSlots }, () => []);
-  agents.forEach((a, k) => {
-    bySlot[Math.floor((k * slots) / agents.length)].push(a);
-    statsBySlot[(Math.floor((k * statsSlots) / agents.length) + Math.floor(statsSlots / 2)) % statsSlots].push(a);
-  });
+  agents.forEach((a, k) => bySlot[Math.floor((k * slots) / agents.length)].push(a));
   let maxGap = 0;
   let tick = 0;
   const t0 = performance.now();
@@ -301,7 +296,6 @@ async function main(): Promise<void> {
         const gap = a.beat(now);
         if (gap > maxGap) maxGap = gap;
       }
-      for (const a of statsBySlot[tick % statsSlots]) a.stats();
     }
   };
   const wheelTimer = setInterval(wheel, TICK_MS);

@@ -16,7 +16,7 @@ import { WebSocketServer, type RawData } from 'ws';
 import type { Clock, ClockTimer } from '../shared/clock.ts';
 import { systemClock } from '../shared/system-clock.ts';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
-import { MAX_FRAME_BYTES, type AgentStatsMessage, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
+import { MAX_FRAME_BYTES, type AgentStats, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
 import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 import { AgentOutbox } from './agent-outbox.ts';
@@ -49,7 +49,7 @@ export interface AgentServerDeps {
   /** An agent said hello on this replica (the leader sends it the Service table). */
   onHello?: (node: string) => void;
   /** An agent's figures (spawn latency, round trips, probes), for /metrics. */
-  onStats?: (node: string, stats: AgentStatsMessage) => void;
+  onStats?: (node: string, stats: AgentStats) => void;
   /** The hello timer's clock. Default: the system clock. */
   clock?: Clock;
 }
@@ -141,9 +141,9 @@ export class AgentServer {
           return;
         }
         case 'heartbeat':
-          return this.deps.registry.heartbeat(node!, now);
-        case 'stats':
-          return this.deps.onStats?.(node!, msg);
+          this.deps.registry.heartbeat(node!, now);
+          if (msg.stats) this.deps.onStats?.(node!, msg.stats);
+          return;
         case 'unit-status':
           return this.deps.registry.unitStatus(node!, msg.unit);
         case 'unit-gone':

@@ -18,7 +18,7 @@
 // idempotent by unit name anyway, so forgetting an old id is harmless.
 
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
-import type { Command, CommandRefusedMessage, HeartbeatMessage, HelloMessage, UnitGoneMessage, UnitStatusMessage } from '../shared/protocol/messages.ts';
+import type { AgentStats, Command, CommandRefusedMessage, HeartbeatMessage, HelloMessage, UnitGoneMessage, UnitStatusMessage } from '../shared/protocol/messages.ts';
 
 /** How many recent command ids the agent remembers for dedupe. */
 export const MAX_REMEMBERED_COMMAND_IDS = 4096;
@@ -95,10 +95,12 @@ export class AgentCore {
     return { v: 1, type: 'hello', node: this.node, agentPid: this.agentPid, units, highestTerm: this.term };
   }
 
-  /** The next heartbeat; seq grows by one per call, across all replicas. */
-  heartbeat(nowMs: number): HeartbeatMessage {
+  /** The next heartbeat, with the agent's figures when given; seq grows by one per call, across all replicas. */
+  heartbeat(nowMs: number, stats?: AgentStats): HeartbeatMessage {
     this.heartbeatSeq += 1;
-    return { v: 1, type: 'heartbeat', seq: this.heartbeatSeq, sentAt: nowMs };
+    const msg: HeartbeatMessage = { v: 1, type: 'heartbeat', seq: this.heartbeatSeq, sentAt: nowMs };
+    if (stats) msg.stats = stats;
+    return msg;
   }
 
   unitStatus(unit: UnitReport): UnitStatusMessage {

@@ -1,21 +1,21 @@
 // node-agent/agent-figures.ts -- the agent's own figures for /metrics: spawn
 // latency, heartbeat round trip to each replica, probe results, units by
-// phase. The agent does not serve them itself: main.ts sends `stats()` to
-// every replica every STATS_INTERVAL_MS and each replica shows them on its
-// /metrics labelled by node (docs/metrics.md says why). Constant size: fixed
+// phase. The agent does not serve them itself: main.ts puts `stats()` on a
+// heartbeat to every replica every STATS_INTERVAL_MS and each replica shows
+// them on its /metrics labelled by node (docs/metrics.md says why). Constant size: fixed
 // histogram bounds, one entry per replica and per probe kind and result,
 // and at most MAX_PENDING_SPAWNS spawns being timed at once. Pure: no I/O,
 // no clock (times come in as data).
 
 import { copyHistogram, emptyHistogram, observe, type HistogramCounts } from '../shared/histogram.ts';
-import type { AgentStatsMessage } from '../shared/protocol/messages.ts';
+import type { AgentStats } from '../shared/protocol/messages.ts';
 import { MAX_STATS_REPLICAS } from '../shared/protocol/validate.ts';
 import type { UnitReport } from '../shared/model.ts';
 
 /** Spawns timed at once; beyond this the oldest is dropped (it is not counted). */
 export const MAX_PENDING_SPAWNS = 4096;
 
-type ProbeKind = AgentStatsMessage['probes'][number]['probe'];
+type ProbeKind = AgentStats['probes'][number]['probe'];
 const PHASES = ['Pending', 'Running', 'Terminating', 'Succeeded', 'Failed'] as const;
 
 export class AgentFigures {
@@ -72,13 +72,11 @@ export class AgentFigures {
     return this.pending.size;
   }
 
-  /** The stats frame: everything counted so far, and the units held now. */
-  stats(units: Iterable<Pick<UnitReport, 'phase'>>): AgentStatsMessage {
+  /** The figures a heartbeat carries: everything counted so far, and the units held now. */
+  stats(units: Iterable<Pick<UnitReport, 'phase'>>): AgentStats {
     const byPhase = new Map<string, number>(PHASES.map((p) => [p, 0]));
     for (const u of units) byPhase.set(u.phase, (byPhase.get(u.phase) ?? 0) + 1);
     return {
-      v: 1,
-      type: 'stats',
       spawnSeconds: copyHistogram(this.spawn),
       heartbeatRtt: [...this.rtt].slice(0, MAX_STATS_REPLICAS).map(([replica, r]) => ({ replica, seconds: copyHistogram(r.seconds), lastSeconds: r.lastSeconds })),
       probes: [...this.probes.values()].map((p) => ({ ...p })),

@@ -309,13 +309,15 @@ function main(): void {
   }
 
   let beats = 0;
+  // The figures ride on the first heartbeat and then on one every STATS_INTERVAL_MS (no frame of their own).
+  let statsAt = Number.NEGATIVE_INFINITY;
   const heartbeatTimer = setInterval(() => {
-    const msg = core.heartbeat(Date.now());
-    broadcast(msg);
+    const now = Date.now();
+    const withStats = now - statsAt >= STATS_INTERVAL_MS;
+    if (withStats) statsAt = now;
+    broadcast(core.heartbeat(now, withStats ? figures.stats(supervisor.list()) : undefined));
     if (beats++ % PING_EVERY_HEARTBEATS === 0) for (const link of links) link.ping();
   }, config.heartbeatIntervalMs);
-  const statsTimer = setInterval(() => broadcast(figures.stats(supervisor.list())), STATS_INTERVAL_MS);
-  statsTimer.unref();
 
   async function shutdown(signal: string): Promise<void> {
     if (shuttingDown) {
@@ -334,7 +336,6 @@ function main(): void {
     cgroups.removeParents();
     supervisor.releaseGuard();
     clearInterval(heartbeatTimer);
-    clearInterval(statsTimer);
     await Promise.all(links.map((l) => l.stop()));
     log('stopped');
     process.exit(0);

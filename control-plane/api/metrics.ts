@@ -23,7 +23,7 @@
 import type http from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { AGENT_SECONDS_BUCKETS, type HistogramCounts } from '../../shared/histogram.ts';
-import type { AgentStatsMessage } from '../../shared/protocol/messages.ts';
+import type { AgentStats } from '../../shared/protocol/messages.ts';
 import type { ControllerObserver } from '../controller/controller.ts';
 import type { ProposalOutcome, RaftStoreObserver } from '../store/raft-store.ts';
 import { isDashboardPath } from './dashboard.ts';
@@ -116,7 +116,7 @@ function histogramRows(name: string, labels: Record<string, string>, h: Histogra
   return rows;
 }
 
-/** One replica's metrics: prom-client's registry, fed by the API server, the Raft shell, the controller and the agents' stats frames. */
+/** One replica's metrics: prom-client's registry, fed by the API server, the Raft shell, the controller and the figures agents send on their heartbeats. */
 export class ReplicaMetrics {
   readonly registry = new Registry();
   /** Hand to RaftStore.open({ observer }). */
@@ -125,7 +125,7 @@ export class ReplicaMetrics {
   readonly controllerObserver: ControllerObserver;
   private readonly requests: Counter<'method' | 'route' | 'code'>;
   private readonly durations: Histogram<'method' | 'route'>;
-  private readonly agents = new Map<string, { stats: AgentStatsMessage; at: number }>();
+  private readonly agents = new Map<string, { stats: AgentStats; at: number }>();
   private readonly now: () => number;
   private readonly source: () => ViewSource;
   /** The families that grow with the cluster, rendered in slices by exposition.ts (`figures`: this scrape's counts). */
@@ -366,9 +366,9 @@ export class ReplicaMetrics {
     perDeployment('mo_deployment_replicas_available', `A deployment's available units${scope}.`, 'available');
     perDeployment('mo_deployment_replicas_updated', `A deployment's units of its current revision${scope}.`, 'updated');
 
-    // ---- the agents' own figures (stats frames), per node connected here
-    const agentHelp = " (the agent's own figure, from its stats frame to this replica, every second)";
-    const family = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', rows: (node: string, s: AgentStatsMessage, at: number) => ValueRow[]) => {
+    // ---- the agents' own figures (on a heartbeat every STATS_INTERVAL_MS), per node connected here
+    const agentHelp = " (the agent's own figure, sent to this replica on a heartbeat every 5 s)";
+    const family = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', rows: (node: string, s: AgentStats, at: number) => ValueRow[]) => {
       const agents = this.liveAgents.bind(this);
       this.scraped.push(() => ({
         name,
@@ -398,15 +398,15 @@ export class ReplicaMetrics {
       (node, s) => s.probes.map((p) => ({ labels: { node, probe: p.probe, result: p.result }, value: p.count })),
     );
     family('mo_agent_units', `Units the agent holds, by phase${agentHelp}.`, 'gauge', (node, s) => s.units.map((u) => ({ labels: { node, phase: u.phase }, value: u.count })));
-    family('mo_agent_stats_age_seconds', "Seconds since this replica received the agent's last stats frame (at most about 5 when all is well).", 'gauge', (node, _s, at) => [
+    family('mo_agent_stats_age_seconds', "Seconds since this replica received the agent's last figures (at most about 5 when all is well).", 'gauge', (node, _s, at) => [
       { labels: { node }, value: Math.max(0, (this.now() - at) / 1000) },
     ]);
   }
 
   /** Agents whose figures are shown: those connected to this replica now. */
-  private liveAgents(): Array<[string, { stats: AgentStatsMessage; at: number }]> {
+  private liveAgents(): Array<[string, { stats: AgentStats; at: number }]> {
     const connected = this.deps.agentConnected;
-    const out: Array<[string, { stats: AgentStatsMessage; at: number }]> = [];
+    const out: Array<[string, { stats: AgentStats; at: number }]> = [];
     for (const [node, a] of this.agents) {
       if (connected && !connected(node)) this.agents.delete(node);
       else out.push([node, a]);
@@ -414,8 +414,8 @@ export class ReplicaMetrics {
     return out.sort((a, b) => (a[0] < b[0] ? -1 : 1));
   }
 
-  /** An agent's stats frame (AgentServer onStats); the last one per node is kept. */
-  agentStats(node: string, stats: AgentStatsMessage): void {
+  /** An agent's figures (a heartbeat carries them: AgentServer onStats); the last ones per node are kept. */
+  agentStats(node: string, stats: AgentStats): void {
     this.agents.set(node, { stats, at: this.now() });
   }
 

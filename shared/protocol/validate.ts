@@ -22,7 +22,7 @@ import { type Validator, array, boolean, describe, expected, fail, integer, isPl
 import {
   PROTOCOL_VERSION,
   type AgentMessage,
-  type AgentStatsMessage,
+  type AgentStats,
   type CommandRefusedMessage,
   type ControlPlaneMessage,
   type ForgetCommand,
@@ -273,6 +273,14 @@ const histogramCounts: Validator<HistogramCounts> = (value, path) => {
   return null;
 };
 
+/** The figures a heartbeat carries every STATS_INTERVAL_MS. */
+const agentStats = object<AgentStats>({
+  spawnSeconds: histogramCounts,
+  heartbeatRtt: array(object<AgentStats['heartbeatRtt'][number]>({ replica: id, seconds: histogramCounts, lastSeconds: nonNegative }), MAX_STATS_REPLICAS),
+  probes: array(object<AgentStats['probes'][number]>({ probe: oneOf(['startup', 'readiness', 'liveness'] as const), result: oneOf(['success', 'failure'] as const), count }), 6),
+  units: array(object<AgentStats['units'][number]>({ phase: oneOf(['Pending', 'Running', 'Terminating', 'Succeeded', 'Failed'] as const), count }), 5),
+});
+
 // ---- the messages ---------------------------------------------------------
 
 const v = literal(PROTOCOL_VERSION as 1);
@@ -286,18 +294,7 @@ const agentSchemas: { [K in AgentMessage['type']]: Validator<Extract<AgentMessag
     units: array(unitReport, MAX_UNITS_PER_HELLO),
     highestTerm: term,
   }),
-  heartbeat: object<HeartbeatMessage>({ v, type: literal('heartbeat'), seq: count, sentAt: timestampMs }),
-  stats: object<AgentStatsMessage>({
-    v,
-    type: literal('stats'),
-    spawnSeconds: histogramCounts,
-    heartbeatRtt: array(object<AgentStatsMessage['heartbeatRtt'][number]>({ replica: id, seconds: histogramCounts, lastSeconds: nonNegative }), MAX_STATS_REPLICAS),
-    probes: array(
-      object<AgentStatsMessage['probes'][number]>({ probe: oneOf(['startup', 'readiness', 'liveness'] as const), result: oneOf(['success', 'failure'] as const), count }),
-      6,
-    ),
-    units: array(object<AgentStatsMessage['units'][number]>({ phase: oneOf(['Pending', 'Running', 'Terminating', 'Succeeded', 'Failed'] as const), count }), 5),
-  }),
+  heartbeat: object<HeartbeatMessage>({ v, type: literal('heartbeat'), seq: count, sentAt: timestampMs, stats: optional(agentStats) }),
   'unit-status': object<UnitStatusMessage>({ v, type: literal('unit-status'), unit: unitReport }),
   'unit-gone': object<UnitGoneMessage>({ v, type: literal('unit-gone'), name }),
   'command-refused': object<CommandRefusedMessage>({

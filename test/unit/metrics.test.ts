@@ -409,13 +409,14 @@ test('agent figures: counted by the agent, carried by the real codec, shown per 
   f.probe('readiness', true);
   f.probe('liveness', false);
   const stats = f.stats([{ phase: 'Running' }, { phase: 'Running' }, { phase: 'Failed' }]);
-  const decoded = decodeAgentMessage(encodeMessage(stats));
+  // They travel on a heartbeat.
+  const decoded = decodeAgentMessage(encodeMessage({ v: 1, type: 'heartbeat', seq: 7, sentAt: 1_700_000_000_000, stats }));
   assert.ok(decoded.ok, decoded.ok ? '' : decoded.error);
-  assert.equal(decoded.msg.type, 'stats');
+  assert.ok(decoded.msg.type === 'heartbeat' && decoded.msg.stats, 'a heartbeat with the figures');
 
   const connected = new Set(['node-a', 'node-b']);
   const m = metricsFor(new DesiredState(), { connected });
-  m.agentStats('node-a', decoded.msg as typeof stats);
+  m.agentStats('node-a', decoded.msg.stats);
   m.agentStats('node-b', new AgentFigures().stats([]));
   let { samples } = parseExposition(await m.text());
   assert.equal(value(samples, 'mo_agent_spawn_duration_seconds_count', { node: 'node-a' }), 1);
@@ -463,10 +464,11 @@ test('shared histogram: cumulative buckets; a negative or NaN value counts as 0'
   assert.equal(h.buckets.at(-1), 3, '20 s is above every bound: only in +Inf (count)');
 });
 
-test('malformed stats frames are refused with the field at fault', () => {
+test('malformed figures on a heartbeat are refused with the field at fault', () => {
   const good = new AgentFigures().stats([]);
-  const check = (msg: unknown) => decodeAgentMessage(encodeMessage(msg as typeof good));
+  const check = (stats: unknown) => decodeAgentMessage(encodeMessage({ v: 1, type: 'heartbeat', seq: 1, sentAt: 1_700_000_000_000, stats: stats as typeof good }));
   assert.equal(check(good).ok, true);
+  assert.equal(decodeAgentMessage(encodeMessage({ v: 1, type: 'heartbeat', seq: 2, sentAt: 1_700_000_000_000 })).ok, true, 'a heartbeat without figures');
   const bad: Array<[unknown, RegExp]> = [
     [{ ...good, spawnSeconds: { buckets: [1], count: 1, sum: 0 } }, /stats\.spawnSeconds\.buckets: expected \d+ counts/],
     [{ ...good, spawnSeconds: { buckets: AGENT_SECONDS_BUCKETS.map((_, i) => (i === 0 ? 2 : 1)), count: 2, sum: 0 } }, /stats\.spawnSeconds\.buckets\[1\]: cumulative/],
