@@ -4,18 +4,25 @@
 // agent's link (node-agent/control-plane-link.ts: connect, token, reconnect
 // with back-off, frame validation), its pure decision core
 // (node-agent/agent-core.ts: fencing by term, command dedupe, the frames),
-// its figures (node-agent/agent-figures.ts: the stats frame) and the shared
+// its figures (node-agent/agent-figures.ts, on a heartbeat) and the shared
 // msgpack codec. What is simulated is only the process work: a spawn makes
 // a unit that reports Pending and then Running (with a made-up pid) to every
 // replica, a terminate reports Terminating and then Succeeded, a forget
 // reports unit-gone, as node-agent/runtime/supervisor.ts would.
 //
-// Each agent heartbeats (with a WebSocket ping, as the real agent does) and
-// sends its stats frame once per interval, at its own phase of the
-// interval, so the fleet's frames are spread over time as real agents'
-// are. The worker reports to its parent (IPC) once a second: links open,
-// units held, commands, and how late its own timers ran (so a false
-// NotReady can be told apart from a simulator that fell behind).
+// Each agent heartbeats (with a WebSocket ping and, every STATS_INTERVAL_MS,
+// its figures, as the real agent does) at its own phase of the interval, so
+// the fleet's frames are spread over time as real agents' are. The worker
+// reports to its parent (IPC) once a second: links open, units held,
+// commands, and how late its own timers ran (so a false NotReady can be told
+// apart from a simulator that fell behind).
+//
+// The worker runs at the replicas' nice value (control-plane/priority.ts):
+// it stands for thousands of other machines, and at the default nice 0 the
+// replicas (at -5) were ahead of it on this machine's 2 cores; after a leader
+// failover, while every replica was busiest, hundreds of simulated agents'
+// heartbeats then came more than the NotReady timeout late (438 NotReady in
+// one run of npm run bench -- --only fleet).
 //
 //   node --import tsx bench/fleet-agents.ts --urls ws://..,ws://.. --token T
 //        --first 0 --count 2500 [--heartbeat-ms 1000] [--cpu 8000 --memory 16384]
@@ -27,6 +34,7 @@ import { ControlPlaneLink } from '../node-agent/control-plane-link.ts';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
 import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS, type AgentMessage, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import { parseCommandLine, wholeNumber } from '../shared/flags.ts';
+import { DEFAULT_REPLICA_NICE, setOwnPriority } from '../control-plane/priority.ts';
 
 /** What the worker tells its parent once a second. */
 export interface FleetWorkerReport {
@@ -242,6 +250,7 @@ async function main(): Promise<void> {
     process.stderr.write(`fleet-agents: ${msg}\n`);
     process.exit(2);
   };
+  setOwnPriority(DEFAULT_REPLICA_NICE); // as the replicas (see the header); refused without root, like theirs
   let values;
   try {
     ({ values } = parseCommandLine(process.argv.slice(2), {
