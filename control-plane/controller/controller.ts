@@ -738,22 +738,13 @@ export class Controller {
   }
 
   /** The scheduler's view: registered nodes (desired), their liveness
-   *  (observed), and the requests of every bound unit. O(nodes + units),
-   *  once per pass; each placement after that is O(nodes). */
+   *  (observed), and the requests bound to each (the store's index). O(nodes)
+   *  once per pass; a deployment's spread counts are read from its own units
+   *  when a placement first asks for them; each placement is O(nodes). */
   private snapshot(): ClusterSnapshot {
     const { state } = this.deps.store;
     const now = this.deps.now();
     const nodes: NodeState[] = [];
-    const alloc = new Map<string, { cpu: number; memory: number }>();
-    const placed: Array<{ deployment: string; node: string }> = [];
-    for (const u of state.units.values()) {
-      if (!u.nodeName) continue;
-      const a = alloc.get(u.nodeName) ?? { cpu: 0, memory: 0 };
-      a.cpu += u.spec.resources.cpu;
-      a.memory += u.spec.resources.memory;
-      alloc.set(u.nodeName, a);
-      placed.push({ deployment: u.deployment, node: u.nodeName });
-    }
     for (const rec of state.nodes.values()) {
       const obs = this.deps.registry.nodes.get(rec.info.name);
       const ready = obs?.ready ?? false;
@@ -763,13 +754,15 @@ export class Controller {
         notReadyReason: ready ? undefined : obs ? `no heartbeat for ${((now - obs.lastHeartbeatMs) / 1000).toFixed(1)}s` : 'agent never connected to this replica',
         unschedulable: rec.unschedulable,
         capacity: rec.info.capacity,
-        allocated: alloc.get(rec.info.name) ?? { cpu: 0, memory: 0 },
+        allocated: state.requestsOn(rec.info.name),
         taints: rec.info.taints,
         labels: rec.info.labels,
       });
     }
     nodes.sort((a, b) => (a.name < b.name ? -1 : 1));
-    return new ClusterSnapshot(nodes, placed);
+    return new ClusterSnapshot(nodes, function* (deployment) {
+      for (const u of state.unitsOf(deployment)?.values() ?? []) if (u.nodeName) yield u.nodeName;
+    });
   }
 
   private record(d: SchedulingDecision, now: number): SchedulingRecord {

@@ -170,6 +170,8 @@ export class DesiredState {
   readonly units = new Map<string, UnitRecord>();
   /** The same units by deployment (an index kept with `units`: a reconcile pass reads one deployment's without a walk over all). */
   private readonly unitsByDeployment = new Map<string, Map<string, UnitRecord>>();
+  /** The requests of the units bound to each node, kept as units come, go and are bound (requestsOn). */
+  private readonly requestsByNode = new Map<string, { cpu: number; memory: number }>();
   readonly nodes = new Map<string, NodeRecord>();
   readonly counters = new Map<string, number>();
   readonly services = new Map<string, ServiceRecord>();
@@ -427,6 +429,7 @@ export class DesiredState {
         if (!u) return { ok: false, code: 404, error: `units "${cmd.name}" not found` };
         if (u.nodeName !== null) return { ok: false, code: 409, error: `unit ${cmd.name} is already bound to ${u.nodeName}` };
         u.nodeName = cmd.nodeName;
+        this.addRequests(u, +1);
         u.scheduling = cmd.scheduling;
         u.resourceVersion = index;
         this.changed('unit', cmd.name);
@@ -451,7 +454,10 @@ export class DesiredState {
   }
 
   private setUnit(u: UnitRecord): void {
+    const before = this.units.get(u.name);
+    if (before) this.addRequests(before, -1);
     this.units.set(u.name, u);
+    this.addRequests(u, +1);
     let of = this.unitsByDeployment.get(u.deployment);
     if (!of) this.unitsByDeployment.set(u.deployment, (of = new Map()));
     of.set(u.name, u);
@@ -460,6 +466,7 @@ export class DesiredState {
   private deleteUnit(name: string): boolean {
     const u = this.units.get(name);
     if (!u) return false;
+    this.addRequests(u, -1);
     this.units.delete(name);
     const of = this.unitsByDeployment.get(u.deployment);
     of?.delete(name);
@@ -483,6 +490,7 @@ export class DesiredState {
     this.deployments.clear();
     this.units.clear();
     this.unitsByDeployment.clear();
+    this.requestsByNode.clear();
     this.nodes.clear();
     this.counters.clear();
     for (const d of s.deployments) this.deployments.set(d.name, unshareRevisions(upgradeDeployment(d)));
@@ -529,7 +537,27 @@ export class DesiredState {
     d.revisions = d.revisions.filter((r) => r.revision === d.revision || keep.has(r.revision));
   }
 
-  /** Sum of requests bound to each node (capacity invariant, scheduling). */
+  /**
+   * The requests of the units bound to `node`, from the index kept as units
+   * come, go and are bound: O(1), where the scan below is O(units) (the
+   * scheduler's snapshot asked it for every node at every pass: 50-300 ms at
+   * 50,000 units). A copy.
+   */
+  requestsOn(node: string): { cpu: number; memory: number } {
+    const r = this.requestsByNode.get(node);
+    return r ? { cpu: r.cpu, memory: r.memory } : { cpu: 0, memory: 0 };
+  }
+
+  private addRequests(u: UnitRecord, sign: 1 | -1): void {
+    if (u.nodeName === null) return;
+    let r = this.requestsByNode.get(u.nodeName);
+    if (!r) this.requestsByNode.set(u.nodeName, (r = { cpu: 0, memory: 0 }));
+    r.cpu += sign * u.spec.resources.cpu;
+    r.memory += sign * u.spec.resources.memory;
+    if (r.cpu === 0 && r.memory === 0) this.requestsByNode.delete(u.nodeName);
+  }
+
+  /** Sum of requests bound to a node, by a scan of every unit: what checkers compare requestsOn (and capacity) against. */
   allocatedOn(node: string): { cpu: number; memory: number } {
     let cpu = 0;
     let memory = 0;

@@ -95,6 +95,37 @@ test("each deployment's units (the index a bounded reconcile pass reads) are exa
   assert.equal(r.unitsOf('gone'), undefined);
 });
 
+test("each node's bound requests (the index the scheduler's snapshot reads) equal a scan of every unit, through 1,500 random creates, binds, deletes and restores", () => {
+  const nodes = ['node-a', 'node-b', 'node-c'];
+  let s = new DesiredState();
+  let index = 0;
+  for (const n of nodes) s.apply(++index, { type: 'node.register', at: NOW, node: { ...NODE, name: n } });
+  for (const d of ['web', 'api']) s.apply(++index, deployment(0, '3600', d));
+  let seed = 7;
+  const rand = (k: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) >>> 0) % k;
+  for (let step = 0; step < 1500; step++) {
+    const units = [...s.units.values()];
+    const op = rand(10);
+    if (op < 4 || units.length === 0) {
+      s.apply(++index, { type: 'unit.create', at: NOW, uid: `u${step}`, deployment: rand(2) ? 'web' : 'api', nodeName: rand(3) ? nodes[rand(3)] : null, scheduling: null });
+    } else if (op < 6) {
+      const unbound = units.filter((u) => u.nodeName === null);
+      if (unbound.length > 0) s.apply(++index, { type: 'unit.bind', at: NOW, name: unbound[rand(unbound.length)].name, nodeName: nodes[rand(3)], scheduling: null });
+    } else if (op < 9) {
+      s.apply(++index, { type: 'unit.delete', at: NOW, name: units[rand(units.length)].name, reason: 'surplus' });
+    } else {
+      const r = new DesiredState();
+      r.restore(structuredClone(s.snapshot()));
+      s = r;
+    }
+    for (const n of [...nodes, 'node-unknown']) assert.deepEqual(s.requestsOn(n), s.allocatedOn(n), `step ${step}: ${n}`);
+  }
+  assert.ok(
+    [...s.units.values()].some((u) => u.nodeName !== null),
+    'units were bound',
+  );
+});
+
 test('unit names come from a counter that is never reused, even across a delete and re-create', () => {
   const s = replay(LOG);
   assert.deepEqual([...s.units.keys()].sort(), ['web-1', 'web-2']);

@@ -546,6 +546,47 @@ describe('ClusterSnapshot', () => {
     assert.deepEqual(snap.get('node-b')?.allocated, { cpu: 2000, memory: 4000 });
   });
 
+  test('Spread counts seeded lazily, one deployment when first used, equal counts seeded up front, through seeded random placements.', () => {
+    for (let seed = 1; seed <= 10; seed++) {
+      const random = prng(seed);
+      const names = Array.from({ length: 40 }, (_, i) => `n${String(i).padStart(2, '0')}`);
+      const units = Array.from({ length: 300 }, () => ({ deployment: `d${Math.floor(random() * 6)}`, node: names[Math.floor(random() * names.length)] }));
+      const nodes = names.map((n) => node(n, { capacity: { cpu: 64000, memory: 65536 } }));
+      const eager = new ClusterSnapshot(nodes, units);
+      const asked: string[] = [];
+      const lazy = new ClusterSnapshot(nodes, (d) => {
+        asked.push(d);
+        return units.filter((u) => u.deployment === d).map((u) => u.node);
+      });
+      const scheduler = new Scheduler();
+      for (let step = 0; step < 200; step++) {
+        const req = request({ deployment: `d${Math.floor(random() * 8)}`, resources: { cpu: 100, memory: 64 } });
+        const a = scheduler.schedule(req, eager);
+        const b = scheduler.schedule(req, lazy);
+        assert.equal(b.chosen, a.chosen, `seed ${seed} step ${step}: the same node`);
+        // A placement where the scheduler chose, or a unit of any deployment (perhaps one not read yet) added or removed anywhere.
+        const other = request({ deployment: `d${Math.floor(random() * 8)}`, resources: { cpu: 100, memory: 64 } });
+        const n = names[Math.floor(random() * names.length)];
+        const r = random();
+        if (r < 0.4 && a.chosen) {
+          eager.assume(a.chosen, req);
+          lazy.assume(a.chosen, req);
+        } else if (r < 0.7) {
+          eager.assume(n, other);
+          lazy.assume(n, other);
+        } else {
+          eager.forget(n, other);
+          lazy.forget(n, other);
+        }
+        const d = `d${Math.floor(random() * 8)}`;
+        assert.equal(lazy.total(d), eager.total(d), `seed ${seed} step ${step}: total of ${d}`);
+        assert.equal(lazy.maxOnOneNode(d), eager.maxOnOneNode(d));
+        assert.deepEqual(lazy.countsBySlot(d), eager.countsBySlot(d));
+      }
+      assert.equal(new Set(asked).size, asked.length, 'each deployment is asked for once');
+    }
+  });
+
   test('assume() on an unknown node throws a one-line error naming it.', () => {
     assert.throws(() => new ClusterSnapshot([]).assume('node-x', web), /assume: unknown node "node-x"/);
   });
