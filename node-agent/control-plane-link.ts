@@ -27,6 +27,21 @@ export const CLOSE_HANDSHAKE_WAIT_MS = 500;
 /** Unsent bytes allowed to pile up for a slow replica before the link is dropped (it gets full state in the next hello). */
 export const MAX_SEND_BUFFER_BYTES = 8 * 1024 * 1024;
 
+/**
+ * How a link waits before it reconnects; the defaults are the agent's. The
+ * fleet simulator (bench/fleet-agents.ts) waits longer and at random: its
+ * thousands of links in one process would otherwise all retry a dead replica
+ * at once, which a fleet of separate machines does not cost any one of them.
+ */
+export interface ReconnectPacing {
+  /** Pause after an established connection closed. */
+  afterCloseMs: () => number;
+  minDelayMs: number;
+  maxDelayMs: number;
+}
+
+export const AGENT_RECONNECT: ReconnectPacing = { afterCloseMs: () => RECONNECT_AFTER_CLOSE_MS, minDelayMs: MIN_RECONNECT_DELAY_MS, maxDelayMs: MAX_RECONNECT_DELAY_MS };
+
 /** Sockets this side closed for a protocol error (their close is already logged). */
 const refusedByUs = new WeakSet<WebSocket>();
 
@@ -54,7 +69,12 @@ export class ControlPlaneLink {
   /** When the unanswered ping() left (performance.now()), or null. */
   private pingSentAt: number | null = null;
 
-  constructor(url: string, token: string | null, handlers: LinkHandlers) {
+  constructor(
+    url: string,
+    token: string | null,
+    handlers: LinkHandlers,
+    private readonly pacing: ReconnectPacing = AGENT_RECONNECT,
+  ) {
     this.url = url;
     this.token = token;
     this.handlers = handlers;
@@ -138,15 +158,15 @@ export class ControlPlaneLink {
         session = await pRetry(() => this.connectOnce(), {
           forever: true,
           factor: 2,
-          minTimeout: MIN_RECONNECT_DELAY_MS,
-          maxTimeout: MAX_RECONNECT_DELAY_MS,
+          minTimeout: this.pacing.minDelayMs,
+          maxTimeout: this.pacing.maxDelayMs,
           randomize: true,
           signal: this.abort.signal,
           onFailedAttempt: (err) => {
             // One line per outage, not one per attempt.
             if (this.failingSince === null && !this.stopped) {
               this.failingSince = Date.now();
-              this.handlers.log(`cannot reach ${this.url}: ${err.message}; retrying (backoff up to ${MAX_RECONNECT_DELAY_MS}ms)`);
+              this.handlers.log(`cannot reach ${this.url}: ${err.message}; retrying (backoff up to ${this.pacing.maxDelayMs}ms)`);
             }
           },
         });
@@ -154,7 +174,7 @@ export class ControlPlaneLink {
         return; // aborted by stop()
       }
       await session.closed;
-      if (!this.stopped) await new Promise((r) => setTimeout(r, RECONNECT_AFTER_CLOSE_MS));
+      if (!this.stopped) await new Promise((r) => setTimeout(r, this.pacing.afterCloseMs()));
     }
   }
 
