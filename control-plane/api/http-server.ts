@@ -157,6 +157,11 @@ export class ApiServer {
       this.handle(req, res).catch((err) => this.fail(res, err));
     });
     this.server.on('clientError', (_err, socket) => socket.destroy());
+    // The view cache keeps each deployment's counts until a change touches them (view-cache.ts).
+    const state = deps.store.state;
+    state.onChange((kind, name) => this.views.storeChanged(kind, name, state));
+    deps.registry.onChange((c) => this.views.registryChanged(c, state));
+    this.views.track();
   }
 
   /** Watch streams open now (for /metrics). */
@@ -165,7 +170,8 @@ export class ApiServer {
   }
 
   private src(): ViewSource {
-    return { state: this.deps.store.state, observed: this.deps.registry.nodes, now: this.deps.now() };
+    const registry = this.deps.registry;
+    return { state: this.deps.store.state, observed: registry.nodes, now: this.deps.now(), reportsOf: (d, visit) => registry.reportsOf(d, visit) };
   }
 
   private fail(res: http.ServerResponse, err: unknown): void {

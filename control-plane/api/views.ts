@@ -28,6 +28,13 @@ export interface ViewSource {
   observed: Map<string, ObservedNodeState>;
   /** The clock reading (availability after minReadySeconds, back-off). Absent: Date.now(). */
   now?: number;
+  /**
+   * Every (node, report) naming a deployment, from an index (the registry's
+   * NodeRegistry.reportsOf), each the very report its node holds: one
+   * deployment's counts then read its own reports, not every report of every
+   * node. Absent: deploymentIndex walks them all.
+   */
+  reportsOf?: (deployment: string, visit: (node: ObservedNodeState, report: UnitReport) => void) => void;
 }
 
 /** Index observed unit reports by name once per render (O(units)). */
@@ -237,16 +244,10 @@ export interface DeploymentIndex {
  * GET /v1/deployments (fleet bench profiles).
  */
 export function deploymentIndex(src: ViewSource): DeploymentIndex {
-  // A name reported by more than one node: the last one read counts, as in observedUnitIndex.
-  const byName = new Map<string, { node: ObservedNodeState; report: UnitReport }>();
-  for (const node of src.observed.values()) {
-    for (const report of node.units.values()) {
-      if (src.state.units.get(report.name)?.deployment === report.deployment) byName.delete(report.name);
-      else byName.set(report.name, { node, report });
-    }
-  }
+  const byKey = new Map<string, { node: ObservedNodeState; report: UnitReport }>();
+  for (const node of src.observed.values()) for (const report of node.units.values()) keepUnbound(byKey, src, node, report);
   const unbound = new Map<string, Array<{ node: ObservedNodeState; report: UnitReport }>>();
-  for (const seen of byName.values()) {
+  for (const seen of byKey.values()) {
     const list = unbound.get(seen.report.deployment);
     if (list) list.push(seen);
     else unbound.set(seen.report.deployment, [seen]);
@@ -254,8 +255,34 @@ export function deploymentIndex(src: ViewSource): DeploymentIndex {
   return { unbound };
 }
 
-/** A deployment's unit counts as its status tells them (the reconcile loop counts the same way). */
-export function deploymentCounts(d: DeploymentRecord, src: ViewSource, di: DeploymentIndex = deploymentIndex(src)) {
+/**
+ * Into `byKey`, a report no unit record of its deployment explains, once per
+ * (deployment, unit name): of several nodes reporting one, the node whose
+ * name sorts last (an order that does not depend on how the reports are
+ * walked: deploymentIndex's walk and reportsOf's give the same).
+ */
+function keepUnbound(byKey: Map<string, { node: ObservedNodeState; report: UnitReport }>, src: ViewSource, node: ObservedNodeState, report: UnitReport): void {
+  if (src.state.units.get(report.name)?.deployment === report.deployment) return;
+  const key = `${report.deployment}\u0000${report.name}`;
+  const kept = byKey.get(key);
+  if (kept === undefined || kept.node.name < node.name) byKey.set(key, { node, report });
+}
+
+/** `d`'s reports that no unit record of it explains, from src.reportsOf (one deployment's reports), else from `di`. */
+function unboundOf(d: DeploymentRecord, src: ViewSource, di: DeploymentIndex | undefined): Iterable<{ node: ObservedNodeState; report: UnitReport }> {
+  if (di !== undefined || src.reportsOf === undefined) return (di ?? deploymentIndex(src)).unbound.get(d.name) ?? [];
+  const byKey = new Map<string, { node: ObservedNodeState; report: UnitReport }>();
+  src.reportsOf(d.name, (node, report) => keepUnbound(byKey, src, node, report));
+  return byKey.values();
+}
+
+/**
+ * A deployment's unit counts as its status tells them (the reconcile loop
+ * counts the same way). `di`: the index a rendering of many deployments
+ * shares; without it, `d`'s own reports from src.reportsOf (or a walk of
+ * all of them when there is no reportsOf).
+ */
+export function deploymentCounts(d: DeploymentRecord, src: ViewSource, di?: DeploymentIndex) {
   const now = src.now ?? Date.now();
   const minReadyMs = (d.manifest.spec.minReadySeconds ?? 0) * 1000;
   let replicas = 0;
@@ -286,7 +313,7 @@ export function deploymentCounts(d: DeploymentRecord, src: ViewSource, di: Deplo
       if ((report.readySince ?? report.startedAt ?? 0) + minReadyMs <= now) available++;
     }
   }
-  for (const seen of di.unbound.get(d.name) ?? []) {
+  for (const seen of unboundOf(d, src, di)) {
     if (!seen.node.ready) continue;
     const live = seen.report.phase === 'Running' || seen.report.phase === 'Pending' || seen.report.phase === 'Terminating';
     if (live && seen.report.specHash !== undefined && seen.report.specHash !== d.specHash) oldAlive++;
@@ -294,7 +321,7 @@ export function deploymentCounts(d: DeploymentRecord, src: ViewSource, di: Deplo
   return { replicas, updated, ready, available, backoff, oldAlive };
 }
 
-export function deploymentView(d: DeploymentRecord, src: ViewSource, di: DeploymentIndex = deploymentIndex(src)): DeploymentView {
+export function deploymentView(d: DeploymentRecord, src: ViewSource, di?: DeploymentIndex): DeploymentView {
   return deploymentViewOf(d, deploymentCounts(d, src, di));
 }
 

@@ -38,7 +38,8 @@ export type RegistryChange =
   | { type: 'node-not-ready'; node: string; silentForMs: number; why: string }
   | { type: 'node-registered'; node: string; info: NodeInfo }
   | { type: 'unit'; node: string; unit: UnitReport; previous: UnitReport | undefined }
-  | { type: 'unit-gone'; node: string; name: string };
+  /** `deployment`: the one the gone report named ('' for none). */
+  | { type: 'unit-gone'; node: string; name: string; deployment: string };
 
 /** A liveness check this late after the previous one means we stalled. */
 export const STALL_SKIP_MS = 250;
@@ -106,7 +107,7 @@ export class NodeRegistry {
         const gone = n.units.get(name)!;
         n.units.delete(name);
         this.unindex(gone, info.name);
-        this.emit({ type: 'unit-gone', node: info.name, name });
+        this.emit({ type: 'unit-gone', node: info.name, name, deployment: gone.deployment ?? '' });
       }
     }
     for (const u of units) this.unitStatus(info.name, u);
@@ -172,7 +173,7 @@ export class NodeRegistry {
     if (!n || !gone) return;
     n.units.delete(name);
     this.unindex(gone, node);
-    this.emit({ type: 'unit-gone', node, name });
+    this.emit({ type: 'unit-gone', node, name, deployment: gone.deployment ?? '' });
   }
 
   /**
@@ -186,7 +187,7 @@ export class NodeRegistry {
     if (!n || n.ready || !gone) return false;
     n.units.delete(name);
     this.unindex(gone, node);
-    this.emit({ type: 'unit-gone', node, name });
+    this.emit({ type: 'unit-gone', node, name, deployment: gone.deployment ?? '' });
     return true;
   }
 

@@ -66,7 +66,7 @@ test("forgetUnit (a forced delete) drops a NotReady node's leftover report, and 
   assert.equal(r.nodes.get('node-a')!.ready, false);
   assert.equal(r.forgetUnit('node-a', 'web-5'), true);
   assert.equal(r.findUnit('web-5'), undefined);
-  assert.deepEqual(changes.at(-1), { type: 'unit-gone', node: 'node-a', name: 'web-5' });
+  assert.deepEqual(changes.at(-1), { type: 'unit-gone', node: 'node-a', name: 'web-5', deployment: 'web' });
   assert.equal(r.forgetUnit('node-a', 'web-5'), false, 'once');
   assert.equal(r.forgetUnit('node-x', 'web-5'), false, 'an unknown node');
 });

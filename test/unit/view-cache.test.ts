@@ -36,6 +36,11 @@ function history(seed: number, steps: number): void {
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   const cache = new ViewCache();
+  // A cache that keeps counts between renderings, told of every change as the API server tells it.
+  const tracked = new ViewCache();
+  state.onChange((kind, name) => tracked.storeChanged(kind, name, state));
+  registry.onChange((c) => tracked.registryChanged(c, state));
+  tracked.track();
   let index = 0;
   let now = T0;
   const cmd = (c: StoreCommand) => state.apply(++index, c);
@@ -64,8 +69,10 @@ function history(seed: number, steps: number): void {
       const node = u?.nodeName && rnd.next() < 0.8 ? u.nodeName : pick(NODES);
       const phase = pick(PHASES);
       const startedAt = now - 5000;
+      // Now and then a report whose name says another deployment than the one it names (a confused agent).
+      const stray = `${rnd.next() < 0.2 ? pick(DEPLOYMENTS) : dep}-${90 + Math.floor(rnd.next() * 3)}`;
       registry.unitStatus(node, {
-        name: u?.name ?? `${dep}-${90 + Math.floor(rnd.next() * 3)}`,
+        name: u?.name ?? stray,
         deployment: u?.deployment ?? dep,
         phase,
         pid: 1000 + step,
@@ -96,6 +103,9 @@ function history(seed: number, steps: number): void {
     const list = (rendered: Array<{ text: string }>) => `[${rendered.map((x) => x.text).join(',')}]`;
     assert.equal(list(cache.units(src)), JSON.stringify(allUnitViews(src)), `seed ${seed} step ${step}: units`);
     assert.equal(list(cache.deploymentList(src)), JSON.stringify(allDeploymentViews(src)), `seed ${seed} step ${step}: deployments`);
+    // Kept counts, each deployment's own reports read through the registry's index (as the API server renders).
+    const indexed: ViewSource = { ...src, reportsOf: (d, visit) => registry.reportsOf(d, visit) };
+    assert.equal(list(tracked.deploymentList(indexed)), JSON.stringify(allDeploymentViews(src)), `seed ${seed} step ${step}: deployments, counts kept between renderings`);
     assert.ok(cache.size.deployments === state.deployments.size, 'a deleted deployment is forgotten');
   }
 }
