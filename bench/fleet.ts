@@ -375,6 +375,8 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     const leaderCheck = await leaderIndex(c);
 
     // ---- 4. failover
+    // The leader of now: an election during the steady state (counted below) may have moved it since `li`.
+    li = leaderCheck;
     const victim = c.cps[li - 1];
     const survivors = c.urls.filter((_, j) => j !== li - 1);
     const notReadyBeforeFailover = notReadyLines.length;
