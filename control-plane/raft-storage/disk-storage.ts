@@ -37,7 +37,7 @@ import { constants as fsConstants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SNAPSHOT_ON_DISK, type Entry, type HardState, type PersistedState, type RaftStorage, type Ready, type Snapshot, type SnapshotMeta } from '../raft/types.ts';
-import { encodeBatch, encodedRecordBytes, MAX_BATCH_BYTES, MAX_RECORD_BYTES, RECORD_HEADER_BYTES, type WalRecord } from './record.ts';
+import { encodeBatch, encodeBatchInSlices, encodedRecordBytes, MAX_BATCH_BYTES, MAX_RECORD_BYTES, RECORD_HEADER_BYTES, type WalRecord } from './record.ts';
 import { scanSegment, type SegmentScan } from './segment-scan.ts';
 import { decodeSnapshotFile, decodeSnapshotFileInSlices, snapshotFileInSlices } from './snapshot-file.ts';
 import { lockDir } from './dir-lock.ts';
@@ -664,7 +664,11 @@ export class DiskStorage implements RaftStorage {
 
     let batch: Uint8Array;
     try {
-      batch = encodeBatch([{ kind: 'checkpoint', snapshot: { index: meta.index, term: meta.term }, hardState }, ...next.entries.map((entry): WalRecord => ({ kind: 'entry', entry }))]);
+      // In slices: thousands of entries may follow the snapshot (record.ts encodeBatchInSlices).
+      batch = await encodeBatchInSlices(
+        [{ kind: 'checkpoint', snapshot: { index: meta.index, term: meta.term }, hardState }, ...next.entries.map((entry): WalRecord => ({ kind: 'entry', entry }))],
+        () => new Promise((r) => setImmediate(r)),
+      );
     } catch (e) {
       op.reject(new RaftStorageError('INVALID', `snapshot refused: the entries kept after it do not fit one batch (${MAX_BATCH_BYTES} bytes): ${(e as Error).message}`));
       return;

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { crc32c } from '../../control-plane/raft-storage/crc32c.ts';
-import { decodeRecordAt, encodeBatch, type WalRecord } from '../../control-plane/raft-storage/record.ts';
+import { decodeRecordAt, encodeBatch, encodeBatchInSlices, MAX_BATCH_BYTES, type WalRecord } from '../../control-plane/raft-storage/record.ts';
 import { scanSegment } from '../../control-plane/raft-storage/segment-scan.ts';
 import { decodeSnapshotFile, encodeSnapshotFile, snapshotFileInSlices } from '../../control-plane/raft-storage/snapshot-file.ts';
 import type { Entry } from '../../control-plane/raft/types.ts';
@@ -151,4 +151,25 @@ test('a snapshot file checksummed in slices is the same bytes in three pieces, t
   assert.deepEqual(new Uint8Array(sliced), encodeSnapshotFile(snap));
   assert.equal(yields, Math.ceil(data.length / 1024) - 1);
   assert.deepEqual(decodeSnapshotFile(sliced), snap);
+});
+
+test('a batch encoded in slices is the very bytes of one encoded at once, yielding once per slice of records written', async () => {
+  const records: WalRecord[] = [{ kind: 'checkpoint', snapshot: { index: 9, term: 2 }, hardState: { term: 2, vote: 'cp-1', commit: 9 } }, ...entryRecords(10, 400)];
+  const whole = encodeBatch(records);
+  for (const sliceBytes of [1, 100, 4096, 1 << 20]) {
+    let yields = 0;
+    const sliced = await encodeBatchInSlices(records, async () => void yields++, sliceBytes);
+    assert.deepEqual(sliced, whole, `slices of ${sliceBytes} bytes`);
+    if (sliceBytes === 1) assert.equal(yields, records.length, 'a yield after every record');
+    else if (sliceBytes > whole.length) assert.equal(yields, 0, 'one slice: no yield');
+    else assert.ok(yields > 0 && yields < records.length, `${yields} yields for slices of ${sliceBytes} bytes`);
+  }
+  // Too big for a batch: refused before anything is written or awaited.
+  let yielded = false;
+  const huge: WalRecord[] = [{ kind: 'entry', entry: { term: 1, index: 1, kind: 'normal', data: new Uint8Array(MAX_BATCH_BYTES) } }];
+  await assert.rejects(
+    encodeBatchInSlices(huge, async () => void (yielded = true)),
+    /exceeds MAX_BATCH_BYTES/,
+  );
+  assert.equal(yielded, false);
 });
