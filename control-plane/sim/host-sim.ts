@@ -467,7 +467,7 @@ class SimReplica {
       clock,
       random: sim.rng,
       mutation: sim.mutation,
-      // maxBindingsPerPass 3 (production: 4,000): the simulated clusters are small, and this splits their
+      // maxBindingsPerPass 3 (production: 2,000): the simulated clusters are small, and this splits their
       // passes into scopes of a deployment or two, so the bounded passes are what the seeds check.
       options: { maxActionsPerPass: 500, resyncIntervalMs: 1000, spawnTimeoutMs: 3000, terminateGracePeriodMs: 2000, maxBindingsPerPass: 3 },
     });
