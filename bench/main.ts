@@ -1,9 +1,11 @@
 // bench/main.ts -- `npm run bench`: every figure the README quotes, each
-// printed beside its target. Run on an otherwise idle machine; `--only NAME`
-// runs one group (scheduler, storage, apply, unit-kill, agent-kill, memory,
-// failover, writes, big-state, catch-up, rollout, probes, crashloop, services, isolation, cli,
-// fleet). The fleet group takes --agents N (5000), --units N (50000),
-// --duration S (300: the steady-state window) and --workers N (2).
+// printed beside its target (docs/benchmarks.md: how each group measures).
+// Run on an otherwise idle machine; `--only NAME` runs one group (scheduler,
+// storage, apply, unit-kill, agent-kill, memory, failover, writes, big-state,
+// catch-up, rollout, probes, crashloop, services, isolation, cli, metrics,
+// fleet). The fleet group runs only by name and takes --agents N (5000),
+// --units N (50000), --duration S (300: the steady-state window) and
+// --workers N (2).
 
 import { oneOf, parseCommandLine, wholeNumber } from '../shared/flags.ts';
 import { benchScheduler } from './scheduler.ts';
@@ -37,6 +39,7 @@ const GROUPS = [
   'services',
   'isolation',
   'cli',
+  'metrics',
   'fleet',
 ] as const;
 const argv = (() => {
