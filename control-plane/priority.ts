@@ -7,11 +7,11 @@
 // ms, an election after 250-500 ms of silence), while what competes with
 // it on one machine (node agents forking units, the kernel making their
 // cgroups and namespaces) can wait a few milliseconds without anyone
-// noticing. Measured with `npm run bench -- --only big-state` (README,
-// Benchmarks): during a 1,000-unit apply the leader's longest event-loop
-// stop was 160-164 ms at nice 0, and the process was on a CPU for under
-// half of each stop over 100 ms (it waited to be scheduled); at nice -5,
-// 73-87 ms.
+// noticing. Measured with `npm run bench -- --only big-state`
+// (docs/benchmarks.md): during a 1,000-unit apply the leader's longest
+// event-loop stop was 160-164 ms at nice 0, and the process was on a CPU
+// for under half of each stop over 100 ms (it waited to be scheduled); at
+// nice -5, 73-87 ms.
 //
 // Linux keeps the nice value per thread: setpriority(PRIO_PROCESS, 0) moves
 // only the calling thread, so each thread in /proc/self/task is moved, and
