@@ -309,6 +309,25 @@ export class RaftNode {
     return rd;
   }
 
+  /**
+   * A leader's messages queued since its last Ready, taken now so that the
+   * host can send them while that Ready is still being saved: heartbeats
+   * then keep their pace through a slow fsync, and followers do not
+   * campaign against a leader that is only waiting for its disk. Safe for
+   * the reason a leader may send its appends before its own save (thesis
+   * §10.2.1): it counts itself toward a commit only for entries on its own
+   * disk (advance), and the term and vote it leads with were handed out in
+   * an earlier Ready, which a candidate saves before asking for votes.
+   * Empty for any other role, or before that hard state was handed out.
+   */
+  takeLeaderMessages(): Message[] {
+    if (this.role !== 'leader' || this.msgs.length === 0) return [];
+    if (this.term !== this.prevHardState.term || this.vote !== this.prevHardState.vote) return [];
+    const out = this.msgs;
+    this.msgs = [];
+    return out;
+  }
+
   /** The host has persisted, sent and applied `rd`. */
   advance(rd: Ready): void {
     if (!this.readyOutstanding) throw new Error('RaftNode.advance() without an outstanding ready()');

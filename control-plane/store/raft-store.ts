@@ -187,6 +187,9 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     if (persisted.snapshot) s.releaseSnapshot(persisted.snapshot.meta);
     s.ticker = s.clock.interval(() => {
       s.raft.tick();
+      // While a Ready is being saved, a leader's heartbeats go out now, not
+      // after the save (a compaction or a busy disk can hold it for seconds).
+      if (s.processing) s.sendMessages(s.raft.takeLeaderMessages());
       s.kick();
     }, timing.tickMs);
     s.kick();
@@ -312,7 +315,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       // waits for it yet), then the appends go out, so both run at once.
       const persisted = mustPersist ? this.persist(rd) : null;
       try {
-        this.sendAll(rd);
+        this.sendMessages(rd.messages);
         // Committed entries are stored on a majority already (the leader
         // counts itself only for entries on its own disk, RaftNode.advance),
         // so applying them, and answering their clients, need not wait for
@@ -324,7 +327,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     } else {
       if (mustPersist) await this.persist(rd);
       // 2. SEND.
-      this.sendAll(rd);
+      this.sendMessages(rd.messages);
       // 3. APPLY.
       if (rd.snapshot) {
         // Decoded in slices (the Ready waits, the event loop does not: heartbeats
@@ -395,10 +398,11 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     }
   }
 
-  private sendAll(rd: Ready): void {
-    for (const m of rd.messages) this.describe(m);
-    const fromDisk = rd.messages.filter(isSnapshotOnDisk);
-    this.transport.sendBatch(fromDisk.length === 0 ? rd.messages : rd.messages.filter((m) => !isSnapshotOnDisk(m)));
+  private sendMessages(messages: Message[]): void {
+    if (messages.length === 0) return;
+    for (const m of messages) this.describe(m);
+    const fromDisk = messages.filter(isSnapshotOnDisk);
+    this.transport.sendBatch(fromDisk.length === 0 ? messages : messages.filter((m) => !isSnapshotOnDisk(m)));
     for (const m of fromDisk) this.sendSnapshotFromDisk(m);
   }
 

@@ -1,0 +1,104 @@
+// test/unit/raft-store-slow-save.test.ts -- a leader whose own save hangs
+// for seconds (a compaction ahead of it in the storage queue, a busy disk)
+// keeps sending heartbeats meanwhile, so its followers do not campaign
+// (RaftNode.takeLeaderMessages). Three RaftStores on the simulation's memory
+// network and disks, one manual clock; the leader's disk takes 2 s per
+// write once the cluster has settled, 4-8 election timeouts.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../../shared/clock.ts';
+import { SeededRandom } from '../../shared/random.ts';
+import { MemoryNetwork, type MemoryTransport } from '../../control-plane/sim/memory-network.ts';
+import { MemoryDisk, MemoryStorage } from '../../control-plane/sim/memory-storage.ts';
+import { RaftNode } from '../../control-plane/raft/index.ts';
+import { RaftStore } from '../../control-plane/store/raft-store.ts';
+
+const SLOW_SAVE_MS = 2000;
+
+test('a leader whose save hangs for 2 s keeps its followers: same term and leader, its write applied once the save is done', async () => {
+  const clock = new ManualClock(1_700_000_000_000);
+  const random = new SeededRandom(11);
+  const net = new MemoryNetwork({ clock, random, latencyMs: () => 0.5 });
+  const ids = ['cp-1', 'cp-2', 'cp-3'];
+  const runUntil = async (what: string, until: () => boolean, maxClockMs = 60_000) => {
+    const deadline = clock.now() + maxClockMs;
+    while (!until() && clock.now() < deadline) {
+      await new Promise((r) => setImmediate(r));
+      if (until()) return;
+      if (!clock.runNext()) clock.skip(1);
+    }
+    assert.ok(until(), what);
+  };
+  const slow = new Set<string>();
+  let opened: RaftStore<MemoryTransport>[] | null = null;
+  void Promise.all(
+    ids.map(async (id) => {
+      const storage = await MemoryStorage.open(new MemoryDisk(), { clock, writeDelayMs: () => (slow.has(id) ? SLOW_SAVE_MS : 1) });
+      return RaftStore.open({
+        id,
+        peers: new Map(ids.map((p) => [p, `sim://${p}`])),
+        dataDir: `sim://${id}`,
+        token: 'sim',
+        log: () => {},
+        timing: { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 },
+        clock,
+        random,
+        storage: async () => storage,
+        transport: net.transport(id, ids),
+      });
+    }),
+  ).then((s) => (opened = s));
+  await runUntil('three stores open', () => opened !== null);
+  const stores = opened!;
+  try {
+    await runUntil('a leader caught up', () => stores.some((s) => s.caughtUp()));
+    const leader = stores.find((s) => s.isLeader())!;
+    const term = leader.term();
+    slow.add(leader.id);
+    let outcome: 'applied' | Error | null = null;
+    const t0 = clock.now();
+    void leader.propose({ type: 'node.register', at: clock.now(), node: { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} } }).then(
+      () => (outcome = 'applied'),
+      (e: Error) => (outcome = e),
+    );
+    // Through the whole slow save, and after it: nobody campaigns.
+    await runUntil('the write answered', () => outcome !== null, 10_000);
+    for (const s of stores) {
+      assert.equal(s.term(), term, `${s.id}'s term moved: an election while the leader only waited for its disk`);
+      assert.equal(s.leaderId(), leader.id, `${s.id} follows ${s.leaderId()}`);
+    }
+    assert.equal(outcome, 'applied');
+    assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the leader's own save was done`);
+  } finally {
+    let closed = false;
+    void Promise.all(stores.map((s) => s.close())).then(() => (closed = true));
+    await runUntil('the stores closed', () => closed);
+  }
+});
+
+test('takeLeaderMessages: a leader hands out its heartbeats while a Ready is outstanding; a follower or candidate hands out nothing', () => {
+  const node = (id: string) =>
+    new RaftNode({ id, peers: ['a', 'b', 'c'], electionTimeoutTicks: 10, heartbeatTicks: 2, random: () => 0, preVote: false, checkQuorum: false, maxEntriesPerMsg: 64, maxInflight: 8 });
+  const a = node('a');
+  // A follower, then a candidate: nothing (a candidate's vote requests wait for its term and vote on disk).
+  assert.deepEqual(a.takeLeaderMessages(), []);
+  for (let i = 0; i < 20 && a.status().role === 'follower'; i++) a.tick();
+  assert.equal(a.status().role, 'candidate');
+  assert.deepEqual(a.takeLeaderMessages(), []);
+  const rd = a.ready()!;
+  a.advance(rd);
+  for (const from of ['b', 'c']) a.step({ type: 'voteResponse', from, to: 'a', term: a.status().term, reject: false });
+  assert.equal(a.status().role, 'leader');
+  const first = a.ready()!; // the new leader's empty entry and appends: "being saved" from here on
+  for (let i = 0; i < 4; i++) a.tick();
+  const early = a.takeLeaderMessages();
+  assert.ok(
+    early.some((m) => m.type === 'heartbeat' && m.to === 'b') && early.some((m) => m.type === 'heartbeat' && m.to === 'c'),
+    `heartbeats to b and c while the Ready is outstanding: ${early.map((m) => `${m.type}->${m.to}`).join(', ')}`,
+  );
+  assert.deepEqual(a.takeLeaderMessages(), [], 'taken once');
+  a.advance(first);
+  const next = a.ready();
+  assert.ok(next === null || !next.messages.some((m) => early.includes(m)), 'a message taken early is not in the next Ready again');
+});
