@@ -25,6 +25,7 @@ import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS } from '../shared/protocol/mes
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
 import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
+import { OrphanGuard } from './runtime/orphan-guard.ts';
 import { detectNamespaces } from './runtime/namespaces.ts';
 import { PortAllocator } from './runtime/ports.ts';
 import { DEFAULT_WARM_SANDBOXES } from './runtime/sandbox-pool.ts';
@@ -73,9 +74,13 @@ function main(): void {
       .find((i) => i && i.family === 'IPv4' && !i.internal);
     config.address = found?.address ?? '127.0.0.1';
   }
+  // The dead man's switch first (runtime/orphan-guard.ts): it learns each
+  // cgroup parent before the parent exists, so an agent killed at any point
+  // of its start leaves no directory behind.
+  const guard = new OrphanGuard({ onRestart: (reason) => log(`orphan guard: ${reason}`) });
   // What this node can enforce for its units (runtime/cgroups.ts), found once
   // at start, said in one line below and reported as the Node's conditions.
-  const cgroups = UnitCgroups.detect(agentCgroupName(config.name, config.stateDir));
+  const cgroups = UnitCgroups.detect(agentCgroupName(config.name, config.stateDir), { beforeCreate: (dir) => guard.addCgroupParent(dir) });
   const namespaces = detectNamespaces();
   const node: NodeInfo = {
     name: config.name,
@@ -106,7 +111,7 @@ function main(): void {
   const supervisor = new UnitSupervisor({
     stateDir: config.stateDir,
     nodeName: config.name,
-    onGuardProblem: (reason) => log(`orphan guard: ${reason}`),
+    guard,
     cgroups,
     namespaces,
     // A unit's namespaces made ahead (runtime/sandbox-pool.ts): a crashed unit's replacement starts in a few ms.

@@ -72,6 +72,12 @@ export interface DetectOptions {
   /** Text of /proc/self/cgroup. */
   selfCgroup?: string;
   platform?: NodeJS.Platform;
+  /**
+   * Told each per-agent parent directory just before it is made. The agent
+   * hands it to its orphan guard here, so that an agent killed right after
+   * the mkdir (before the rest of its start) still has its parents removed.
+   */
+  beforeCreate?: (parentDir: string) => void;
 }
 
 /** The per-agent directory name: `<node>.<8 hex digits of the state dir's sha256>`. */
@@ -152,12 +158,12 @@ export function detectCgroups(agentName: string, options: DetectOptions = {}): C
   const rel = path.join('mini-orchestrator', agentName);
   if (fs.existsSync(path.join(root, 'cgroup.controllers'))) {
     const base = baseDir(root, ownCgroupPath(self, ''));
-    const own = setupV2(base, rel, agentName);
+    const own = setupV2(base, rel, agentName, options.beforeCreate);
     // A host agent's own cgroup (a systemd scope) holds processes, so it cannot
     // have controllers for children: as root, go to the top of the hierarchy,
     // where kubelet's cgroupfs driver puts /kubepods.
     if (own.version === 'none' && own.reason === 'CgroupNotDelegated' && base !== root) {
-      const top = setupV2(root, rel, agentName);
+      const top = setupV2(root, rel, agentName, options.beforeCreate);
       if (top.version === 'v2') return top;
     }
     return own;
@@ -170,6 +176,7 @@ export function detectCgroups(agentName: string, options: DetectOptions = {}): C
   const parents = { cpu: '', memory: '', pids: null as string | null };
   for (const c of present) {
     const dir = path.join(baseDir(mounts[c], ownCgroupPath(self, c)), rel);
+    options.beforeCreate?.(dir);
     try {
       fs.mkdirSync(dir, { recursive: true });
     } catch (err) {
@@ -181,7 +188,7 @@ export function detectCgroups(agentName: string, options: DetectOptions = {}): C
 }
 
 /** Enable the controllers from `base` down to `base/<rel>` (cgroup v2). */
-function setupV2(base: string, rel: string, agentName: string): CgroupSetup {
+function setupV2(base: string, rel: string, agentName: string, beforeCreate: ((parentDir: string) => void) | undefined): CgroupSetup {
   let available: string[];
   try {
     available = fs.readFileSync(path.join(base, 'cgroup.controllers'), 'utf8').trim().split(/\s+/);
@@ -192,6 +199,7 @@ function setupV2(base: string, rel: string, agentName: string): CgroupSetup {
   if (missing.length > 0) return { version: 'none', reason: 'ControllersMissing', detail: `cgroup v2: controller(s) ${missing.join(', ')} not delegated to ${base}` };
   const want = ['cpu', 'memory', ...(available.includes('pids') ? ['pids'] : [])].map((c) => `+${c}`).join(' ');
   const parent = path.join(base, rel);
+  beforeCreate?.(parent);
   let at = base;
   try {
     for (const part of ['', 'mini-orchestrator', agentName]) {

@@ -137,6 +137,8 @@ export interface UnitSupervisorOptions {
   baseEnv?: NodeJS.ProcessEnv;
   /** Told when the orphan guard had to be restarted. */
   onGuardProblem?: (reason: string) => void;
+  /** The orphan guard, when the caller started it first (to hand it the cgroup parents before they exist); else one of its own. */
+  guard?: OrphanGuard;
   /** Per-unit cgroups (limits); absent: none, and units with limits are marked unenforced. */
   cgroups?: UnitCgroups;
   /** Per-unit namespaces (namespaces.ts); absent or disabled: units share the agent's. */
@@ -216,7 +218,7 @@ export class UnitSupervisor {
     this.baseEnv = options.baseEnv ?? process.env;
     this.now = options.now ?? Date.now;
     this.setprivPath = options.pdeathsig === 'off' || process.platform !== 'linux' ? null : findExecutable('setpriv', `${process.env.PATH ?? ''}:/usr/bin:/bin:/usr/sbin:/sbin`, '/');
-    this.guard = new OrphanGuard({ onRestart: options.onGuardProblem });
+    this.guard = options.guard ?? new OrphanGuard({ onRestart: options.onGuardProblem });
     this.cgroups = options.cgroups ?? null;
     this.sandboxProblem = options.onSandboxProblem;
     this.namespaces = options.namespaces?.enabled && options.namespaces.unsharePath ? options.namespaces : null;

@@ -10,13 +10,14 @@
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { destroyTopology, healProcess, isolate, linkStatus, readLayout } from '../../netns/index.ts';
 import { pidAlive } from '../../shared/proc.ts';
+import { agentCgroupName } from '../../node-agent/runtime/cgroups.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
@@ -37,6 +38,33 @@ async function eventually(what: string, check: () => boolean, timeoutMs = 10_000
     if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for: ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * The cgroup parents the run's agents made (`mini-orchestrator/<node>.<hash
+ * of its state dir>`), in any hierarchy and at any depth a container runtime
+ * puts the agent's own cgroup (a few levels below /sys/fs/cgroup).
+ */
+function agentCgroups(dataDir: string, nodes: string[]): string[] {
+  const names = new Set(nodes.map((n) => agentCgroupName(n, join(dataDir, 'agents', n))));
+  const found: string[] = [];
+  const walk = (dir: string, depth: number) => {
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      const sub = join(dir, e.name);
+      if (e.name === 'mini-orchestrator') {
+        for (const name of names) if (existsSync(join(sub, name))) found.push(join(sub, name));
+      } else if (depth < 4) walk(sub, depth + 1);
+    }
+  };
+  walk('/sys/fs/cgroup', 0);
+  return found;
 }
 
 function ourNamespaces(basePort: number): string[] {
@@ -334,11 +362,17 @@ test(
     assert.equal(spawnSync('ip', ['netns', 'identify', String(newB)], { encoding: 'utf8' }).stdout.trim(), `mo-${base}-node-b`);
 
     // SIGKILL the launcher: the guard removes every namespace and the host veth, pdeathsig ends every process.
+    const agents = names.filter((n) => n.startsWith('node-'));
+    const cgroupsBefore = agentCgroups(dataDir, agents);
     const pids = [...run.allPids].filter(alive);
     process.kill(run.pid, 'SIGKILL');
     await run.exited;
     await eventually('every namespace and the host veth gone', () => ourNamespaces(base).length === 0 && !linkExists(`mo-${base}-host`), 5000);
     await eventually(`every process gone: ${pids.filter(alive).join(' ')}`, () => pids.every((p) => !alive(p)), 15_000);
+    // Each agent's orphan guard removed its cgroup parents, node-b's restart included (they knew them before they existed).
+    if (cgroupsBefore.length === 0) t.diagnostic('the agents made no cgroup parents here (no cgroups in use): nothing to check');
+    else t.diagnostic(`cgroup parents before the SIGKILL: ${cgroupsBefore.length}`);
+    await eventually(`every agent's cgroup parent removed: ${agentCgroups(dataDir, agents).join(' ')}`, () => agentCgroups(dataDir, agents).length === 0, 20_000);
     const after = net(dataDir, 'status');
     assert.equal(after.status, 1);
     assert.match(after.stderr, /namespaces are gone/);

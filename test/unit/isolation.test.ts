@@ -128,3 +128,42 @@ test("mo-init's claim: its length, then NUL-ended fields (hostname, env count, K
   assert.equal(claimFields('u', {}, []), null, 'no command');
   assert.equal(claimFields('u', { A: 'x'.repeat(MAX_CLAIM_BYTES) }, ['sleep', '1']), null, 'longer than MAX_CLAIM_BYTES: a cold start');
 });
+
+test('the per-agent cgroup parents are told to beforeCreate (the orphan guard) before they exist, in v1 and v2', () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-cg-before-'));
+  try {
+    // cgroup v1: cpu, memory and pids hierarchies; this process's memory cgroup is not the root (as under a container runtime).
+    const v1 = path.join(root, 'v1');
+    for (const c of ['cpu', 'memory', 'pids']) {
+      fs.mkdirSync(path.join(v1, c, c === 'memory' ? 'runtime/abc' : ''), { recursive: true });
+      fs.writeFileSync(path.join(v1, c, 'cgroup.procs'), '');
+    }
+    const told: [string, boolean][] = [];
+    const beforeCreate = (dir: string) => told.push([dir, fs.existsSync(dir)]);
+    const setup = detectCgroups('node-b.12345678', { root: v1, selfCgroup: '8:pids:/\n4:memory:/runtime/abc\n1:cpu:/\n', platform: 'linux', beforeCreate });
+    assert.equal(setup.version, 'v1');
+    const made = [
+      path.join(v1, 'cpu/mini-orchestrator/node-b.12345678'),
+      path.join(v1, 'memory/runtime/abc/mini-orchestrator/node-b.12345678'),
+      path.join(v1, 'pids/mini-orchestrator/node-b.12345678'),
+    ];
+    assert.deepEqual(
+      told,
+      made.map((d) => [d, false]),
+      'each parent told once, before it existed',
+    );
+    for (const d of made) assert.ok(fs.existsSync(d), d);
+    // cgroup v2: the one parent.
+    const v2 = path.join(root, 'v2');
+    fs.mkdirSync(path.join(v2, 'agent.slice'), { recursive: true });
+    fs.writeFileSync(path.join(v2, 'cgroup.controllers'), 'cpu memory pids\n');
+    fs.writeFileSync(path.join(v2, 'agent.slice', 'cgroup.controllers'), 'cpu memory pids\n');
+    told.length = 0;
+    const two = detectCgroups('node-b.12345678', { root: v2, selfCgroup: '0::/agent.slice\n', platform: 'linux', beforeCreate });
+    const parent = path.join(v2, 'agent.slice/mini-orchestrator/node-b.12345678');
+    assert.deepEqual(two, { version: 'v2', parent });
+    assert.deepEqual(told, [[parent, false]]);
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});
