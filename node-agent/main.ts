@@ -16,6 +16,7 @@
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';
+import * as path from 'node:path';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
 import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/protocol/messages.ts';
 import { timestamp } from '../shared/log.ts';
@@ -25,7 +26,7 @@ import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS } from '../shared/protocol/mes
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
 import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
-import { OrphanGuard } from './runtime/orphan-guard.ts';
+import { GUARD_PID_FILE, OrphanGuard, PREVIOUS_GUARD_WAIT_MS, waitForPreviousGuard } from './runtime/orphan-guard.ts';
 import { detectNamespaces } from './runtime/namespaces.ts';
 import { PortAllocator } from './runtime/ports.ts';
 import { DEFAULT_WARM_SANDBOXES } from './runtime/sandbox-pool.ts';
@@ -36,7 +37,7 @@ import { LogDirectory } from './runtime/unit-log.ts';
 
 const MiB = 1024 * 1024;
 
-function main(): void {
+async function main(): Promise<void> {
   // A closed stdout (the launcher went away) must not kill the agent.
   process.stdout.on('error', () => {});
   process.stderr.on('error', () => {});
@@ -74,10 +75,17 @@ function main(): void {
       .find((i) => i && i.family === 'IPv4' && !i.internal);
     config.address = found?.address ?? '127.0.0.1';
   }
+  // A previous agent of this state directory (the same cgroup parents) may
+  // have died a moment ago: its guard is still killing its units and
+  // removing their cgroups, and would take ours with them. Wait for it.
+  const t0 = Date.now();
+  const previous = await waitForPreviousGuard(config.stateDir);
+  if (previous === 'ended') log(`waited ${Date.now() - t0} ms for the previous agent's orphan guard to finish its clean-up`);
+  if (previous === 'timeout') log(`the previous agent's orphan guard still runs after ${PREVIOUS_GUARD_WAIT_MS} ms; starting anyway`);
   // The dead man's switch first (runtime/orphan-guard.ts): it learns each
   // cgroup parent before the parent exists, so an agent killed at any point
   // of its start leaves no directory behind.
-  const guard = new OrphanGuard({ onRestart: (reason) => log(`orphan guard: ${reason}`) });
+  const guard = new OrphanGuard({ onRestart: (reason) => log(`orphan guard: ${reason}`), pidFile: path.join(config.stateDir, GUARD_PID_FILE) });
   // What this node can enforce for its units (runtime/cgroups.ts), found once
   // at start, said in one line below and reported as the Node's conditions.
   const cgroups = UnitCgroups.detect(agentCgroupName(config.name, config.stateDir), { beforeCreate: (dir) => guard.addCgroupParent(dir) });
@@ -379,4 +387,7 @@ function main(): void {
   });
 }
 
-main();
+main().catch((err: unknown) => {
+  process.stderr.write(`node-agent: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -35,7 +35,24 @@
 // ('exit'), starts a new one and hands it every live group again.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import type { Socket } from 'node:net';
+import path from 'node:path';
+import { pidAlive } from '../../shared/proc.ts';
+
+/** In the guard's command line, so that a pid from its pid file is known to be a guard still (not a reused pid). */
+export const GUARD_MARKER = 'mini-orchestrator orphan guard';
+
+/**
+ * The guard's pid, in the agent's state directory: an agent restarted on
+ * the same state directory (the same cgroup parents) first waits for the
+ * previous agent's guard to finish its clean-up (waitForPreviousGuard), or
+ * that guard would remove the parents, and kill the units, of the new one.
+ */
+export const GUARD_PID_FILE = 'orphan-guard.pid';
+
+/** The longest an agent waits for its predecessor's guard (whose clean-up retries for ~14 s at most). */
+export const PREVIOUS_GUARD_WAIT_MS = 15_000;
 
 /** Most process groups the guard tracks (one per live unit). */
 export const MAX_GUARDED_GROUPS = 4096;
@@ -44,7 +61,7 @@ export const MAX_GUARDED_GROUPS = 4096;
 // redirection from a cgroup file that just vanished would: hence `cat`).
 // Groups are kept in a space-padded list " 12 34 " so that
 // membership is a plain pattern match without spawning anything.
-const GUARD_SCRIPT = `
+const GUARD_SCRIPT = `# ${GUARD_MARKER}
 trap '' INT TERM HUP PIPE
 groups=' '
 dirs=''
@@ -90,11 +107,44 @@ export interface OrphanGuardOptions {
   shell?: string;
   /** Told when the guard died unexpectedly and was restarted. */
   onRestart?: (reason: string) => void;
+  /** Where to write the guard's pid at every (re)start: the agent's state directory's GUARD_PID_FILE. */
+  pidFile?: string;
+}
+
+/**
+ * Waits until the guard named in `stateDir`'s pid file has exited (at most
+ * `timeoutMs`): 'none' when there is no such guard running (no file, a dead
+ * pid, or a pid that is no guard now), 'ended' when it ended meanwhile,
+ * 'timeout' when it still runs.
+ */
+export async function waitForPreviousGuard(stateDir: string, timeoutMs = PREVIOUS_GUARD_WAIT_MS, pollMs = 50): Promise<'none' | 'ended' | 'timeout'> {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(path.join(stateDir, GUARD_PID_FILE), 'utf8').trim());
+  } catch {
+    return 'none';
+  }
+  const isGuard = () => {
+    if (!Number.isInteger(pid) || pid <= 1 || !pidAlive(pid)) return false;
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(GUARD_MARKER);
+    } catch {
+      return false;
+    }
+  };
+  if (!isGuard()) return 'none';
+  const deadline = Date.now() + timeoutMs;
+  while (isGuard()) {
+    if (Date.now() >= deadline) return 'timeout';
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+  return 'ended';
 }
 
 export class OrphanGuard {
   private readonly shell: string;
   private readonly onRestart: (reason: string) => void;
+  private readonly pidFile: string | null;
   private readonly groups = new Set<number>();
   private readonly cleanupDirs = new Set<string>();
   private child: ChildProcess | null = null;
@@ -103,6 +153,7 @@ export class OrphanGuard {
   constructor(options: OrphanGuardOptions = {}) {
     this.shell = options.shell ?? '/bin/sh';
     this.onRestart = options.onRestart ?? (() => {});
+    this.pidFile = options.pidFile ?? null;
     this.launch();
   }
 
@@ -161,6 +212,13 @@ export class OrphanGuard {
       stdio: ['pipe', 'ignore', 'ignore'],
     });
     this.child = child;
+    if (this.pidFile !== null && child.pid !== undefined) {
+      try {
+        fs.writeFileSync(this.pidFile, `${child.pid}\n`);
+      } catch {
+        // without it a restarted agent does not wait for this guard: its clean-up and the new start may overlap
+      }
+    }
     // The guard must not keep the agent's event loop alive on its own.
     child.unref();
     (child.stdin as Socket | null)?.unref();

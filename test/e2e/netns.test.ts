@@ -364,6 +364,11 @@ test(
     // SIGKILL the launcher: the guard removes every namespace and the host veth, pdeathsig ends every process.
     const agents = names.filter((n) => n.startsWith('node-'));
     const cgroupsBefore = agentCgroups(dataDir, agents);
+    // node-b's included, once its new agent made them again (it starts with the previous agent's guard done).
+    if (cgroupsBefore.length > 0) {
+      const ofB = (p: string) => p.endsWith(`/${agentCgroupName('node-b', join(dataDir, 'agents', 'node-b'))}`);
+      await eventually("the restarted node-b's cgroup parents", () => agentCgroups(dataDir, agents).some(ofB), 15_000);
+    }
     const pids = [...run.allPids].filter(alive);
     process.kill(run.pid, 'SIGKILL');
     await run.exited;

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { OrphanGuard } from '../../node-agent/runtime/orphan-guard.ts';
+import { GUARD_PID_FILE, OrphanGuard, waitForPreviousGuard } from '../../node-agent/runtime/orphan-guard.ts';
 import { pidAlive } from '../../shared/proc.ts';
 
 async function until(what: string, check: () => boolean, ms = 10_000): Promise<void> {
@@ -43,5 +43,24 @@ test('at EOF the guard removes the parent with its children, retrying a parent t
   } finally {
     if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
     fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
+test("a restarted agent's wait for its predecessor's guard: none without one, timeout while it runs, ended once its pipe closes", async () => {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-guard-wait-'));
+  try {
+    assert.equal(await waitForPreviousGuard(stateDir, 100), 'none', 'no pid file');
+    fs.writeFileSync(path.join(stateDir, GUARD_PID_FILE), `${process.pid}\n`);
+    assert.equal(await waitForPreviousGuard(stateDir, 100), 'none', 'a live pid that is no guard (a reused pid)');
+    const guard = new OrphanGuard({ pidFile: path.join(stateDir, GUARD_PID_FILE) });
+    const pid = guard.pid!;
+    assert.equal(fs.readFileSync(path.join(stateDir, GUARD_PID_FILE), 'utf8'), `${pid}\n`);
+    assert.equal(await waitForPreviousGuard(stateDir, 200), 'timeout', 'the guard runs while its agent lives');
+    const waited = waitForPreviousGuard(stateDir, 10_000);
+    guard.close(); // EOF, as when the agent dies: the guard cleans up and exits
+    assert.equal(await waited, 'ended');
+    assert.ok(!pidAlive(pid), `guard pid ${pid} gone`);
+  } finally {
+    fs.rmSync(stateDir, { recursive: true, force: true });
   }
 });
