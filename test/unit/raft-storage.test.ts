@@ -7,10 +7,12 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFile, copyFile, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiskStorage, RaftStorageError } from '../../control-plane/raft-storage/index.ts';
 import { scanSegment } from '../../control-plane/raft-storage/segment-scan.ts';
+import { readStat } from '../../shared/proc.ts';
 import type { Entry, Snapshot } from '../../control-plane/raft/types.ts';
 
 async function tempDir(t: TestContext): Promise<string> {
@@ -388,6 +390,33 @@ test('a second open of a directory already open is refused with LOCKED, and succ
   await storage.close();
   const { storage: again } = await openStorage(t, dir);
   assert.deepEqual((await again.load()).entries, []);
+});
+
+test("a LOCK left by a dead replica is taken over when its pid is ours, one of our threads, or another process's now; a live owner's is refused", async (t) => {
+  const dir = await tempDir(t);
+  const lock = join(dir, 'LOCK');
+  const started = (pid: number) => readStat(pid)!.startTicks;
+  // A restarted container numbers from 1 again: the dead owner's pid may be a thread of this process now.
+  const thread = readdirSync('/proc/self/task')
+    .map(Number)
+    .find((tid) => tid !== process.pid)!;
+  assert.ok(thread > 0, 'this process has a thread other than its main one');
+  const takesOver = async (content: string, what: string) => {
+    await writeFile(lock, content);
+    const { storage } = await openStorage(t, dir);
+    assert.equal((await readFile(lock, 'utf8')).trim(), `${process.pid} ${started(process.pid)}`, what);
+    await storage.close();
+  };
+  await takesOver(`${thread}\n`, 'an old-format lock naming one of our threads');
+  await takesOver(`${thread} 1\n`, 'a lock naming one of our threads');
+  await takesOver(`${process.pid}\n`, 'our own pid');
+  // The parent (the test runner) is alive: with another start time it is not the process that wrote the lock.
+  await takesOver(`${process.ppid} 1\n`, 'a live pid whose start time differs');
+  // The same parent with its real start time, or in the old format, holds the lock.
+  for (const content of [`${process.ppid} ${started(process.ppid)}\n`, `${process.ppid}\n`]) {
+    await writeFile(lock, content);
+    await assert.rejects(DiskStorage.open(dir), (e: unknown) => e instanceof RaftStorageError && e.code === 'LOCKED' && e.message.includes(`process ${process.ppid}`), content);
+  }
 });
 
 test('saves after close are refused with a CLOSED error', async (t) => {
