@@ -38,7 +38,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type { Socket } from 'node:net';
 import path from 'node:path';
-import { pidAlive } from '../../shared/proc.ts';
+import { cmdlineOf, pidAlive } from '../../shared/proc.ts';
 
 /** In the guard's command line, so that a pid from its pid file is known to be a guard still (not a reused pid). */
 export const GUARD_MARKER = 'mini-orchestrator orphan guard';
@@ -124,14 +124,7 @@ export async function waitForPreviousGuard(stateDir: string, timeoutMs = PREVIOU
   } catch {
     return 'none';
   }
-  const isGuard = () => {
-    if (!Number.isInteger(pid) || pid <= 1 || !pidAlive(pid)) return false;
-    try {
-      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(GUARD_MARKER);
-    } catch {
-      return false;
-    }
-  };
+  const isGuard = () => Number.isInteger(pid) && pid > 1 && pidAlive(pid) && cmdlineOf(pid).includes(GUARD_MARKER);
   if (!isGuard()) return 'none';
   const deadline = Date.now() + timeoutMs;
   while (isGuard()) {

@@ -7,46 +7,10 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ManualClock } from '../../shared/clock.ts';
-import { SeededRandom } from '../../shared/random.ts';
-import { MemoryNetwork, type MemoryTransport } from '../../control-plane/sim/memory-network.ts';
-import { MemoryDisk, MemoryStorage } from '../../control-plane/sim/memory-storage.ts';
-import { RaftStore } from '../../control-plane/store/raft-store.ts';
+import { openSimStores } from '../helpers/sim-stores.ts';
 
 test('caughtUp: false on followers and on a new leader until an entry of its term commits; true once it has, with every commit applied', async () => {
-  const clock = new ManualClock(1_700_000_000_000);
-  const random = new SeededRandom(7);
-  const net = new MemoryNetwork({ clock, random, latencyMs: () => 0.5 });
-  const ids = ['cp-1', 'cp-2', 'cp-3'];
-  // Step the clock one timer at a time, letting each one's promises settle, until `until` holds.
-  const runUntil = async (what: string, until: () => boolean) => {
-    for (let i = 0; i < 100_000 && !until(); i++) {
-      await new Promise((r) => setImmediate(r));
-      if (until()) return;
-      if (!clock.runNext()) clock.skip(1);
-    }
-    assert.ok(until(), what);
-  };
-  let opened: RaftStore<MemoryTransport>[] | null = null;
-  void Promise.all(
-    ids.map(async (id) => {
-      const storage = await MemoryStorage.open(new MemoryDisk(), { clock, writeDelayMs: () => 1 });
-      return RaftStore.open({
-        id,
-        peers: new Map(ids.map((p) => [p, `sim://${p}`])),
-        dataDir: `sim://${id}`,
-        token: 'sim',
-        log: () => {},
-        timing: { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 },
-        clock,
-        random,
-        storage: async () => storage,
-        transport: net.transport(id, ids),
-      });
-    }),
-  ).then((s) => (opened = s));
-  await runUntil('three stores open', () => opened !== null);
-  const stores = opened!;
+  const { clock, stores, runUntil, close } = await openSimStores(7);
   try {
     const leader = () => stores.find((s) => s.isLeader());
     // The moment one leads: its term's first entry (the empty entry a new leader appends) is not committed yet.
@@ -64,8 +28,6 @@ test('caughtUp: false on followers and on a new leader until an entry of its ter
     assert.ok(l.status().appliedIndex > before);
     assert.equal(l.caughtUp(), true);
   } finally {
-    let closed = false;
-    void Promise.all(stores.map((s) => s.close())).then(() => (closed = true));
-    await runUntil('the stores closed', () => closed);
+    await close();
   }
 });

@@ -7,50 +7,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ManualClock } from '../../shared/clock.ts';
-import { SeededRandom } from '../../shared/random.ts';
-import { MemoryNetwork, type MemoryTransport } from '../../control-plane/sim/memory-network.ts';
-import { MemoryDisk, MemoryStorage } from '../../control-plane/sim/memory-storage.ts';
 import { RaftNode } from '../../control-plane/raft/index.ts';
-import { RaftStore } from '../../control-plane/store/raft-store.ts';
+import { openSimStores } from '../helpers/sim-stores.ts';
 
 const SLOW_SAVE_MS = 2000;
 
 test('a leader whose save hangs for 2 s keeps its followers: same term and leader, its write applied once the save is done', async () => {
-  const clock = new ManualClock(1_700_000_000_000);
-  const random = new SeededRandom(11);
-  const net = new MemoryNetwork({ clock, random, latencyMs: () => 0.5 });
-  const ids = ['cp-1', 'cp-2', 'cp-3'];
-  const runUntil = async (what: string, until: () => boolean, maxClockMs = 60_000) => {
-    const deadline = clock.now() + maxClockMs;
-    while (!until() && clock.now() < deadline) {
-      await new Promise((r) => setImmediate(r));
-      if (until()) return;
-      if (!clock.runNext()) clock.skip(1);
-    }
-    assert.ok(until(), what);
-  };
   const slow = new Set<string>();
-  let opened: RaftStore<MemoryTransport>[] | null = null;
-  void Promise.all(
-    ids.map(async (id) => {
-      const storage = await MemoryStorage.open(new MemoryDisk(), { clock, writeDelayMs: () => (slow.has(id) ? SLOW_SAVE_MS : 1) });
-      return RaftStore.open({
-        id,
-        peers: new Map(ids.map((p) => [p, `sim://${p}`])),
-        dataDir: `sim://${id}`,
-        token: 'sim',
-        log: () => {},
-        timing: { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 },
-        clock,
-        random,
-        storage: async () => storage,
-        transport: net.transport(id, ids),
-      });
-    }),
-  ).then((s) => (opened = s));
-  await runUntil('three stores open', () => opened !== null);
-  const stores = opened!;
+  const { clock, stores, runUntil, close } = await openSimStores(11, (id) => (slow.has(id) ? SLOW_SAVE_MS : 1));
   try {
     await runUntil('a leader caught up', () => stores.some((s) => s.caughtUp()));
     const leader = stores.find((s) => s.isLeader())!;
@@ -71,9 +35,7 @@ test('a leader whose save hangs for 2 s keeps its followers: same term and leade
     assert.equal(outcome, 'applied');
     assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the leader's own save was done`);
   } finally {
-    let closed = false;
-    void Promise.all(stores.map((s) => s.close())).then(() => (closed = true));
-    await runUntil('the stores closed', () => closed);
+    await close();
   }
 });
 

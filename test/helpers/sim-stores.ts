@@ -1,0 +1,61 @@
+// test/helpers/sim-stores.ts -- three RaftStores on the simulation's memory
+// network and memory disks, one manual clock: for tests of RaftStore itself
+// (what the host does around the Raft core), without processes or sockets.
+
+import assert from 'node:assert/strict';
+import { ManualClock } from '../../shared/clock.ts';
+import { SeededRandom } from '../../shared/random.ts';
+import { MemoryNetwork, type MemoryTransport } from '../../control-plane/sim/memory-network.ts';
+import { MemoryDisk, MemoryStorage } from '../../control-plane/sim/memory-storage.ts';
+import { RaftStore } from '../../control-plane/store/raft-store.ts';
+
+export interface SimStores {
+  clock: ManualClock;
+  stores: RaftStore<MemoryTransport>[];
+  /** Steps the clock one timer at a time, letting each one's promises settle, until `until` holds (at most `maxClockMs` of clock time). */
+  runUntil(what: string, until: () => boolean, maxClockMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** `writeDelayMs(id)`: how long each save of that replica takes to become durable, in clock ms (asked at every save). */
+export async function openSimStores(seed: number, writeDelayMs: (id: string) => number = () => 1): Promise<SimStores> {
+  const clock = new ManualClock(1_700_000_000_000);
+  const random = new SeededRandom(seed);
+  const net = new MemoryNetwork({ clock, random, latencyMs: () => 0.5 });
+  const ids = ['cp-1', 'cp-2', 'cp-3'];
+  const runUntil = async (what: string, until: () => boolean, maxClockMs = 60_000) => {
+    const deadline = clock.now() + maxClockMs;
+    while (!until() && clock.now() < deadline) {
+      await new Promise((r) => setImmediate(r));
+      if (until()) return;
+      if (!clock.runNext()) clock.skip(1);
+    }
+    assert.ok(until(), what);
+  };
+  let opened: RaftStore<MemoryTransport>[] | null = null;
+  void Promise.all(
+    ids.map(async (id) => {
+      const storage = await MemoryStorage.open(new MemoryDisk(), { clock, writeDelayMs: () => writeDelayMs(id) });
+      return RaftStore.open({
+        id,
+        peers: new Map(ids.map((p) => [p, `sim://${p}`])),
+        dataDir: `sim://${id}`,
+        token: 'sim',
+        log: () => {},
+        timing: { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 },
+        clock,
+        random,
+        storage: async () => storage,
+        transport: net.transport(id, ids),
+      });
+    }),
+  ).then((s) => (opened = s));
+  await runUntil('three stores open', () => opened !== null);
+  const stores = opened!;
+  const close = async () => {
+    let closed = false;
+    void Promise.all(stores.map((s) => s.close())).then(() => (closed = true));
+    await runUntil('the stores closed', () => closed);
+  };
+  return { clock, stores, runUntil, close };
+}
