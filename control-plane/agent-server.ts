@@ -50,6 +50,8 @@ export interface AgentServerDeps {
   onHello?: (node: string) => void;
   /** An agent's figures (spawn latency, round trips, probes), for /metrics. */
   onStats?: (node: string, stats: AgentStats) => void;
+  /** Every frame an agent sends, before it is handled (the Raft store's pulse: RaftStore.pulse). */
+  onFrame?: () => void;
   /** The hello timer's clock. Default: the system clock. */
   clock?: Clock;
 }
@@ -118,6 +120,7 @@ export class AgentServer {
       }
     });
     ws.on('message', (data, isBinary) => {
+      this.deps.onFrame?.();
       if (!isBinary) return this.reject(ws, node ?? peer, 'text frame (expected binary msgpack)');
       // ws hands binary frames over as Buffers: no copy (Buffer.from(buffer) would make one per frame).
       const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer);

@@ -251,6 +251,8 @@ async function main(): Promise<void> {
     log,
     onHello: (node) => services.hello(node),
     onStats: (node, stats) => metrics.agentStats(node, stats),
+    // A leader whose timers wait behind a round of agent frames still heartbeats.
+    onFrame: () => raftStore.pulse(),
   });
   const services = new ServicePublisher({ state: store.state, registry, agents, isLeader: () => store.isLeader(), term: () => store.term(), id: cfg.id });
   const controller = new Controller({

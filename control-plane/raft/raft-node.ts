@@ -328,6 +328,20 @@ export class RaftNode {
     return out;
   }
 
+  /**
+   * A leader's heartbeat round now, outside its ticks: the host calls it
+   * when its tick timer is late (its event loop busy with I/O callbacks,
+   * which run before timers), so that followers keep hearing from a
+   * leader that is working, not gone. Touches no election or check-quorum
+   * clock: those still count ticks, so a late timer never makes a leader
+   * step down or a follower campaign sooner. A no-op for other roles.
+   */
+  heartbeatNow(): void {
+    if (this.role !== 'leader') return;
+    this.heartbeatElapsed = 0;
+    this.bcastHeartbeat(null);
+  }
+
   /** The host has persisted, sent and applied `rd`. */
   advance(rd: Ready): void {
     if (!this.readyOutstanding) throw new Error('RaftNode.advance() without an outstanding ready()');

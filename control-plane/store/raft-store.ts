@@ -137,6 +137,10 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   /** A snapshot is being packed; its bytes, once ready, wait here for the next gap between Readies. */
   private snapshotting = false;
   private packedSnapshot: { index: number; data: Uint8Array } | null = null;
+  /** clock.now() at the last tick and at the last heartbeat round pulse() sent; the heartbeat period in ms. */
+  private lastTickAt = 0;
+  private lastPulseAt = 0;
+  private readonly heartbeatMs: number;
 
   private constructor(
     private readonly opts: RaftStoreOptions<T>,
@@ -145,6 +149,8 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   ) {
     this.id = opts.id;
     this.clock = opts.clock ?? systemClock;
+    const timing = opts.timing ?? DEFAULT_RAFT_TIMING;
+    this.heartbeatMs = timing.tickMs * timing.heartbeatTicks;
     const handlers = {
       onMessage: (m: Message) => this.onMessage(m),
       // Death by socket: a follower campaigns soon after its leader's connection closes.
@@ -185,7 +191,9 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       s.lastSnapshotBytes = persisted.snapshot.data.length;
     }
     if (persisted.snapshot) s.releaseSnapshot(persisted.snapshot.meta);
+    s.lastTickAt = s.clock.now();
     s.ticker = s.clock.interval(() => {
+      s.lastTickAt = s.clock.now();
       s.raft.tick();
       // While a Ready is being saved, a leader's heartbeats go out now, not
       // after the save (a compaction or a busy disk can hold it for seconds).
@@ -194,6 +202,26 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     }, timing.tickMs);
     s.kick();
     return s;
+  }
+
+  /**
+   * The host calls this from its I/O callbacks (each agent frame). Node runs
+   * every ready socket's callback before it runs timers again, and at 5,000
+   * agents one such round can take a second: the tick timer, and with it
+   * the leader's heartbeats, waits all along, and followers campaign
+   * against a leader that is busy, not gone. So when the ticker is a
+   * heartbeat period late, a leader sends a heartbeat round from here, at
+   * most one per period. Nothing else moves: elections and check-quorum
+   * still count ticks (RaftNode.heartbeatNow).
+   */
+  pulse(): void {
+    const now = this.clock.now();
+    if (now - this.lastTickAt < this.heartbeatMs || now - this.lastPulseAt < this.heartbeatMs || this.closed) return;
+    if (!this.isLeader()) return;
+    this.lastPulseAt = now;
+    this.raft.heartbeatNow();
+    if (this.processing) this.sendMessages(this.raft.takeLeaderMessages());
+    else this.kick();
   }
 
   private onMessage(m: Message): void {

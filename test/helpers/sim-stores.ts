@@ -3,7 +3,7 @@
 // (what the host does around the Raft core), without processes or sockets.
 
 import assert from 'node:assert/strict';
-import { ManualClock } from '../../shared/clock.ts';
+import { ManualClock, type Clock } from '../../shared/clock.ts';
 import { SeededRandom } from '../../shared/random.ts';
 import { MemoryNetwork, type MemoryTransport } from '../../control-plane/sim/memory-network.ts';
 import { MemoryDisk, MemoryStorage } from '../../control-plane/sim/memory-storage.ts';
@@ -17,8 +17,27 @@ export interface SimStores {
   close(): Promise<void>;
 }
 
+export interface SimStoresOptions {
+  /** While true for a replica, its interval timers (the Raft ticker) do not run: a host whose event loop is too busy for its timers. */
+  ticksHeld?: (id: string) => boolean;
+}
+
+/** A replica's view of the shared clock: its intervals skip their runs while `held()`. */
+function holdableClock(clock: ManualClock, held: () => boolean): Clock {
+  return {
+    now: () => clock.now(),
+    timeout: (fn, ms) => clock.timeout(fn, ms),
+    interval: (fn, ms) =>
+      clock.interval(() => {
+        if (!held()) fn();
+      }, ms),
+    cancel: (t) => clock.cancel(t),
+    immediate: (fn) => clock.immediate(fn),
+  };
+}
+
 /** `writeDelayMs(id)`: how long each save of that replica takes to become durable, in clock ms (asked at every save). */
-export async function openSimStores(seed: number, writeDelayMs: (id: string) => number = () => 1): Promise<SimStores> {
+export async function openSimStores(seed: number, writeDelayMs: (id: string) => number = () => 1, opts: SimStoresOptions = {}): Promise<SimStores> {
   const clock = new ManualClock(1_700_000_000_000);
   const random = new SeededRandom(seed);
   const net = new MemoryNetwork({ clock, random, latencyMs: () => 0.5 });
@@ -43,7 +62,7 @@ export async function openSimStores(seed: number, writeDelayMs: (id: string) => 
         token: 'sim',
         log: () => {},
         timing: { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 },
-        clock,
+        clock: opts.ticksHeld ? holdableClock(clock, () => opts.ticksHeld!(id)) : clock,
         random,
         storage: async () => storage,
         transport: net.transport(id, ids),
