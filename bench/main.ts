@@ -98,7 +98,7 @@ if (want('scheduler')) {
 
 if (want('storage')) {
   console.log('\n== raft storage: fsynced saves ==');
-  await benchStorage();
+  for (const r of await benchStorage()) summary.push(`raft storage, ${r.name}: ${r.savesPerSec} saves/s, ${r.entriesPerSec} entries/s, mean ${r.meanSaveMs} ms per save`);
 }
 
 if (want('apply')) {

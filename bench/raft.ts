@@ -271,7 +271,23 @@ export async function benchCatchUp(entries = 10000): Promise<{ entries: number; 
       60000,
       5,
     );
-    return { entries, catchUpMs: performance.now() - t0 };
+    const catchUpMs = performance.now() - t0;
+    // The catch-up takes well under a second, and a replica reports its
+    // event loop in whole 1 s windows: wait for the first window that
+    // closed after the catch-up, so the loop watch's last reading holds
+    // the restarted replica's stops during it.
+    const caughtUpAt = Date.now();
+    await waitFor(
+      "the restarted replica's first event-loop window after its catch-up",
+      async () => {
+        const r = await fetch(`${c.urls[lagging - 1]}/v1/replica?eventLoopSince=${caughtUpAt - 1}`, { headers: { authorization: `Bearer ${c.token}` } });
+        const s = (await r.json()) as { eventLoop?: { windows: { end: number }[] } };
+        return (s.eventLoop?.windows ?? []).some((w) => w.end >= caughtUpAt);
+      },
+      10000,
+      50,
+    );
+    return { entries, catchUpMs };
   } finally {
     await c.stop();
   }
