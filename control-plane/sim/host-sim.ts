@@ -453,6 +453,7 @@ class SimReplica {
       heartbeatIntervalMs: HEARTBEAT_MS,
       leadership: () => ({ term: store.term(), leaderId: store.leaderId() }),
       log,
+      onFrame: () => store.pulse(),
       clock,
     });
     this.agents = agents;
