@@ -11,6 +11,7 @@ import { RaftStore } from '../../control-plane/store/raft-store.ts';
 
 export interface SimStores {
   clock: ManualClock;
+  net: MemoryNetwork;
   stores: RaftStore<MemoryTransport>[];
   /** Steps the clock one timer at a time, letting each one's promises settle, until `until` holds (at most `maxClockMs` of clock time). */
   runUntil(what: string, until: () => boolean, maxClockMs?: number): Promise<void>;
@@ -76,5 +77,5 @@ export async function openSimStores(seed: number, writeDelayMs: (id: string) => 
     void Promise.all(stores.map((s) => s.close())).then(() => (closed = true));
     await runUntil('the stores closed', () => closed);
   };
-  return { clock, stores, runUntil, close };
+  return { clock, net, stores, runUntil, close };
 }

@@ -4,7 +4,8 @@
 // its followers do not campaign against a leader that is working. Three
 // RaftStores on the simulation's memory network and disks, one manual
 // clock; the leader's ticker is held for 3 s, 6-12 election timeouts, while
-// "agent frames" arrive every 10 ms.
+// "agent frames" arrive every 10 ms (and, in the control case, while no
+// frame of any kind reaches it).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,9 +14,10 @@ import { openSimStores } from '../helpers/sim-stores.ts';
 
 const HOLD_MS = 3000;
 
+/** `withFrames`: agent frames reach the leader every 10 ms; without them, nothing does (its followers' frames to it are dropped too). */
 async function holdLeaderTicks(withFrames: boolean): Promise<{ termBefore: number; terms: number[]; leaders: (string | null)[]; leader: string; wrote: boolean }> {
   const held = new Set<string>();
-  const { clock, stores, runUntil, close } = await openSimStores(7, () => 1, { ticksHeld: (id) => held.has(id) });
+  const { clock, net, stores, runUntil, close } = await openSimStores(7, () => 1, { ticksHeld: (id) => held.has(id) });
   try {
     await runUntil('a leader caught up', () => stores.some((s) => s.caughtUp()));
     const leader = stores.find((s) => s.isLeader())!;
@@ -23,6 +25,8 @@ async function holdLeaderTicks(withFrames: boolean): Promise<{ termBefore: numbe
     held.add(leader.id);
     // The agents' frames: each one calls pulse(), as AgentServer's onFrame does.
     const frames = withFrames ? clock.interval(() => leader.pulse(), 10) : null;
+    // The control: nothing reaches the leader at all (a leader really silent, not busy).
+    if (!withFrames) for (const s of stores) if (s !== leader) net.cutLink(s.id, leader.id);
     const t0 = clock.now();
     let wrote = false;
     void leader.propose({ type: 'node.register', at: clock.now(), node: { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} } }).then(
@@ -44,7 +48,7 @@ test('a leader whose ticks are held for 3 s but which handles agent frames keeps
   assert.ok(r.wrote, 'the write proposed during the hold was applied');
 });
 
-test('without frames (a leader really silent for 3 s) its followers do campaign: the hold above is long enough to matter', async () => {
+test('a leader whose ticks are held for 3 s and to which no frame arrives falls silent: its followers campaign (the hold above is long enough to matter)', async () => {
   const r = await holdLeaderTicks(false);
   assert.ok(
     r.terms.some((t) => t > r.termBefore),
