@@ -10,6 +10,9 @@ import http from 'node:http';
 import { Cluster } from '../test/helpers/cluster.ts';
 import { summarize, type LoopWindow } from '../control-plane/event-loop-windows.ts';
 
+/** A stop this long (ms) is counted apart: the longest alone says little when one burst makes it. */
+const LONG_STOP_MS = 100;
+
 /** Benchmarks that end elections on purpose, and how. */
 const CAUSED: Record<string, { why: string; count?: number }> = {
   failover: { why: 'one per leader SIGKILL (the benchmark)' },
@@ -118,7 +121,10 @@ export class LoopWatch {
           return;
         }
         const s = summarize(r.windows);
-        parts.push(`cp-${i + 1} max ${s.maxMs.toFixed(0)} ms, p99 ${s.medianP99Ms.toFixed(1)} ms (worst second ${s.worstP99Ms.toFixed(0)} ms) over ${s.windows} s`);
+        const long = r.windows.filter((w) => w.maxMs > LONG_STOP_MS).length;
+        parts.push(
+          `cp-${i + 1} max ${s.maxMs.toFixed(0)} ms, p99 ${s.medianP99Ms.toFixed(1)} ms (worst second ${s.worstP99Ms.toFixed(0)} ms) over ${s.windows} s, ${long} s with a stop over ${LONG_STOP_MS} ms`,
+        );
         if (r.firstTerm !== null) first = Math.min(first, r.firstTerm);
         if (r.lastTerm !== null) last = Math.max(last, r.lastTerm);
       });
