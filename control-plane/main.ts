@@ -251,7 +251,7 @@ async function main(): Promise<void> {
     log,
     onHello: (node) => services.hello(node),
     onStats: (node, stats) => metrics.agentStats(node, stats),
-    // A leader whose timers wait behind a round of agent frames still heartbeats.
+    // A leader whose timers wait behind a long round of I/O callbacks still heartbeats.
     onFrame: () => raftStore.pulse(),
   });
   const services = new ServicePublisher({ state: store.state, registry, agents, isLeader: () => store.isLeader(), term: () => store.term(), id: cfg.id });

@@ -207,7 +207,9 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   /**
    * The host calls this from its I/O callbacks (each agent frame). Node runs
    * every ready socket's callback before it runs timers again, and at 5,000
-   * agents one such round can take a second: the tick timer, and with it
+   * agents one such round (peers' frames and the commits they bring,
+   * agents' frames and the reports they carry) can take a second, while
+   * agents' frames keep arriving: the tick timer, and with it
    * the leader's heartbeats, waits all along, and followers campaign
    * against a leader that is busy, not gone. So when the ticker is a
    * heartbeat period late, a leader sends a heartbeat round from here, at
