@@ -40,6 +40,8 @@ import type {
 /** Maximum committed entries handed to the host in one Ready. */
 export const MAX_COMMITTED_ENTRIES_PER_READY = 512;
 const DEFAULT_MAX_UNCOMMITTED_ENTRIES = 1024;
+/** After its leader's link closed, a follower campaigns in the slot of this many ticks its rank among the survivors gives it (peerLinkClosed). */
+export const CLOSE_SLOT_TICKS = 4;
 const DEFAULT_MAX_PENDING_READS = 1024;
 
 interface PendingRead {
@@ -479,9 +481,13 @@ export class RaftNode {
    * closes the dead process's sockets, so a follower learns of its leader's
    * death at once instead of after an election timeout of silence. If
    * `peer` is the leader we follow, forget it (our lease on it is over, so
-   * we grant pre-votes and votes again) and campaign after 1..5 ticks,
-   * randomized so two followers that both saw the close rarely split the
-   * vote. Safety is untouched (votes stay one per term, §5.2); pre-vote
+   * we grant pre-votes and votes again) and campaign within a few ticks.
+   * The survivors take turns: each campaigns in its own slot of
+   * CLOSE_SLOT_TICKS by its rank among them (ids in order), at a random
+   * tick of the slot's first two, so two followers that both saw the close
+   * never campaign at once and split the vote (with 1..5 random ticks for
+   * both, one failover in five did, and then waited out a whole election
+   * timeout). Safety is untouched (votes stay one per term, §5.2); pre-vote
    * still protects a live leader: a follower that keeps hearing it rejects
    * the pre-vote, and no term moves. A silent failure closes nothing and
    * waits for the timer as before.
@@ -489,7 +495,9 @@ export class RaftNode {
   peerLinkClosed(peer: NodeId): void {
     if (this.role !== 'follower' || this.lead !== peer) return;
     this.lead = null;
-    const jitter = 1 + Math.floor(this.cfg.random() * 5);
+    const survivors = [this.id, ...this.others].filter((p) => p !== peer).sort();
+    const rank = survivors.indexOf(this.id);
+    const jitter = 1 + rank * CLOSE_SLOT_TICKS + Math.floor(this.cfg.random() * 2);
     this.electionElapsed = Math.max(this.electionElapsed, this.randomizedElectionTimeout - jitter);
   }
 

@@ -668,6 +668,31 @@ test('leader link closed: followers that both saw it elect a new leader within a
   assert.equal(leader!.status().term, term + 1, 'one new term: no split vote');
 });
 
+test('leader link closed: the survivors take turns by rank, so whatever their random draws they never split the vote (3 and 5 replicas)', () => {
+  for (const ids of [
+    ['n1', 'n2', 'n3'],
+    ['n1', 'n2', 'n3', 'n4', 'n5'],
+  ])
+    for (const draw of [0, 0.49, 0.5, 0.99]) {
+      // Every node draws the same number: with 1..5 random ticks for each, they would all campaign at once.
+      const c = new Cluster(ids, { preVote: true, checkQuorum: true, random: () => draw });
+      c.elect('n1');
+      const term = c.n('n1').status().term;
+      c.isolate('n1');
+      const survivors = ids.slice(1);
+      for (const id of survivors) c.n(id).peerLinkClosed('n1');
+      let ticks = 0;
+      while (ticks < T && !survivors.some((id) => c.n(id).status().role === 'leader')) {
+        c.tickAll();
+        ticks++;
+      }
+      const leader = survivors.find((id) => c.n(id).status().role === 'leader');
+      assert.equal(leader, 'n2', `${ids.length} replicas, draw ${draw}: the first in rank leads (after ${ticks} ticks)`);
+      assert.ok(ticks <= 2, `${ids.length} replicas, draw ${draw}: elected after ${ticks} ticks`);
+      for (const id of survivors) assert.equal(c.n(id).status().term, term + 1, `${ids.length} replicas, draw ${draw}: ${id} is in one new term, no split vote`);
+    }
+});
+
 test('leader link closed on one follower only: its pre-vote is refused by the follower that still hears the leader, and no term moves (§9.6 still guards)', () => {
   const c = new Cluster(['n1', 'n2', 'n3'], { preVote: true, checkQuorum: true });
   c.elect('n1');
