@@ -14,20 +14,11 @@
 import { existsSync } from 'node:fs';
 import { open, readFile, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { readStat } from '../../shared/proc.ts';
+import { pidAlive, readStat } from '../../shared/proc.ts';
 import { RaftStorageError } from './errors.ts';
 
 const LOCK_FILE = 'LOCK';
 const heldInThisProcess = new Set<string>();
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0); // signal 0: existence check only
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
-  }
-}
 
 /** What the lock file says: our pid, and our start time where /proc tells it. */
 function ownerLine(): string {
@@ -41,9 +32,8 @@ function liveOwner(text: string): number | null {
   const owner = Number(pidText);
   if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid) return null;
   if (existsSync(`/proc/self/task/${owner}`)) return null; // one of our own threads
-  if (!isAlive(owner)) return null;
-  const now = started === undefined ? undefined : readStat(owner)?.startTicks;
-  if (now !== undefined && now !== started) return null; // the pid was reused by another process
+  if (!pidAlive(owner)) return null; // gone, or a zombie
+  if (started !== undefined && readStat(owner)?.startTicks !== started) return null; // the pid was reused by another process
   return owner;
 }
 
