@@ -246,7 +246,11 @@ export function object<T>(fields: FieldTable<T>, rule: ObjectRule = {}): Validat
   const what = rule.what ?? 'an object';
   return (value, path) => {
     if (!isPlainObject(value)) return expected(what, value, path);
-    for (const key of Object.keys(value)) {
+    // for-in, not Object.keys: no array made per object checked (5,000 agents'
+    // heartbeats are thousands a second). It visits the same keys in the same
+    // order: a plain object's prototype (Object.prototype or none) has no
+    // enumerable key of its own.
+    for (const key in value) {
       if (!Object.hasOwn(table, key)) return fail(fieldPath(path, key), unknownField);
     }
     for (const name of names) {

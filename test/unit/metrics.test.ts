@@ -441,6 +441,44 @@ test('agent figures: counted by the agent, carried by the real codec, shown per 
   assert.equal(value(samples, 'mo_agent_units', { node: 'node-a', phase: 'Running' }), 2);
 });
 
+test("an agent's later figures replace its earlier ones, whether or not they have the same shape", async () => {
+  const f = new AgentFigures();
+  f.roundTrip('cp-1', 0.0004);
+  f.probe('readiness', true);
+  const m = metricsFor(new DesiredState(), { connected: new Set(['node-a']) });
+  const send = (phases: Array<{ phase: 'Running' | 'Pending' }>) => {
+    const decoded = decodeAgentMessage(encodeMessage({ v: 1, type: 'heartbeat', seq: 1, sentAt: 1_700_000_000_000, stats: f.stats(phases) }));
+    assert.ok(decoded.ok && decoded.msg.type === 'heartbeat' && decoded.msg.stats);
+    m.agentStats('node-a', decoded.msg.stats);
+    return decoded.msg.stats;
+  };
+  send([{ phase: 'Running' }]);
+  // The same shape: new counts in every figure.
+  f.roundTrip('cp-1', 0.02);
+  f.probe('readiness', true);
+  const second = send([{ phase: 'Running' }, { phase: 'Running' }]);
+  let { samples } = parseExposition(await m.text());
+  assert.equal(value(samples, 'mo_agent_heartbeat_rtt_seconds_count', { node: 'node-a', replica: 'cp-1' }), 2);
+  assert.equal(value(samples, 'mo_agent_heartbeat_rtt_seconds_bucket', { node: 'node-a', replica: 'cp-1', le: '0.01' }), 1);
+  assert.equal(value(samples, 'mo_agent_heartbeat_rtt_last_seconds', { node: 'node-a', replica: 'cp-1' }), 0.02);
+  assert.equal(value(samples, 'mo_agent_probe_results_total', { node: 'node-a', probe: 'readiness', result: 'success' }), 2);
+  assert.equal(value(samples, 'mo_agent_units', { node: 'node-a', phase: 'Running' }), 2);
+  // The decoded frame itself is not what is kept: changing it changes nothing shown.
+  for (const u of second.units) u.count = 99;
+  ({ samples } = parseExposition(await m.text()));
+  assert.equal(value(samples, 'mo_agent_units', { node: 'node-a', phase: 'Running' }), 2);
+  // Another shape (a second replica, a new probe kind): shown as sent.
+  f.roundTrip('cp-2', 0.3);
+  f.probe('liveness', false);
+  send([{ phase: 'Pending' }]);
+  ({ samples } = parseExposition(await m.text()));
+  assert.equal(value(samples, 'mo_agent_heartbeat_rtt_last_seconds', { node: 'node-a', replica: 'cp-2' }), 0.3);
+  assert.equal(value(samples, 'mo_agent_heartbeat_rtt_seconds_count', { node: 'node-a', replica: 'cp-1' }), 2);
+  assert.equal(value(samples, 'mo_agent_probe_results_total', { node: 'node-a', probe: 'liveness', result: 'failure' }), 1);
+  assert.equal(value(samples, 'mo_agent_units', { node: 'node-a', phase: 'Pending' }), 1);
+  assert.equal(value(samples, 'mo_agent_units', { node: 'node-a', phase: 'Running' }), 0);
+});
+
 test('the agent times at most MAX_PENDING_SPAWNS spawns at once, oldest dropped', () => {
   const f = new AgentFigures();
   for (let i = 0; i <= MAX_PENDING_SPAWNS; i++) f.spawnReceived(`u-${i}`, i);
