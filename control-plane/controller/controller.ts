@@ -87,11 +87,30 @@ export const MIN_PASS_SPACING_MS = 10;
 export const PASS_COST_SPACING = 4;
 
 /**
- * Resync ticks in a row an idle loop skips (a pass then would change
- * nothing: see resyncTick); the next one runs a pass anyway, as a safety
- * net. With the default 1 s resync: an idle cluster is swept every 10 s.
+ * Resync ticks in a row an idle loop skips at least (a pass then would
+ * change nothing: see resyncTick); the next one runs a pass anyway, as a
+ * safety net. With the default 1 s resync: a small idle cluster is swept
+ * every 10 s.
  */
 export const IDLE_RESYNCS_SKIPPED = 9;
+
+/**
+ * The share of the leader's time the safety-net sweeps of an idle loop may
+ * take: after an idle sweep that planned for T ms, the loop skips ticks
+ * until T / IDLE_SWEEP_SHARE ms have passed (never fewer than
+ * IDLE_RESYNCS_SKIPPED, never longer than IDLE_SWEEP_MAX_GAP_MS). A sweep
+ * of 50,000 units planned for 0.45-0.9 s, and every 10 s that was 4.5% of
+ * the fleet bench's idle leader (its profile of the steady state).
+ */
+export const IDLE_SWEEP_SHARE = 0.01;
+/** The longest an idle loop goes without a safety-net sweep, however costly one is. */
+export const IDLE_SWEEP_MAX_GAP_MS = 60_000;
+
+/** Resync ticks an idle loop skips after an idle sweep that planned for `sweepMs` (IDLE_SWEEP_SHARE). */
+export function idleResyncsSkipped(sweepMs: number, resyncIntervalMs: number): number {
+  const gapMs = Math.min(IDLE_SWEEP_MAX_GAP_MS, sweepMs / IDLE_SWEEP_SHARE);
+  return Math.max(IDLE_RESYNCS_SKIPPED, Math.ceil(gapMs / Math.max(1, resyncIntervalMs)) - 1);
+}
 
 export const DEFAULT_CONTROLLER_OPTIONS: ControllerOptions = {
   maxActionsPerPass: 500,
@@ -156,10 +175,10 @@ export class Controller {
   private readonly pending = new Set<string>();
   /** A sweep was asked for (resync, node change, leadership, a wake-up): every deployment goes into `pending`. */
   private sweepAsked = true;
-  /** The sweep being worked through: the triggers and agent starts it began with, and whether each of its passes left the loop idle. */
-  private sweep: { changes: number; agents: number; idle: boolean } | null = null;
-  /** Set by a pass that left the loop idle: the triggers and agent stamp it saw. */
-  private idleAfter: { changes: number; agents: number } | null = null;
+  /** The sweep being worked through: the triggers and agent starts it began with, whether each of its passes left the loop idle, and their planning time. */
+  private sweep: { changes: number; agents: number; idle: boolean; planMs: number } | null = null;
+  /** Set by a sweep that left the loop idle: the triggers and agent stamp it saw, and the resync ticks to skip (idleResyncsSkipped). */
+  private idleAfter: { changes: number; agents: number; skips: number } | null = null;
   /** Resync ticks skipped in a row. */
   private idleSkips = 0;
   private passCount = 0;
@@ -309,6 +328,10 @@ export class Controller {
    * costs 0.2-0.4 s of the leader, which every second was a third of a core
    * with nothing to do.
    *
+   * How many ticks are skipped grows with what the last idle sweep cost
+   * (IDLE_SWEEP_SHARE): ten at least, so a small cluster is swept every
+   * 10 s, and a sweep of 50,000 units every 45-60 s.
+   *
    * A tick while a sweep is under way (or asked for) is skipped too: that
    * sweep visits every deployment anyway. A sweep is several passes, each
    * spaced by its cost (PASS_COST_SPACING); at 50,000 units one took ~3 s,
@@ -319,7 +342,7 @@ export class Controller {
   private resyncTick(): void {
     if (this.sweep !== null || this.sweepAsked) return;
     const idle = this.idleAfter;
-    if (idle !== null && idle.changes === this.changes && idle.agents === this.deps.registry.agentStarts && this.idleSkips < IDLE_RESYNCS_SKIPPED) {
+    if (idle !== null && idle.changes === this.changes && idle.agents === this.deps.registry.agentStarts && this.idleSkips < idle.skips) {
       this.idleSkips++;
       return;
     }
@@ -422,9 +445,10 @@ export class Controller {
         const sweep = this.sweep;
         if (sweep !== null) {
           if (plan === null || !this.leftIdle(plan)) sweep.idle = false;
+          sweep.planMs += this.planMs;
           if (this.pending.size === 0) {
             // The sweep is done: idle if every one of its passes left nothing time can move.
-            if (sweep.idle) this.idleAfter = { changes: sweep.changes, agents: sweep.agents };
+            if (sweep.idle) this.idleAfter = { changes: sweep.changes, agents: sweep.agents, skips: idleResyncsSkipped(sweep.planMs, this.deps.options.resyncIntervalMs) };
             this.sweep = null;
           }
         }
@@ -458,7 +482,7 @@ export class Controller {
     const { state } = this.deps.store;
     if (this.sweepAsked) {
       this.sweepAsked = false;
-      this.sweep = { changes: this.changes, agents: this.deps.registry.agentStarts, idle: true };
+      this.sweep = { changes: this.changes, agents: this.deps.registry.agentStarts, idle: true, planMs: 0 };
       for (const name of this.active) this.pending.add(name);
       for (const name of state.deploymentsWithUnits()) this.pending.add(name);
       for (const name of this.observedDeployments) this.pending.add(name);

@@ -13,7 +13,7 @@ import { SeededRandom } from '../../shared/random.ts';
 import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../../control-plane/agent-server.ts';
-import { commitGated, Controller } from '../../control-plane/controller/controller.ts';
+import { commitGated, Controller, IDLE_SWEEP_MAX_GAP_MS, idleResyncsSkipped } from '../../control-plane/controller/controller.ts';
 import { EventLog } from '../../control-plane/events.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
 import { Scheduler } from '../../control-plane/scheduler/index.ts';
@@ -77,6 +77,13 @@ const NODES = ['node-a', 'node-b'];
 function setup(maxBindingsPerPass?: number) {
   const clock = new ManualClock(1_700_000_000_000);
   const now = () => Math.floor(clock.now());
+  /** Each time the controller reads the clock, it moves on by this much: its passes then take that long to plan. */
+  const slow = { msPerRead: 0 };
+  const controllerNow = () => {
+    const t = now();
+    clock.skip(slow.msPerRead);
+    return t;
+  };
   const store = new LocalStore();
   const registry = new NodeRegistry(1000);
   const sent: Array<{ node: string; cmd: Command; at: number; boundThen: string | null | undefined }> = [];
@@ -100,7 +107,7 @@ function setup(maxBindingsPerPass?: number) {
     observer: { pass: (seconds) => (passes.push(clock.now()), passLog.push({ at: clock.now() - seconds * 1000, ms: seconds * 1000 })), scheduled: () => {}, placed: () => {} },
     events: new EventLog('cp-1', now),
     scheduler: new Scheduler(),
-    now,
+    now: controllerNow,
     log: (line: string) => logs.push(line),
     clock,
     random: new SeededRandom(1),
@@ -164,7 +171,7 @@ function setup(maxBindingsPerPass?: number) {
       revision: cmd.unit.revision,
     });
   };
-  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes, passLog, logs };
+  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes, passLog, logs, slow };
 }
 
 const spawns = (sent: ReturnType<typeof setup>['sent']) => sent.filter((s) => s.cmd.type === 'spawn');
@@ -328,6 +335,33 @@ test('an idle loop skips its resync passes but every 10th; a report, or an agent
   const busy = h.passes.length;
   await h.advance(3000);
   assert.ok(h.passes.length >= busy + 3, `a pass each second while a spawn awaits its answer (${h.passes.length - busy})`);
+  h.controller.stop();
+});
+
+test("an idle loop's safety-net sweeps take at most about 1% of the leader: a costly sweep comes less often", async () => {
+  assert.equal(idleResyncsSkipped(0, 1000), 9, 'a cheap sweep: every 10th tick');
+  assert.equal(idleResyncsSkipped(450, 1000), 44, 'a sweep of 0.45 s: every 45th');
+  assert.equal(idleResyncsSkipped(5000, 1000), IDLE_SWEEP_MAX_GAP_MS / 1000 - 1, 'never more than a minute apart');
+  const h = setup();
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(1500); // settled, and a sweep that found the loop idle
+  // From now on every pass plans for at least 400 ms of the clock.
+  h.slow.msPerRead = 400;
+  const before = h.passes.length;
+  await h.advance(12_000);
+  assert.ok(h.passes.length > before, 'the next safety-net sweep came within 10 s, as before');
+  const costly = h.passes.at(-1)!;
+  await h.advance(35_000);
+  const early = h.passes.filter((t) => t > costly);
+  assert.deepEqual(early, [], 'no sweep within 35 s of one that took 0.4 s or more (every 10 s, it would be 4% of the leader)');
+  await h.advance(30_000);
+  assert.ok(
+    h.passes.some((t) => t > costly),
+    'the safety net still sweeps, within a minute',
+  );
   h.controller.stop();
 });
 
