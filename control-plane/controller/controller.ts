@@ -329,8 +329,8 @@ export class Controller {
    * with nothing to do.
    *
    * How many ticks are skipped grows with what the last idle sweep cost
-   * (IDLE_SWEEP_SHARE): ten at least, so a small cluster is swept every
-   * 10 s, and a sweep of 50,000 units every 45-60 s.
+   * (IDLE_SWEEP_SHARE): nine at least, so a small cluster is swept every
+   * 10 s, and 50,000 units every 45-60 s.
    *
    * A tick while a sweep is under way (or asked for) is skipped too: that
    * sweep visits every deployment anyway. A sweep is several passes, each
