@@ -64,7 +64,17 @@ export class EventRing {
   /** ring[i]'s owner, kept beside it: finding an owner's oldest event was a regex per kept event, for every event added (1,000 per event once a deployment had 100; 3% of a replica while 5,000 agents started units). */
   private owners: string[] = [];
   private seq = 0;
-  private readonly perOwner = new Map<string, number>();
+  /** Each owner's events in the ring, oldest first. */
+  private readonly byOwner = new Map<string, ClusterEvent[]>();
+  /**
+   * The newest event in the ring for each object, type, reason and message
+   * (sameAs). Looking an equal event up here, and an owner's oldest in
+   * byOwner, replaced comparing the new event with up to 400 kept ones and
+   * scanning every owner string: 5.5% of the fleet bench's leader while it
+   * placed 50,000 units, and the same on every follower, which applies the
+   * same events.
+   */
+  private readonly newest = new Map<string, ClusterEvent>();
 
   /** Adds (or counts) one event; returns it as kept. Deterministic: every replica applying the same events keeps the same ring. */
   add(n: NewEvent): ClusterEvent {
@@ -72,10 +82,13 @@ export class EventRing {
     const owner = eventOwner(kind, name);
     let count = 1;
     let firstTimestamp = n.timestamp;
-    // The same thing again: counted, and moved to the end as the newest.
-    for (let i = this.ring.length - 1; i >= 0 && i >= this.ring.length - MAX_EVENTS_PER_OWNER * 4; i--) {
-      const old = this.ring[i];
-      if (old.involvedObject.name === name && old.involvedObject.kind === kind && old.reason === n.reason && old.type === n.type && old.message === n.message) {
+    // The same thing again, among the newest MAX_EVENTS_PER_OWNER * 4: counted, and moved to the
+    // end as the newest. Only the newest equal one can be that recent: an older one is further back.
+    const key = sameAs(n);
+    const old = this.newest.get(key);
+    if (old !== undefined) {
+      for (let i = this.ring.length - 1; i >= 0 && i >= this.ring.length - MAX_EVENTS_PER_OWNER * 4; i--) {
+        if (this.ring[i] !== old) continue;
         count = old.count + 1;
         firstTimestamp = old.firstTimestamp;
         this.remove(i);
@@ -83,13 +96,9 @@ export class EventRing {
       }
     }
     const e: ClusterEvent = { ...n, involvedObject: { kind, name }, seq: ++this.seq, count, firstTimestamp };
-    this.ring.push(e);
-    this.owners.push(owner);
-    this.perOwner.set(owner, (this.perOwner.get(owner) ?? 0) + 1);
-    if ((this.perOwner.get(owner) ?? 0) > MAX_EVENTS_PER_OWNER) {
-      const oldest = this.owners.indexOf(owner);
-      if (oldest >= 0) this.remove(oldest);
-    }
+    this.push(e, owner, key);
+    const mine = this.byOwner.get(owner)!;
+    if (mine.length > MAX_EVENTS_PER_OWNER) this.remove(this.ring.indexOf(mine[0]));
     while (this.ring.length > MAX_EVENTS) this.remove(0);
     return e;
   }
@@ -106,23 +115,44 @@ export class EventRing {
   load(s: { seq: number; events: ClusterEvent[] } | undefined): void {
     this.ring = [];
     this.owners = [];
-    this.perOwner.clear();
+    this.byOwner.clear();
+    this.newest.clear();
     this.seq = s?.seq ?? 0;
-    for (const e of s?.events ?? []) {
-      this.ring.push(e);
-      const owner = eventOwner(e.involvedObject.kind, e.involvedObject.name);
-      this.owners.push(owner);
-      this.perOwner.set(owner, (this.perOwner.get(owner) ?? 0) + 1);
-    }
+    for (const e of s?.events ?? []) this.push(e, eventOwner(e.involvedObject.kind, e.involvedObject.name), sameAs(e));
+  }
+
+  private push(e: ClusterEvent, owner: string, key: string): void {
+    this.ring.push(e);
+    this.owners.push(owner);
+    const mine = this.byOwner.get(owner);
+    if (mine) mine.push(e);
+    else this.byOwner.set(owner, [e]);
+    this.newest.set(key, e);
   }
 
   private remove(i: number): void {
-    this.ring.splice(i, 1);
-    const [owner] = this.owners.splice(i, 1);
-    const n = (this.perOwner.get(owner) ?? 1) - 1;
-    if (n <= 0) this.perOwner.delete(owner);
-    else this.perOwner.set(owner, n);
+    const e = takeAt(this.ring, i);
+    const owner = takeAt(this.owners, i);
+    const mine = this.byOwner.get(owner);
+    if (mine) {
+      takeAt(mine, mine.indexOf(e));
+      if (mine.length === 0) this.byOwner.delete(owner);
+    }
+    // An older equal event may still be kept, further back: never within the window add() looks
+    // at, and gone before any newer one of its owner (both ways out take an owner's oldest first).
+    const key = sameAs(e);
+    if (this.newest.get(key) === e) this.newest.delete(key);
   }
+}
+
+/** Remove and return list[i]: shift() for the first (the common case: the oldest event goes), which V8 does without moving the rest; splice() costs ~5 us on a list of 1,000. */
+function takeAt<T>(list: T[], i: number): T {
+  return i === 0 ? list.shift()! : list.splice(i, 1)[0];
+}
+
+/** What makes two events equal for counting: the object, type, reason and message. */
+function sameAs(e: NewEvent | ClusterEvent): string {
+  return JSON.stringify([e.involvedObject.kind, e.involvedObject.name, e.type, e.reason, e.message]);
 }
 
 /** How an EventLog replicates: the store's ring, leadership, and a way to commit a batch. */

@@ -5,7 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { EventLog, MAX_EVENTS, MAX_EVENTS_PER_OWNER, eventOwner } from '../../control-plane/events.ts';
+import { EventLog, EventRing, MAX_EVENTS, MAX_EVENTS_PER_OWNER, eventOwner, type ClusterEvent, type NewEvent } from '../../control-plane/events.ts';
 
 test('an event equal to one already kept is counted, with its first and last time, and moves to the end', () => {
   let now = 1000;
@@ -85,4 +85,75 @@ test('replicated: only the leader records, in batches committed through the stor
   restored.restore(replicas[0].snapshot());
   assert.deepEqual(restored.events.list(), replicas[0].events.list());
   log.stop();
+});
+
+/** The ring as it was first written (a scan of the newest 400 for an equal event, an owner's oldest by scanning every owner): the model the indexed ring must equal. */
+class ScanRing {
+  private ring: ClusterEvent[] = [];
+  private owners: string[] = [];
+  private seq = 0;
+  add(n: NewEvent): ClusterEvent {
+    const { kind, name } = n.involvedObject;
+    const owner = eventOwner(kind, name);
+    let count = 1;
+    let firstTimestamp = n.timestamp;
+    for (let i = this.ring.length - 1; i >= 0 && i >= this.ring.length - MAX_EVENTS_PER_OWNER * 4; i--) {
+      const old = this.ring[i];
+      if (old.involvedObject.name === name && old.involvedObject.kind === kind && old.reason === n.reason && old.type === n.type && old.message === n.message) {
+        count = old.count + 1;
+        firstTimestamp = old.firstTimestamp;
+        this.remove(i);
+        break;
+      }
+    }
+    const e: ClusterEvent = { ...n, involvedObject: { kind, name }, seq: ++this.seq, count, firstTimestamp };
+    this.ring.push(e);
+    this.owners.push(owner);
+    if (this.owners.filter((o) => o === owner).length > MAX_EVENTS_PER_OWNER) this.remove(this.owners.indexOf(owner));
+    while (this.ring.length > MAX_EVENTS) this.remove(0);
+    return e;
+  }
+  list(): ClusterEvent[] {
+    return this.ring.slice();
+  }
+  private remove(i: number): void {
+    this.ring.splice(i, 1);
+    this.owners.splice(i, 1);
+  }
+}
+
+test('the indexed ring keeps exactly what a scan of the kept events keeps: counts, owners, the window, a snapshot loaded mid-way', () => {
+  let state = 20261203;
+  const rnd = (n: number) => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return state % n;
+  };
+  const kinds = ['Unit', 'Unit', 'Unit', 'Node', 'Deployment'] as const;
+  for (let round = 0; round < 3; round++) {
+    const model = new ScanRing();
+    let ring = new EventRing();
+    // Few names, reasons and messages: many equal events (counted), owners over their 100, and
+    // equal events that fell out of the newest 400 (added anew beside the old one).
+    for (let k = 0; k < 6000; k++) {
+      const kind = kinds[rnd(kinds.length)];
+      const name = kind === 'Unit' ? `d${rnd(4)}-${rnd(150)}` : `${kind.toLowerCase()}-${rnd(30)}`;
+      const n: NewEvent = {
+        type: rnd(5) === 0 ? 'Warning' : 'Normal',
+        reason: `R${rnd(3)}`,
+        message: `m${rnd(round === 0 ? 2 : 20)}`,
+        involvedObject: { kind, name },
+        source: 'cp-1',
+        timestamp: k,
+      };
+      assert.deepEqual(ring.add(n), model.add(n), `event ${k} of round ${round}`);
+      if (k === 3000) {
+        // As a replica restoring a snapshot does: the rest must go on the same.
+        const restored = new EventRing();
+        restored.load(structuredClone(ring.save()));
+        ring = restored;
+      }
+      if (k % 500 === 0) assert.deepEqual(ring.list(), model.list(), `the ring after event ${k} of round ${round}`);
+    }
+    assert.deepEqual(ring.list(), model.list());
+  }
 });
