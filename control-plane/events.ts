@@ -63,6 +63,8 @@ export class EventRing {
   private ring: ClusterEvent[] = [];
   /** ring[i]'s owner, kept beside it: finding an owner's oldest event was a regex per kept event, for every event added (1,000 per event once a deployment had 100; 3% of a replica while 5,000 agents started units). */
   private owners: string[] = [];
+  /** ring[i]'s sameAs() key, kept beside it too. */
+  private keys: string[] = [];
   private seq = 0;
   /** Each owner's events in the ring, oldest first. */
   private readonly byOwner = new Map<string, ClusterEvent[]>();
@@ -115,6 +117,7 @@ export class EventRing {
   load(s: { seq: number; events: ClusterEvent[] } | undefined): void {
     this.ring = [];
     this.owners = [];
+    this.keys = [];
     this.byOwner.clear();
     this.newest.clear();
     this.seq = s?.seq ?? 0;
@@ -124,6 +127,7 @@ export class EventRing {
   private push(e: ClusterEvent, owner: string, key: string): void {
     this.ring.push(e);
     this.owners.push(owner);
+    this.keys.push(key);
     const mine = this.byOwner.get(owner);
     if (mine) mine.push(e);
     else this.byOwner.set(owner, [e]);
@@ -133,6 +137,7 @@ export class EventRing {
   private remove(i: number): void {
     const e = takeAt(this.ring, i);
     const owner = takeAt(this.owners, i);
+    const key = takeAt(this.keys, i);
     const mine = this.byOwner.get(owner);
     if (mine) {
       takeAt(mine, mine.indexOf(e));
@@ -140,7 +145,6 @@ export class EventRing {
     }
     // An older equal event may still be kept, further back: never within the window add() looks
     // at, and gone before any newer one of its owner (both ways out take an owner's oldest first).
-    const key = sameAs(e);
     if (this.newest.get(key) === e) this.newest.delete(key);
   }
 }
