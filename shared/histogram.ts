@@ -33,11 +33,9 @@ export function copyHistogram(h: HistogramCounts): HistogramCounts {
   return { buckets: [...h.buckets], count: h.count, sum: h.sum };
 }
 
-/** Write `from`'s counts over `into`'s when both have as many buckets (true), else leave `into` alone (false). */
-export function overwriteHistogram(into: HistogramCounts, from: HistogramCounts): boolean {
-  if (into.buckets.length !== from.buckets.length) return false;
+/** Write `from`'s counts over `into`'s (both with the same bounds, as every agent's are). */
+export function overwriteHistogram(into: HistogramCounts, from: HistogramCounts): void {
   for (let i = 0; i < from.buckets.length; i++) into.buckets[i] = from.buckets[i];
   into.count = from.count;
   into.sum = from.sum;
-  return true;
 }

@@ -116,12 +116,16 @@ function histogramRows(name: string, labels: Record<string, string>, h: Histogra
   return rows;
 }
 
-/** Write `from`'s figures over `into`'s when both have the same shape (true), else change nothing (false). */
+/**
+ * Write `from`'s figures over `into`'s when both have the same shape (true),
+ * else change nothing (false). Every histogram has one count per bound of
+ * AGENT_SECONDS_BUCKETS (the protocol's check refuses any other), so the
+ * shape is the lists' entries.
+ */
 function overwriteStats(into: AgentStats, from: AgentStats): boolean {
   const same =
-    into.spawnSeconds.buckets.length === from.spawnSeconds.buckets.length &&
     into.heartbeatRtt.length === from.heartbeatRtt.length &&
-    into.heartbeatRtt.every((r, i) => r.replica === from.heartbeatRtt[i].replica && r.seconds.buckets.length === from.heartbeatRtt[i].seconds.buckets.length) &&
+    into.heartbeatRtt.every((r, i) => r.replica === from.heartbeatRtt[i].replica) &&
     into.probes.length === from.probes.length &&
     into.probes.every((p, i) => p.probe === from.probes[i].probe && p.result === from.probes[i].result) &&
     into.units.length === from.units.length &&
