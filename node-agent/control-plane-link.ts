@@ -16,6 +16,7 @@ import WebSocket from 'ws';
 import pRetry from 'p-retry';
 import { decodeControlPlaneMessage, encodeMessage } from '../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import { zeroMask } from '../shared/ws-mask.ts';
 
 export const MIN_RECONNECT_DELAY_MS = 50;
 export const MAX_RECONNECT_DELAY_MS = 1000;
@@ -189,6 +190,8 @@ export class ControlPlaneLink {
         maxPayload: MAX_FRAME_BYTES,
         handshakeTimeout: CONNECT_TIMEOUT_MS,
         perMessageDeflate: false,
+        // No masking between an agent and a replica (shared/ws-mask.ts).
+        generateMask: zeroMask,
       });
       let opened = false;
       ws.on('error', (err) => {

@@ -12,6 +12,7 @@ import { timingSafeEqual } from 'node:crypto';
 import pRetry from 'p-retry';
 import WebSocket, { WebSocketServer } from 'ws';
 import { packFrame, unpackFrame } from '../../shared/codec.ts';
+import { zeroMask } from '../../shared/ws-mask.ts';
 import type { Message } from '../raft/index.ts';
 import { validateMessage } from '../raft/validate.ts';
 import type { Transport } from './transport.ts';
@@ -53,7 +54,12 @@ export class PeerTransport implements Transport {
           () =>
             new Promise<void>((resolve, reject) => {
               if (this.closed) return resolve();
-              const ws = new WebSocket(`${url}/raft`, { headers: { authorization: `Bearer ${this.opts.token}`, 'x-mo-replica': this.opts.id }, handshakeTimeout: 2000 });
+              const ws = new WebSocket(`${url}/raft`, {
+                headers: { authorization: `Bearer ${this.opts.token}`, 'x-mo-replica': this.opts.id },
+                handshakeTimeout: 2000,
+                // No masking between replicas (shared/ws-mask.ts).
+                generateMask: zeroMask,
+              });
               ws.on('open', () => {
                 this.out.set(peer, ws);
                 if (!everConnected) this.opts.log(`raft: connected to peer ${peer} at ${url}`);
