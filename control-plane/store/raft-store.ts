@@ -230,6 +230,10 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     if (this.closed) return;
     if (m.from === this.lastLeader) this.lastHeardFromLeader = this.clock.now();
     this.raft.step(m);
+    // A heartbeat is answered at once, even while a Ready is being saved
+    // (RaftNode.takeEarlyMessages): a slow disk delays commits, not the
+    // leader's knowledge that its followers are there.
+    if (this.processing && m.type === 'heartbeat') this.sendMessages(this.raft.takeEarlyMessages());
     this.kick();
   }
 

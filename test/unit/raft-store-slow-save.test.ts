@@ -1,8 +1,10 @@
 // test/unit/raft-store-slow-save.test.ts -- a leader whose own save hangs
 // for seconds (a compaction ahead of it in the storage queue, a busy disk)
 // keeps sending heartbeats meanwhile, so its followers do not campaign
-// (RaftNode.takeLeaderMessages). Three RaftStores on the simulation's memory
-// network and disks, one manual clock; the leader's disk takes 2 s per
+// (RaftNode.takeLeaderMessages); a follower whose save hangs answers
+// heartbeats meanwhile, so its leader does not step down for want of a
+// quorum (RaftNode.takeEarlyMessages). Three RaftStores on the simulation's
+// memory network and disks, one manual clock; a slow disk takes 2 s per
 // write once the cluster has settled, 4-8 election timeouts.
 
 import { test } from 'node:test';
@@ -37,6 +39,68 @@ test('a leader whose save hangs for 2 s keeps its followers: same term and leade
   } finally {
     await close();
   }
+});
+
+test("every replica's save hangs for 2 s at once (one disk under all three stalls): no election, and the write is applied after it", async () => {
+  const slow = new Set<string>();
+  const { clock, stores, runUntil, close } = await openSimStores(12, (id) => (slow.has(id) ? SLOW_SAVE_MS : 1));
+  try {
+    await runUntil('a leader caught up', () => stores.some((s) => s.caughtUp()));
+    const leader = stores.find((s) => s.isLeader())!;
+    const term = leader.term();
+    for (const s of stores) slow.add(s.id);
+    let outcome: 'applied' | Error | null = null;
+    const t0 = clock.now();
+    void leader.propose({ type: 'node.register', at: clock.now(), node: { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} } }).then(
+      () => (outcome = 'applied'),
+      (e: Error) => (outcome = e),
+    );
+    await runUntil('the write answered', () => outcome !== null, 10_000);
+    for (const s of stores) {
+      assert.equal(s.term(), term, `${s.id}'s term moved: an election while every replica only waited for its disk`);
+      assert.equal(s.leaderId(), leader.id, `${s.id} follows ${s.leaderId()}`);
+    }
+    assert.equal(outcome, 'applied');
+    assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the saves were done`);
+  } finally {
+    await close();
+  }
+});
+
+test('takeEarlyMessages: a follower hands out its heartbeat responses while a Ready is outstanding, and nothing else', () => {
+  const b = new RaftNode({
+    id: 'b',
+    peers: ['a', 'b', 'c'],
+    electionTimeoutTicks: 10,
+    heartbeatTicks: 2,
+    random: () => 0,
+    preVote: true,
+    checkQuorum: true,
+    maxEntriesPerMsg: 64,
+    maxInflight: 8,
+  });
+  // The leader's first heartbeat raises b's term: its answer waits for the Ready that hands the term out.
+  b.step({ type: 'heartbeat', from: 'a', to: 'b', term: 2, commit: 0, context: null });
+  assert.deepEqual(b.takeEarlyMessages(), [], 'an answer in a term not yet handed out waits');
+  const first = b.ready()!;
+  assert.ok(first.messages.some((m) => m.type === 'heartbeatResponse'));
+  // With that Ready outstanding (being saved): an append and a heartbeat arrive.
+  b.step({ type: 'append', from: 'a', to: 'b', term: 2, prevLogIndex: 0, prevLogTerm: 0, commit: 0, entries: [{ index: 1, term: 2, kind: 'noop', data: new Uint8Array(0) }] });
+  b.step({ type: 'heartbeat', from: 'a', to: 'b', term: 2, commit: 0, context: 'read-1' });
+  const early = b.takeEarlyMessages();
+  assert.deepEqual(early, [{ type: 'heartbeatResponse', from: 'b', to: 'a', term: 2, context: 'read-1' }]);
+  assert.deepEqual(b.takeEarlyMessages(), [], 'taken once');
+  b.advance(first);
+  const next = b.ready()!;
+  assert.deepEqual(
+    next.messages.map((m) => m.type),
+    ['appendResponse'],
+    'the append is acknowledged only in the Ready that saves its entry',
+  );
+  assert.deepEqual(
+    next.entries.map((e) => e.index),
+    [1],
+  );
 });
 
 test('takeLeaderMessages: a leader hands out its heartbeats while a Ready is outstanding; a follower or candidate hands out nothing', () => {
