@@ -401,6 +401,7 @@ export class ApiServer {
     onEvent: (fn) => this.deps.events.subscribe(fn),
     eventView,
     subscribe: (fn) => this.deps.subscribe(fn),
+    again: (resource) => resource === 'deployments' && this.views.renderedStale,
     isLeader: () => this.deps.store.isLeader(),
   });
 }

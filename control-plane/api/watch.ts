@@ -32,6 +32,8 @@ export interface WatchHubDeps {
   /** Desired or observed state changed. */
   subscribe: (fn: () => void) => () => void;
   isLeader: () => boolean;
+  /** See FanoutDeps.again (watch-fanout.ts). */
+  again?: (resource: string) => boolean;
 }
 
 /** A resourceVersion the watch cannot start from: the caller answers 410 Gone. */

@@ -179,3 +179,44 @@ test('warm() builds a big list in slices between turns of the event loop; the re
   );
   assert.ok(cache.size.deploymentsBuilt <= 501, 'the rendering after warm() reused the warmed views');
 });
+
+test('a list past its counting budget shows the rest with the counts they last had, counts the stalest first next time, and says so', () => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
+  let i = 0;
+  state.apply(++i, { type: 'node.register', at: T0, node: info });
+  registry.hello(info, 7, [], 1, T0);
+  const names = ['a', 'b', 'c', 'd'];
+  for (const d of names) {
+    state.apply(++i, apply(d, 1, '60', 0));
+    state.apply(++i, { type: 'unit.create', at: T0, uid: `${d}1`, deployment: d, nodeName: 'node-a', scheduling: null });
+  }
+  // A clock that moves 1 ms at every reading: a budget of 4 ms counts two deployments afresh.
+  let t = 0;
+  const cache = new ViewCache(4, () => t++);
+  state.onChange((kind, name) => cache.storeChanged(kind, name, state));
+  registry.onChange((c) => cache.registryChanged(c, state));
+  cache.track();
+  const src: ViewSource = { state, observed: registry.nodes, now: T0, reportsOf: (d, visit) => registry.reportsOf(d, visit) };
+  const ready = () => Object.fromEntries(cache.deploymentList(src).map((r) => [r.name, JSON.parse(r.text).status.readyReplicas ?? 0]));
+  const run = (d: string) =>
+    registry.unitStatus('node-a', { name: `${d}-1`, deployment: d, phase: 'Running', pid: 40, resources: { cpu: 10, memory: 8 }, term: 1, ready: true, startedAt: T0 });
+  assert.deepEqual(ready(), { a: 0, b: 0, c: 0, d: 0 });
+  assert.equal(cache.renderedStale, false);
+  for (const d of names) run(d);
+  // Every deployment touched: two counted afresh, two shown as they were.
+  const first = ready();
+  assert.equal(cache.renderedStale, true);
+  assert.deepEqual(Object.values(first).sort(), [0, 0, 1, 1], JSON.stringify(first));
+  const late = names.filter((d) => first[d] === 0);
+  // Touch the two counted ones again: the two left over are the stalest, so they go first.
+  for (const d of names.filter((x) => first[x] === 1)) state.apply(++i, { type: 'deployment.scale', at: T0, name: d, replicas: 2 });
+  const second = ready();
+  assert.equal(cache.renderedStale, true);
+  for (const d of late) assert.equal(second[d], 1, `${d}, shown stale before, is counted first: ${JSON.stringify(second)}`);
+  // Nothing else changes: the next rendering catches up and equals the views.
+  const list = (rendered: Array<{ text: string }>) => `[${rendered.map((x) => x.text).join(',')}]`;
+  assert.equal(list(cache.deploymentList(src)), JSON.stringify(allDeploymentViews(src)));
+  assert.equal(cache.renderedStale, false);
+});
