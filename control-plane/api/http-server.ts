@@ -246,10 +246,7 @@ export class ApiServer {
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
         return void res.end(text);
       }
-      const items = this.list(resource);
-      const found = items.find((o) => o.metadata.name === name);
-      if (!found) throw new HttpError(404, `${resource} "${name}" not found`);
-      return sendJson(res, 200, found);
+      return sendJson(res, 200, this.one(resource, name));
     }
 
     if (resource === 'services' && name && method === 'PUT' && parts.length === 3) {
@@ -280,7 +277,7 @@ export class ApiServer {
       return sendJson(res, 200, this.one('deployments', name));
     }
     if ((resource === 'deployments' || resource === 'units') && name && method === 'DELETE' && parts.length === 3) {
-      const before = this.list(resource).find((o) => o.metadata.name === name);
+      const before = this.find(resource, name);
       if (resource === 'deployments') await this.write({ type: 'deployment.delete', at: this.deps.now(), name });
       else {
         const unit = this.deps.store.state.units.get(name);
@@ -362,10 +359,18 @@ export class ApiServer {
   }
 
   private one(resource: Resource, name: string): ApiObject {
-    const d = resource === 'deployments' ? this.deps.store.state.deployments.get(name) : undefined;
-    const o = d ? deploymentView(d, this.src()) : this.list(resource).find((x) => x.metadata.name === name);
+    const o = this.find(resource, name);
     if (!o) throw new HttpError(404, `${resource} "${name}" not found`);
     return o;
+  }
+
+  /** One object's view; a deployment's is made alone (its own units and reports), not by rendering every deployment's. */
+  private find(resource: Resource, name: string): ApiObject | undefined {
+    if (resource === 'deployments') {
+      const d = this.deps.store.state.deployments.get(name);
+      return d ? deploymentView(d, this.src()) : undefined;
+    }
+    return this.list(resource).find((x) => x.metadata.name === name);
   }
 
   list(resource: Resource): ApiObject[] {
