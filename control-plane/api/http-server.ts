@@ -22,6 +22,7 @@ import {
   allNodeViews,
   allUnitViews,
   deploymentView,
+  unitViewByName,
   eventView,
   revisionViews,
   allServiceViews,
@@ -364,12 +365,13 @@ export class ApiServer {
     return o;
   }
 
-  /** One object's view; a deployment's is made alone (its own units and reports), not by rendering every deployment's. */
+  /** One object's view; a deployment's or a unit's is made alone, not by rendering every one of them. */
   private find(resource: Resource, name: string): ApiObject | undefined {
     if (resource === 'deployments') {
       const d = this.deps.store.state.deployments.get(name);
       return d ? deploymentView(d, this.src()) : undefined;
     }
+    if (resource === 'units') return unitViewByName(this.src(), name);
     return this.list(resource).find((x) => x.metadata.name === name);
   }
 

@@ -171,6 +171,23 @@ export function allUnitViews(src: ViewSource): UnitView[] {
   return out.sort(byUnitName);
 }
 
+/**
+ * The first object named `name` in allUnitViews(src), made alone: its
+ * record's view, else the view of a report nobody's record explains. One
+ * look at each node's reports for the name, not a view of every unit.
+ */
+export function unitViewByName(src: ViewSource, name: string): UnitView | undefined {
+  // observedUnitIndex's pick: the last node, in the registry's order, that reports the name.
+  let seen: { node: ObservedNodeState; report: UnitReport } | undefined;
+  for (const node of src.observed.values()) {
+    const report = node.units.get(name);
+    if (report) seen = { node, report };
+  }
+  const u = src.state.units.get(name);
+  if (u) return unitView(u, seen, src.observed, src.state.deployments.get(u.deployment), src.now ?? Date.now());
+  return seen ? orphanUnitView(seen.report, seen.node.name, seen.node.ready) : undefined;
+}
+
 function byUnitName(a: UnitView, b: UnitView): number {
   const [pa, na] = splitName(a.metadata.name);
   const [pb, nb] = splitName(b.metadata.name);

@@ -11,7 +11,7 @@ import type { UnitReport } from '../../shared/model.ts';
 import { SeededRandom } from '../../shared/random.ts';
 import { DesiredState, type StoreCommand } from '../../control-plane/store/desired-state.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
-import { allDeploymentViews, allUnitViews, type ViewSource } from '../../control-plane/api/views.ts';
+import { allDeploymentViews, allUnitViews, unitViewByName, type ViewSource } from '../../control-plane/api/views.ts';
 import { ViewCache } from '../../control-plane/api/view-cache.ts';
 
 const T0 = 1_700_000_000_000;
@@ -107,6 +107,12 @@ function history(seed: number, steps: number): void {
     const indexed: ViewSource = { ...src, reportsOf: (d, visit) => registry.reportsOf(d, visit) };
     assert.equal(list(tracked.deploymentList(indexed)), JSON.stringify(allDeploymentViews(src)), `seed ${seed} step ${step}: deployments, counts kept between renderings`);
     assert.ok(cache.size.deployments === state.deployments.size, 'a deleted deployment is forgotten');
+    // One unit by name (GET /v1/units/NAME) is the list's first object of that name, made alone.
+    const views = allUnitViews(src);
+    for (const name of new Set([...views.map((v) => v.metadata.name), 'web-999', `${pick(DEPLOYMENTS)}-${90 + Math.floor(rnd.next() * 3)}`])) {
+      const first = views.find((v) => v.metadata.name === name);
+      assert.equal(JSON.stringify(unitViewByName(src, name)), JSON.stringify(first), `seed ${seed} step ${step}: unit ${name} alone`);
+    }
   }
 }
 
