@@ -380,7 +380,9 @@ test('terminate stops a unit with its grace, terminate of an unknown unit answer
   assert.equal(ghost.reason, 'StartError');
   assert.equal(ghost.message, 'spawn no-such-program-xyz ENOENT');
 
-  cp.send({ v: 1, type: 'terminate', commandId: 't-1', term: 1, leaderId: 'cp-1', name: 'web-1', gracePeriodMs: 1000, reason: 'scaled down' });
+  // `sleep` ends at SIGTERM at once; the grace is 5 s, not 1: one CI run saw this unit end by the
+  // grace timer's SIGKILL after 1 s, the agent slower than that to hear the exit on a busy machine.
+  cp.send({ v: 1, type: 'terminate', commandId: 't-1', term: 1, leaderId: 'cp-1', name: 'web-1', gracePeriodMs: 5000, reason: 'scaled down' });
   await cp.report('web-1', 'Terminating');
   const done = await cp.report('web-1', 'Succeeded');
   assert.equal(done.signal, 'SIGTERM');
