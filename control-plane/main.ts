@@ -419,6 +419,10 @@ async function main(): Promise<void> {
   const server: http.Server = mainTls ? https.createServer(mainTls, (req, res) => api.server.emit('request', req, res)) : api.server;
   if (mainTls) server.on('clientError', (_err, socket) => socket.destroy());
   server.on('upgrade', (req, socket, head) => {
+    // Node's HTTP server stops watching a socket once it emits 'upgrade': a client refused here
+    // (a wrong token: 401) that then resets its connection raised an unhandled 'error' that ended
+    // this replica. Accepted sockets get ws's own handler as well.
+    socket.on('error', () => socket.destroy());
     if (!agents.handleUpgrade(req, socket, head) && !raftStore.transport.handleUpgrade(req, socket, head)) socket.destroy();
   });
   await new Promise<void>((resolve, reject) => {

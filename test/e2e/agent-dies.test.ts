@@ -76,6 +76,8 @@ class FakeControlPlane {
 
   constructor(readonly id: string) {
     this.http.on('upgrade', (req, socket, head) => {
+      // As the replica does (control-plane/main.ts): an agent refused here may reset its connection.
+      socket.on('error', () => socket.destroy());
       if (req.url !== '/agent' || req.headers.authorization !== `Bearer ${TOKEN}`) {
         this.rejectedTokens.push(String(req.headers.authorization));
         socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n\r\n');

@@ -5,6 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import os from 'node:os';
 import { readStat, threadNices } from '../../shared/proc.ts';
 import WebSocket from 'ws';
@@ -205,6 +206,20 @@ test('bad input is refused with a clear error and nothing crashes', { timeout: 6
   ws.send(Buffer.from([0xc1, 0xff, 0x00, 0x13]));
   assert.equal(await closed, 1008);
   await waitFor('the refusal logged with its reason', () => c.cps[0].output.some((l) => /frame refused/.test(l)));
+  // A client refused at the upgrade (agent or peer path) that resets its connection on the 401:
+  // the reset reaches a socket Node's HTTP server no longer watches once it has emitted 'upgrade'.
+  const port = Number(new URL(c.urls[0]).port);
+  for (const path of ['/agent', '/raft']) {
+    const sock = net.connect(port, '127.0.0.1');
+    sock.on('error', () => {});
+    sock.write(
+      `GET ${path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer wrong\r\n\r\n`,
+    );
+    const answer = await new Promise<string>((resolve) => sock.once('data', (b: Buffer) => resolve(b.toString())));
+    assert.match(answer, /^HTTP\/1\.1 401/, `${path}: ${answer.slice(0, 40)}`);
+    sock.resetAndDestroy();
+  }
+  assert.ok(pidAlive(c.cps[0].pid), 'the replica survived the resets');
   // and the replica still serves
   r = await c.api('GET', '/v1/nodes');
   assert.equal(r.status, 200);
