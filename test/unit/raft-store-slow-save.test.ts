@@ -14,14 +14,23 @@ import { openSimStores } from '../helpers/sim-stores.ts';
 
 const SLOW_SAVE_MS = 2000;
 
-test('a leader whose save hangs for 2 s keeps its followers: same term and leader, its write applied once the save is done', async () => {
+/**
+ * Once a leader has settled, the saves of `slowed(leader, all)` take 2 s
+ * each; a write proposed then is applied after them, with no election
+ * meanwhile: every replica keeps the term and the leader.
+ */
+async function writeThroughSlowSaves(seed: number, slowed: (leader: string, all: string[]) => string[], what: string): Promise<void> {
   const slow = new Set<string>();
-  const { clock, stores, runUntil, close } = await openSimStores(11, (id) => (slow.has(id) ? SLOW_SAVE_MS : 1));
+  const { clock, stores, runUntil, close } = await openSimStores(seed, (id) => (slow.has(id) ? SLOW_SAVE_MS : 1));
   try {
     await runUntil('a leader caught up', () => stores.some((s) => s.caughtUp()));
     const leader = stores.find((s) => s.isLeader())!;
     const term = leader.term();
-    slow.add(leader.id);
+    for (const id of slowed(
+      leader.id,
+      stores.map((s) => s.id),
+    ))
+      slow.add(id);
     let outcome: 'applied' | Error | null = null;
     const t0 = clock.now();
     void leader.propose({ type: 'node.register', at: clock.now(), node: { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} } }).then(
@@ -31,41 +40,21 @@ test('a leader whose save hangs for 2 s keeps its followers: same term and leade
     // Through the whole slow save, and after it: nobody campaigns.
     await runUntil('the write answered', () => outcome !== null, 10_000);
     for (const s of stores) {
-      assert.equal(s.term(), term, `${s.id}'s term moved: an election while the leader only waited for its disk`);
+      assert.equal(s.term(), term, `${s.id}'s term moved: an election while ${what} only waited for its disk`);
       assert.equal(s.leaderId(), leader.id, `${s.id} follows ${s.leaderId()}`);
     }
     assert.equal(outcome, 'applied');
-    assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the leader's own save was done`);
+    assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the slow saves were done`);
   } finally {
     await close();
   }
-});
+}
 
-test("every replica's save hangs for 2 s at once (one disk under all three stalls): no election, and the write is applied after it", async () => {
-  const slow = new Set<string>();
-  const { clock, stores, runUntil, close } = await openSimStores(12, (id) => (slow.has(id) ? SLOW_SAVE_MS : 1));
-  try {
-    await runUntil('a leader caught up', () => stores.some((s) => s.caughtUp()));
-    const leader = stores.find((s) => s.isLeader())!;
-    const term = leader.term();
-    for (const s of stores) slow.add(s.id);
-    let outcome: 'applied' | Error | null = null;
-    const t0 = clock.now();
-    void leader.propose({ type: 'node.register', at: clock.now(), node: { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} } }).then(
-      () => (outcome = 'applied'),
-      (e: Error) => (outcome = e),
-    );
-    await runUntil('the write answered', () => outcome !== null, 10_000);
-    for (const s of stores) {
-      assert.equal(s.term(), term, `${s.id}'s term moved: an election while every replica only waited for its disk`);
-      assert.equal(s.leaderId(), leader.id, `${s.id} follows ${s.leaderId()}`);
-    }
-    assert.equal(outcome, 'applied');
-    assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the saves were done`);
-  } finally {
-    await close();
-  }
-});
+test('a leader whose save hangs for 2 s keeps its followers: same term and leader, its write applied once the save is done', () =>
+  writeThroughSlowSaves(11, (leader) => [leader], 'the leader'));
+
+test("every replica's save hangs for 2 s at once (one disk under all three stalls): no election, and the write is applied after it", () =>
+  writeThroughSlowSaves(12, (_leader, all) => all, 'every replica'));
 
 test('takeEarlyMessages: a follower hands out its heartbeat responses while a Ready is outstanding, and nothing else', () => {
   const b = new RaftNode({

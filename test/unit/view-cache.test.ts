@@ -120,17 +120,24 @@ test('cached unit and deployment lists equal the views after every step of 200 r
   for (let seed = 1; seed <= 200; seed++) history(seed, 120);
 });
 
-test('a rendering reuses the objects whose inputs did not change, and renders the one that did', () => {
+/** One Ready node, node-a, and each of `deployments` with `units` units bound to it; `apply` writes further commands. */
+function smallCluster(deployments: string[], units: number) {
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
   let i = 0;
-  state.apply(++i, { type: 'node.register', at: T0, node: info });
+  const write = (c: StoreCommand) => state.apply(++i, c);
+  write({ type: 'node.register', at: T0, node: info });
   registry.hello(info, 7, [], 1, T0);
-  for (const d of ['a', 'b']) {
-    state.apply(++i, apply(d, 2, '60', 0));
-    for (const uid of ['1', '2']) state.apply(++i, { type: 'unit.create', at: T0, uid: d + uid, deployment: d, nodeName: 'node-a', scheduling: null });
+  for (const d of deployments) {
+    write(apply(d, units, '60', 0));
+    for (let k = 1; k <= units; k++) write({ type: 'unit.create', at: T0, uid: `${d}${k}`, deployment: d, nodeName: 'node-a', scheduling: null });
   }
+  return { state, registry, write };
+}
+
+test('a rendering reuses the objects whose inputs did not change, and renders the one that did', () => {
+  const { state, registry, write } = smallCluster(['a', 'b'], 2);
   const cache = new ViewCache();
   const src = { state, observed: registry.nodes, now: T0 };
   assert.deepEqual(
@@ -147,7 +154,7 @@ test('a rendering reuses the objects whose inputs did not change, and renders th
   cache.deploymentList(src);
   assert.deepEqual(cache.size, { units: 4, deployments: 2, unitsBuilt: 5, deploymentsBuilt: 3 }, 'the reported unit and its deployment (now 1 ready) are built again, nothing else');
   assert.equal(JSON.parse(units[0].text).status.phase, 'Running');
-  state.apply(++i, { type: 'unit.delete', at: T0, name: 'b-2', reason: 'test' });
+  write({ type: 'unit.delete', at: T0, name: 'b-2', reason: 'test' });
   assert.deepEqual(
     cache.units(src).map((r) => r.name),
     ['a-1', 'a-2', 'b-1'],
@@ -187,17 +194,8 @@ test('warm() builds a big list in slices between turns of the event loop; the re
 });
 
 test('a list past its counting budget shows the rest with the counts they last had, counts the stalest first next time, and says so', () => {
-  const state = new DesiredState();
-  const registry = new NodeRegistry(1000);
-  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
-  let i = 0;
-  state.apply(++i, { type: 'node.register', at: T0, node: info });
-  registry.hello(info, 7, [], 1, T0);
   const names = ['a', 'b', 'c', 'd'];
-  for (const d of names) {
-    state.apply(++i, apply(d, 1, '60', 0));
-    state.apply(++i, { type: 'unit.create', at: T0, uid: `${d}1`, deployment: d, nodeName: 'node-a', scheduling: null });
-  }
+  const { state, registry, write } = smallCluster(names, 1);
   // A clock that moves 1 ms at every reading: a budget of 4 ms counts two deployments afresh.
   let t = 0;
   const cache = new ViewCache(4, () => t++);
@@ -217,7 +215,7 @@ test('a list past its counting budget shows the rest with the counts they last h
   assert.deepEqual(Object.values(first).sort(), [0, 0, 1, 1], JSON.stringify(first));
   const late = names.filter((d) => first[d] === 0);
   // Touch the two counted ones again: the two left over are the stalest, so they go first.
-  for (const d of names.filter((x) => first[x] === 1)) state.apply(++i, { type: 'deployment.scale', at: T0, name: d, replicas: 2 });
+  for (const d of names.filter((x) => first[x] === 1)) write({ type: 'deployment.scale', at: T0, name: d, replicas: 2 });
   const second = ready();
   assert.equal(cache.renderedStale, true);
   for (const d of late) assert.equal(second[d], 1, `${d}, shown stale before, is counted first: ${JSON.stringify(second)}`);
