@@ -122,8 +122,8 @@ export class ViewCache {
    * leader at every GET /v1/deployments while the fleet bench placed them.
    * Counts that read the clock (minReadySeconds) are never kept.
    */
-  private readonly counts = new Map<string, Counts>();
-  /** Counts a change dropped, as they were, with when they were made: shown by a rendering past its budget. */
+  private readonly counts = new Map<string, { c: Counts; at: number }>();
+  /** Counts a change dropped, as they were, with when they were made (this.now()): shown by a rendering past its budget. */
   private readonly lastCounts = new Map<string, { c: Counts; at: number }>();
   /** Whether the last deploymentList() showed any of lastCounts: its caller should render again. */
   renderedStale = false;
@@ -146,10 +146,7 @@ export class ViewCache {
   storeChanged(kind: ChangeKind, name: string, state: DesiredState): void {
     if (kind === 'deployment') {
       this.drop(name);
-      if (!state.deployments.has(name)) {
-        this.lastCounts.delete(name);
-        this.madeAt.delete(name);
-      }
+      if (!state.deployments.has(name)) this.lastCounts.delete(name);
     } else if (kind === 'unit') this.unitTouched(name, state);
   }
 
@@ -183,18 +180,15 @@ export class ViewCache {
 
   /** `name`'s counts are not current any more: kept aside as they were. */
   private drop(name: string): void {
-    const c = this.counts.get(name);
-    if (c === undefined) return;
+    const kept = this.counts.get(name);
+    if (kept === undefined) return;
     this.counts.delete(name);
-    this.lastCounts.set(name, { c, at: this.madeAt.get(name) ?? 0 });
+    this.lastCounts.set(name, kept);
   }
 
   private dropAll(): void {
     for (const name of [...this.counts.keys()]) this.drop(name);
   }
-
-  /** When each kept count was made (this.now()). */
-  private readonly madeAt = new Map<string, number>();
 
   /** `d`'s counts: kept ones when tracking and nothing touched them since, else made now (and kept). */
   private countsOf(d: DeploymentRecord, src: ViewSource, di: DeploymentIndex | undefined): Counts {
@@ -203,12 +197,11 @@ export class ViewCache {
       this.dropAll();
       this.countsNodes = src.observed.size;
     }
-    let c = this.counts.get(d.name);
-    if (c === undefined) {
-      this.counts.set(d.name, (c = deploymentCounts(d, src, di)));
-      this.madeAt.set(d.name, this.now());
-      this.lastCounts.delete(d.name);
-    }
+    const kept = this.counts.get(d.name);
+    if (kept !== undefined) return kept.c;
+    const c = deploymentCounts(d, src, di);
+    this.counts.set(d.name, { c, at: this.now() });
+    this.lastCounts.delete(d.name);
     return c;
   }
 
