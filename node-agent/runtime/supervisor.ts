@@ -82,6 +82,7 @@ import { SandboxPool, type WarmSandbox } from './sandbox-pool.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
 import { UnitProber } from './prober.ts';
+import { readStat } from '../../shared/proc.ts';
 import { MAX_UNIT_LOG_BYTES, UnitLog } from './unit-log.ts';
 
 export { findExecutable };
@@ -555,6 +556,11 @@ export class UnitSupervisor {
     rec.graceTimer = setTimeout(() => {
       rec.graceTimer = null;
       if (isFinal(rec.report.phase)) return;
+      // Node runs due timers before it reads its pipes and reaps its children: when the agent's loop
+      // was held past the grace period (a busy machine), a unit that ended on SIGTERM meanwhile is
+      // a zombie whose exit is heard later in this same turn. It stopped within its grace; killing
+      // its group now would report it as killed after grace, by SIGKILL.
+      if (rec.child?.pid !== undefined && readStat(rec.child.pid)?.state === 'Z') return;
       rec.killedAfterGrace = true;
       signalGroup(rec.pgid, 'SIGKILL');
     }, rec.gracePeriodMs);

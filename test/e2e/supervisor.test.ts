@@ -13,6 +13,7 @@ import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor, findExecutable, formatSeconds } from '../../node-agent/runtime/supervisor.ts';
 import { OrphanGuard } from '../../node-agent/runtime/orphan-guard.ts';
 import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
+import { holdLoopAfter } from '../helpers/hold-loop.ts';
 
 const isAlive = pidAlive; // in /proc and not a zombie
 
@@ -175,6 +176,25 @@ test('stop sends SIGTERM to the unit, reports Terminating, and the unit exits we
   assert.equal(again?.phase, 'Succeeded');
   assert.equal(h.sup.stop('no-such-unit'), undefined);
   assert.equal(h.reports.filter((r) => r.name === 'web-1' && r.phase === 'Terminating').length, 1);
+});
+
+test('a unit that ends on SIGTERM while the agent is held past its grace is reported stopped within grace, not killed', async (t) => {
+  // On a busy machine the agent's loop can be held longer than a grace period; when it runs again,
+  // Node fires the due grace timer before it reaps the exited child. The unit ended on SIGTERM.
+  const h = harness(t);
+  h.start('web-1', ['sleep', '30']);
+  const { pid } = await h.next('web-1', 'Running');
+  assert.ok(pid);
+  // Hold this loop (as a stalled agent's is held) from the stop until the unit is a zombie and its grace is over.
+  const final = await holdLoopAfter(
+    () => h.sup.stop('web-1', 200)!,
+    () => readStat(pid)?.state === 'Z',
+    300,
+    'the unit to end on SIGTERM',
+  );
+  assert.equal(final.signal, 'SIGTERM');
+  assert.equal(final.reason, 'Terminated');
+  assert.match(final.message ?? '', /^stopped within grace period 200ms: signal SIGTERM after \d+\.\d+s$/);
 });
 
 test('a unit that ignores SIGTERM is killed with SIGKILL after the grace period, with its children', async (t) => {

@@ -16,7 +16,8 @@ import { spawn } from 'node:child_process';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor, type UnitSupervisorOptions } from '../../node-agent/runtime/supervisor.ts';
 import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
-import { childrenOf, pidAlive } from '../../shared/proc.ts';
+import { childrenOf, pidAlive, readStat } from '../../shared/proc.ts';
+import { holdLoopAfter } from '../helpers/hold-loop.ts';
 import { detectNamespaces, MAX_CLAIM_BYTES, type Namespaces } from '../../node-agent/runtime/namespaces.ts';
 import { SandboxPool } from '../../node-agent/runtime/sandbox-pool.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
@@ -241,6 +242,25 @@ for (const v of nsVariants) {
     assert.ok(Date.now() - t0 < 2000, `stopped in ${Date.now() - t0}ms, not after the grace period`);
     assert.match(r.message ?? '', /^stopped within grace period 3000ms: signal SIGTERM after/);
     assert.equal(fs.existsSync(`/proc/${pid}`), false);
+  });
+
+  test(`namespaces (${v.name}): a unit that ends on SIGTERM while the agent is held past its grace is reported stopped within grace`, { skip: v.skip }, async (t) => {
+    const h = nsHarness(t, v.ns);
+    h.start('ns-held-1', spec(['sleep', '30']));
+    const pid = await h.running('ns-held-1');
+    // The agent's own child: the process the unit's chain (mo-init or unshare) starts with.
+    let top = pid;
+    while (readStat(top) && readStat(top)!.ppid !== process.pid) top = readStat(top)!.ppid;
+    assert.equal(readStat(top)?.ppid, process.pid, `pid ${pid} descends from this process`);
+    // The whole chain ends on SIGTERM (the init passes it on) while this loop is held past the grace.
+    const r = await holdLoopAfter(
+      () => h.sup.stop('ns-held-1', 200)!,
+      () => readStat(top)?.state === 'Z',
+      300,
+      "the unit's chain to end on SIGTERM",
+    );
+    assert.equal(r.signal, 'SIGTERM');
+    assert.match(r.message ?? '', /^stopped within grace period 200ms: signal SIGTERM after/);
   });
 
   test(
