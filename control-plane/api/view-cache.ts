@@ -34,16 +34,21 @@ export interface Rendered {
   text: string;
 }
 
+/** One object's JSON, with its name. */
+function rendered(name: string, object: ApiObject): Rendered {
+  return { name, text: JSON.stringify(object) };
+}
+
 /** Objects rendered without a cache (the few nodes, services, endpoints). */
 export function renderAll(objects: ApiObject[]): Rendered[] {
-  return objects.map((object) => ({ name: object.metadata.name, text: JSON.stringify(object) }));
+  return objects.map((object) => rendered(object.metadata.name, object));
 }
 
 /** Renderings by name, kept while their key (the inputs, compared element by element) is the same. */
-class Memo {
-  private readonly entries = new Map<string, { key: unknown[]; r: Rendered; pass: number }>();
+export class Memo<R = Rendered> {
+  private readonly entries = new Map<string, { key: unknown[]; r: R; pass: number }>();
   private pass = 0;
-  /** Views built and stringified so far (the rest were reused). */
+  /** Renderings built so far (the rest were reused). */
   built = 0;
 
   /** Start a rendering of the whole list; `end()` then forgets the objects it did not ask for. */
@@ -51,14 +56,15 @@ class Memo {
     this.pass++;
   }
 
-  get(name: string, key: unknown[] | null, build: () => ApiObject): Rendered {
+  /** The rendering kept for `name` if its key is `key`, else `build()` (kept under `key`; null: never kept). */
+  get(name: string, key: unknown[] | null, build: () => R): R {
     const e = this.entries.get(name);
     if (e && key !== null && sameKey(e.key, key)) {
       e.pass = this.pass;
       return e.r;
     }
     this.built++;
-    const r = { name, text: JSON.stringify(build()) };
+    const r = build();
     if (key === null) this.entries.delete(name);
     else this.entries.set(name, { key, r, pass: this.pass });
     return r;
@@ -70,6 +76,11 @@ class Memo {
 
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Whether `r` is the rendering kept for `name`. */
+  holds(name: string, r: R): boolean {
+    return this.entries.get(name)?.r === r;
   }
 
   has(name: string): boolean {
@@ -210,6 +221,11 @@ export class ViewCache {
     return this.tracking && (d.manifest.spec.minReadySeconds ?? 0) === 0 && this.counts.has(d.name);
   }
 
+  /** Whether `r` (of units()) is a unit's view made from its binding, and kept (a view that reads the clock is never kept). */
+  keptBound(r: Rendered): boolean {
+    return this.bound.holds(r.name, r);
+  }
+
   /** allUnitViews(src), rendered. */
   units(src: ViewSource): Rendered[] {
     const idx = observedUnitIndex(src.observed);
@@ -218,13 +234,13 @@ export class ViewCache {
     this.bound.begin();
     for (const u of src.state.units.values()) {
       const seen = idx.get(u.name);
-      out.push(this.bound.get(u.name, this.unitKey(u, seen, src), () => unitView(u, seen, src.observed, src.state.deployments.get(u.deployment), now)));
+      out.push(this.bound.get(u.name, this.unitKey(u, seen, src), () => rendered(u.name, unitView(u, seen, src.observed, src.state.deployments.get(u.deployment), now))));
     }
     this.bound.end();
     this.orphans.begin();
     for (const [name, seen] of idx) {
       if (src.state.units.get(name)?.nodeName === seen.node.name) continue;
-      out.push(this.orphans.get(name, [seen.report, seen.node.name, seen.node.ready], () => orphanUnitView(seen.report, seen.node.name, seen.node.ready)));
+      out.push(this.orphans.get(name, [seen.report, seen.node.name, seen.node.ready], () => rendered(name, orphanUnitView(seen.report, seen.node.name, seen.node.ready))));
     }
     this.orphans.end();
     // allUnitViews' order, each name split once.
@@ -286,13 +302,16 @@ export class ViewCache {
         this.deployment(d, s, s.reportsOf ? undefined : (di ??= deploymentIndex(s)));
       });
     } else if (resource === 'units') {
+      // One index of the reports for the whole warm-up, not one per slice (each is a walk of every
+      // report: per slice, 50,000 units took half a minute). A report that came since is seen by the
+      // rendering's key check, which makes that unit again.
       let idx: ReturnType<typeof observedUnitIndex> | null = null;
       await inSlices([...s.state.units.values()], sliceMs, (u, newSlice) => {
-        if (newSlice) [s, idx] = [src(), null];
+        if (newSlice) s = src();
         if (s.state.units.get(u.name) !== u || this.bound.has(u.name)) return;
         const seen = (idx ??= observedUnitIndex(s.observed)).get(u.name);
         const key = this.unitKey(u, seen, s);
-        if (key !== null) this.bound.get(u.name, key, () => unitView(u, seen, s.observed, s.state.deployments.get(u.deployment), s.now ?? Date.now()));
+        if (key !== null) this.bound.get(u.name, key, () => rendered(u.name, unitView(u, seen, s.observed, s.state.deployments.get(u.deployment), s.now ?? Date.now())));
       });
     }
   }
@@ -303,7 +322,7 @@ export class ViewCache {
   }
 
   private render(d: DeploymentRecord, c: Counts): Rendered {
-    return this.deployments.get(d.name, [d, d.resourceVersion, c.replicas, c.updated, c.ready, c.available, c.backoff, c.oldAlive], () => deploymentViewOf(d, c));
+    return this.deployments.get(d.name, [d, d.resourceVersion, c.replicas, c.updated, c.ready, c.available, c.backoff, c.oldAlive], () => rendered(d.name, deploymentViewOf(d, c)));
   }
 
   /** What a bound unit's view is made from; null when it reads the clock (never reused). */

@@ -6,33 +6,13 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
-import type { UnitReport } from '../../shared/model.ts';
-import { SeededRandom } from '../../shared/random.ts';
 import { DesiredState, type StoreCommand } from '../../control-plane/store/desired-state.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
 import { allDeploymentViews, allUnitViews, unitViewByName, type ViewSource } from '../../control-plane/api/views.ts';
 import { ViewCache } from '../../control-plane/api/view-cache.ts';
-
-const T0 = 1_700_000_000_000;
-const NODES = ['node-a', 'node-b', 'node-c'];
-const DEPLOYMENTS = ['web', 'api', 'db'];
-
-function apply(name: string, replicas: number, arg: string, minReadySeconds: number): StoreCommand {
-  const { manifest, unitSpec } = validateManifest({
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name },
-    spec: { replicas, minReadySeconds, template: { spec: { containers: [{ name, command: ['sleep', arg], resources: { requests: { cpu: '10m', memory: '8Mi' } } }] } } },
-  });
-  return { type: 'deployment.apply', at: T0, uid: `u-${name}`, manifest, unitSpec, specHash: unitSpecHash(unitSpec) };
-}
-
-const PHASES: UnitReport['phase'][] = ['Pending', 'Running', 'Running', 'Failed', 'Succeeded', 'Terminating'];
+import { apply, DEPLOYMENTS, randomHistory, T0 } from '../helpers/random-history.ts';
 
 function history(seed: number, steps: number): void {
-  const rnd = new SeededRandom(seed);
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd.next() * xs.length)];
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   const cache = new ViewCache();
@@ -41,64 +21,7 @@ function history(seed: number, steps: number): void {
   state.onChange((kind, name) => tracked.storeChanged(kind, name, state));
   registry.onChange((c) => tracked.registryChanged(c, state));
   tracked.track();
-  let index = 0;
-  let now = T0;
-  const cmd = (c: StoreCommand) => state.apply(++index, c);
-  for (const n of NODES) {
-    const info = { name: n, capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
-    cmd({ type: 'node.register', at: now, node: info });
-    registry.hello(info, 100 + index, [], 1, now);
-  }
-  for (let step = 0; step < steps; step++) {
-    now += Math.floor(rnd.next() * 3000);
-    const r = rnd.next();
-    const dep = pick(DEPLOYMENTS);
-    const units = [...state.units.values()];
-    if (r < 0.15) cmd(apply(dep, Math.floor(rnd.next() * 4), pick(['60', '120']), pick([0, 0, 5])));
-    else if (r < 0.25) cmd({ type: 'deployment.scale', at: now, name: dep, replicas: Math.floor(rnd.next() * 4) });
-    else if (r < 0.4) cmd({ type: 'unit.create', at: now, uid: `x${step}`, deployment: dep, nodeName: rnd.next() < 0.7 ? pick(NODES) : null, scheduling: null });
-    else if (r < 0.45 && units.length > 0) cmd({ type: 'unit.bind', at: now, name: pick(units).name, nodeName: pick(NODES), scheduling: null });
-    else if (r < 0.5 && units.length > 0) cmd({ type: 'unit.delete', at: now, name: pick(units).name, reason: 'test' });
-    else if (r < 0.55)
-      cmd({ type: 'deployment.backoff', at: now, name: dep, backoff: rnd.next() < 0.5 ? null : { failures: 1, until: now + 10_000, at: now, lastFailure: 'exit code 1 after 0.5s' } });
-    else if (r < 0.58) cmd({ type: 'deployment.status', at: now, items: [{ name: dep, status: { observedGeneration: step, conditions: [] } }] });
-    else if (r < 0.6) cmd({ type: 'deployment.delete', at: now, name: dep });
-    else if (r < 0.85) {
-      // A report from some node, of a bound unit (maybe elsewhere) or of a unit nobody wants.
-      const u = units.length > 0 && rnd.next() < 0.8 ? pick(units) : null;
-      const node = u?.nodeName && rnd.next() < 0.8 ? u.nodeName : pick(NODES);
-      const phase = pick(PHASES);
-      const startedAt = now - 5000;
-      // Now and then a report whose name says another deployment than the one it names (a confused agent).
-      const stray = `${rnd.next() < 0.2 ? pick(DEPLOYMENTS) : dep}-${90 + Math.floor(rnd.next() * 3)}`;
-      registry.unitStatus(node, {
-        name: u?.name ?? stray,
-        deployment: u?.deployment ?? dep,
-        phase,
-        pid: 1000 + step,
-        resources: { cpu: 10, memory: 8 },
-        term: 1,
-        ready: rnd.next() < 0.8,
-        startedAt,
-        readySince: startedAt + Math.floor(rnd.next() * 5000),
-        ...(phase === 'Failed' || phase === 'Succeeded' ? { finishedAt: startedAt + pick([500, 60_000]), exitCode: 1 } : {}),
-        ...(rnd.next() < 0.5 ? { specHash: u?.specHash ?? 'old0000000000000' } : {}),
-      });
-    } else if (r < 0.9) {
-      const node = pick(NODES);
-      const names = [...(registry.nodes.get(node)?.units.keys() ?? [])];
-      if (names.length > 0) registry.unitGone(node, pick(names));
-    } else if (r < 0.95) {
-      // A node goes silent and NotReady, or says hello again and is Ready.
-      const node = pick(NODES);
-      const n = registry.nodes.get(node)!;
-      if (n.ready) {
-        registry.checkLiveness(now);
-        n.lastHeartbeatMs = now - 60_000;
-        registry.checkLiveness(now + 1);
-      } else registry.hello(n.info, n.agentPid ?? 1, [...n.units.values()], 1, now);
-    }
-    // else: only the clock moved.
+  randomHistory(seed, steps, state, registry, ({ step, now, pick, next }) => {
     const src: ViewSource = { state, observed: registry.nodes, now };
     const list = (rendered: Array<{ text: string }>) => `[${rendered.map((x) => x.text).join(',')}]`;
     assert.equal(list(cache.units(src)), JSON.stringify(allUnitViews(src)), `seed ${seed} step ${step}: units`);
@@ -109,11 +32,11 @@ function history(seed: number, steps: number): void {
     assert.ok(cache.size.deployments === state.deployments.size, 'a deleted deployment is forgotten');
     // One unit by name (GET /v1/units/NAME) is the list's first object of that name, made alone.
     const views = allUnitViews(src);
-    for (const name of new Set([...views.map((v) => v.metadata.name), 'web-999', `${pick(DEPLOYMENTS)}-${90 + Math.floor(rnd.next() * 3)}`])) {
+    for (const name of new Set([...views.map((v) => v.metadata.name), 'web-999', `${pick(DEPLOYMENTS)}-${90 + Math.floor(next() * 3)}`])) {
       const first = views.find((v) => v.metadata.name === name);
       assert.equal(JSON.stringify(unitViewByName(src, name)), JSON.stringify(first), `seed ${seed} step ${step}: unit ${name} alone`);
     }
-  }
+  });
 }
 
 test('cached unit and deployment lists equal the views after every step of 200 random histories', () => {
