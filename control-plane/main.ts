@@ -398,6 +398,7 @@ async function main(): Promise<void> {
       },
       caPem: ca.certPem,
       advertise,
+      views: api.kubeViews,
     });
     kubeHttps = kubeServer(kubeApi, tls);
     const srv = kubeHttps;

@@ -17,6 +17,7 @@ import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
 import { NoQuorumError, NotLeaderError, type ReplicatedStore } from '../store/store.ts';
 import { GoneError, WatchHub } from './watch.ts';
 import { ViewCache, renderAll, type Rendered } from './view-cache.ts';
+import type { KubeViews } from '../kube/server.ts';
 import {
   allDeploymentViews,
   allNodeViews,
@@ -394,6 +395,15 @@ export class ApiServer {
 
   /** Units and deployments keep each object's JSON while its inputs are unchanged (view-cache.ts). */
   private readonly views = new ViewCache();
+
+  /** The same renderings, for the Kubernetes API (its pods and Deployments are made from them). */
+  readonly kubeViews: KubeViews = {
+    units: () => this.views.units(this.src()),
+    keptBound: (r) => this.views.keptBound(r),
+    deployments: () => this.views.deploymentList(this.src()),
+    deploymentsStale: () => this.views.renderedStale,
+    warm: (resource) => this.views.warm(resource, () => this.src()),
+  };
 
   private render(resource: Resource): Rendered[] {
     if (resource === 'units') return this.views.units(this.src());

@@ -17,7 +17,9 @@ import { nanoid } from 'nanoid';
 import { MAX_REPLICAS, ManifestError, parseManifestObject, unitSpecHash } from '../../shared/manifest.ts';
 import { HttpError, readBody, USER_DELETE_REASON, MAX_DELETE_GRACE_SECONDS, type ApiDeps } from '../api/http-server.ts';
 import { pipeThrough } from '../api/leader-routing.ts';
-import { allDeploymentViews, allEndpointsViews, allNodeViews, allServiceViews, allUnitViews, deploymentView, type ViewSource } from '../api/views.ts';
+import { allEndpointsViews, allNodeViews, allServiceViews, deploymentView, type ApiObject, type ViewSource } from '../api/views.ts';
+import { Memo, type Rendered } from '../api/view-cache.ts';
+import { Slicer } from '../api/slicer.ts';
 import type { ClusterEvent } from '../events.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
 import { NoQuorumError, NotLeaderError } from '../store/store.ts';
@@ -40,8 +42,8 @@ import { KUBE_VERSION, apiGroup, apiGroupList, apiVersions, resourceList } from 
 import { PatchError, isObject, jsonPatch, mergePatch } from './patch.ts';
 import { SCHEMAS, strategicMerge } from './strategic-merge.ts';
 import { SelectorError, matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.ts';
-import { table, type IncludeObject } from './tables.ts';
-import { KubeWatchHub } from './watch.ts';
+import { table, tableRow, tableText, type IncludeObject } from './tables.ts';
+import { KubeWatchHub, kubeRendered } from './watch.ts';
 
 export const MAX_KUBE_WATCHERS = 256;
 
@@ -106,11 +108,15 @@ class KubeError extends Error {
 }
 
 function send(res: http.ServerResponse, code: number, body: unknown): void {
+  sendText(res, code, JSON.stringify(body));
+}
+
+/** `text`: JSON already made. */
+function sendText(res: http.ServerResponse, code: number, text: string): void {
   if (res.headersSent) {
     res.end();
     return;
   }
-  const text = JSON.stringify(body);
   res.writeHead(code, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
@@ -122,6 +128,30 @@ function tokenOk(header: string | undefined, token: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/**
+ * The /v1 API's renderings of units and deployments (api/view-cache.ts):
+ * each object's JSON kept while its inputs are unchanged. A pod or a
+ * Deployment here is made again only when its /v1 view changed.
+ */
+export interface KubeViews {
+  /** allUnitViews, rendered. */
+  units(): Rendered[];
+  /** Whether `r` (of units()) is a unit's view made from its binding, and kept: then it shows that binding's node. */
+  keptBound(r: Rendered): boolean;
+  /** allDeploymentViews, rendered (counts may be a few ms old: deploymentsStale). */
+  deployments(): Rendered[];
+  /** The last deployments() showed counts not current: render again soon. */
+  deploymentsStale(): boolean;
+  /** Render what is not rendered yet, in slices (a first list of 10,000 never stops the loop). */
+  warm(resource: 'units' | 'deployments'): Promise<void>;
+}
+
+/** A pod's JSON, with what its ReplicaSet counts of it (null: it counts for none). */
+type PodRendered = Rendered & { rs: { deployment: string; specHash: string; ready: boolean } | null };
+
+/** Longest a list answer's parse, selection and rows run before the loop gets a turn. */
+const LIST_SLICE_MS = 8;
+
 export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' | 'token' | 'now' | 'subscribe' | 'terminateUnit' | 'unitLog'> {
   selfId: string;
   /** The leader's Kubernetes API base URL (https://host:port), or undefined while none is known. */
@@ -130,6 +160,7 @@ export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' 
   caPem: string;
   /** host:port this replica is reached at (discovery's serverAddressByClientCIDRs). */
   advertise: string;
+  views: KubeViews;
 }
 
 export class KubeApi {
@@ -143,6 +174,8 @@ export class KubeApi {
       eventObject: (e) => this.event(e),
       subscribe: (fn) => this.deps.subscribe(fn),
       isLeader: () => this.deps.store.isLeader(),
+      // A Deployment list that showed counts a few ms old is rendered again (view-cache.ts).
+      again: (resource) => resource === 'deployments' && this.deploymentsStale,
     });
   }
 
@@ -176,60 +209,123 @@ export class KubeApi {
     return this.deps.registry.nodes.get(node)?.info.address ?? this.deps.store.state.nodes.get(node)?.info.address;
   }
 
-  private pods(): KubeObject[] {
+  private readonly podMemo = new Memo<PodRendered>();
+  private readonly deploymentMemo = new Memo<Rendered>();
+  /** The last Deployment rendering showed counts a few ms old. */
+  private deploymentsStale = false;
+
+  /**
+   * A pod's inputs, when its /v1 view is a kept one of its binding: the
+   * view (kept, so the same object while it is unchanged), the record, its
+   * Deployment's uid (the ReplicaSet owner) and the node's address. Null:
+   * made afresh (a report of a unit not bound there, a view that reads the
+   * clock).
+   */
+  private podKey(r: Rendered): unknown[] | null {
+    const rec = this.deps.store.state.units.get(r.name);
+    if (!rec || !this.deps.views.keptBound(r)) return null;
+    return [r, rec, rec.resourceVersion, this.deps.store.state.deployments.get(rec.deployment)?.uid, this.hostIP(rec.nodeName)];
+  }
+
+  private podOf(r: Rendered): PodRendered {
     const st = this.deps.store.state;
+    const v = JSON.parse(r.text) as ApiObject;
+    const spec = v.spec as { deployment: string; nodeName: string | null };
+    const rec = st.units.get(r.name);
+    const bound = rec && rec.nodeName === spec.nodeName ? rec : undefined;
+    const pod = kubePod(v, bound, st.deployments.get(spec.deployment), this.hostIP(spec.nodeName));
+    // A ReplicaSet counts its live pods (not being deleted), and the ready ones.
+    const ready = (pod.status as { containerStatuses?: Array<{ ready: boolean }> }).containerStatuses?.[0]?.ready === true;
+    const rs = bound && !pod.metadata.deletionTimestamp ? { deployment: bound.deployment, specHash: bound.specHash, ready } : null;
+    return { ...kubeRendered(pod), rs };
+  }
+
+  /** Every pod: one per unit name (allUnitViews' first), each made again only when its inputs changed. */
+  private pods(): PodRendered[] {
     const seen = new Set<string>();
-    const out: KubeObject[] = [];
-    for (const v of allUnitViews(this.src())) {
-      if (seen.has(v.metadata.name)) continue;
-      seen.add(v.metadata.name);
-      const spec = v.spec as { deployment: string; nodeName: string | null };
-      const rec = st.units.get(v.metadata.name);
-      const bound = rec && rec.nodeName === spec.nodeName ? rec : undefined;
-      out.push(kubePod(v, bound, st.deployments.get(spec.deployment), this.hostIP(spec.nodeName)));
+    const out: PodRendered[] = [];
+    this.podMemo.begin();
+    for (const r of this.deps.views.units()) {
+      if (seen.has(r.name)) continue;
+      seen.add(r.name);
+      out.push(this.podMemo.get(r.name, this.podKey(r), () => this.podOf(r)));
     }
+    this.podMemo.end();
     return out;
   }
 
-  private render(resource: string): KubeObject[] {
+  private deploymentOf(r: Rendered): Rendered {
+    return kubeRendered(kubeDeployment(this.deps.store.state.deployments.get(r.name)!, JSON.parse(r.text) as ApiObject));
+  }
+
+  private deploymentKey(r: Rendered): unknown[] {
+    const d = this.deps.store.state.deployments.get(r.name);
+    return [r, d, d?.resourceVersion];
+  }
+
+  /** Every object of `resource`, as the hub takes them (public for tests). */
+  render(resource: string): Rendered[] {
     const st = this.deps.store.state;
     switch (resource) {
       case 'pods':
         return this.pods();
       case 'nodes':
-        return allNodeViews(this.src()).map(kubeNode);
+        return allNodeViews(this.src()).map((v) => kubeRendered(kubeNode(v)));
       case 'deployments': {
-        const src = this.src();
-        return allDeploymentViews(src).map((v) => kubeDeployment(st.deployments.get(v.metadata.name)!, v));
+        this.deploymentMemo.begin();
+        const views = this.deps.views.deployments();
+        this.deploymentsStale = this.deps.views.deploymentsStale();
+        const out = views.map((r) => this.deploymentMemo.get(r.name, this.deploymentKey(r), () => this.deploymentOf(r)));
+        this.deploymentMemo.end();
+        return out;
       }
       case 'replicasets': {
         const counts = new Map<string, Map<string, { live: number; ready: number }>>();
-        for (const p of this.pods()) {
-          if (p.metadata.deletionTimestamp) continue;
-          const rec = st.units.get(p.metadata.name);
-          if (!rec) continue;
-          const m = counts.get(rec.deployment) ?? new Map<string, { live: number; ready: number }>();
-          const c = m.get(rec.specHash) ?? { live: 0, ready: 0 };
+        for (const { rs } of this.pods()) {
+          if (rs === null) continue;
+          const m = counts.get(rs.deployment) ?? new Map<string, { live: number; ready: number }>();
+          const c = m.get(rs.specHash) ?? { live: 0, ready: 0 };
           c.live++;
-          if ((p.status as { containerStatuses?: Array<{ ready: boolean }> }).containerStatuses?.[0]?.ready) c.ready++;
-          m.set(rec.specHash, c);
-          counts.set(rec.deployment, m);
+          if (rs.ready) c.ready++;
+          m.set(rs.specHash, c);
+          counts.set(rs.deployment, m);
         }
-        return [...st.deployments.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).flatMap((d) => kubeReplicaSets(d, counts.get(d.name) ?? new Map()));
+        return [...st.deployments.values()]
+          .sort((a, b) => (a.name < b.name ? -1 : 1))
+          .flatMap((d) => kubeReplicaSets(d, counts.get(d.name) ?? new Map()))
+          .map(kubeRendered);
       }
       case 'services':
-        return allServiceViews(this.src()).map((v) => kubeService(v, st.services.get(v.metadata.name)?.manifest.metadata.annotations));
+        return allServiceViews(this.src()).map((v) => kubeRendered(kubeService(v, st.services.get(v.metadata.name)?.manifest.metadata.annotations)));
       case 'endpoints':
         return allEndpointsViews(this.src()).map((v) => {
           const svc = st.services.get(v.metadata.name);
-          return kubeEndpoints(v, svc ? new Date(svc.creationTimestamp).toISOString() : null);
+          return kubeRendered(kubeEndpoints(v, svc ? new Date(svc.creationTimestamp).toISOString() : null));
         });
       case 'namespaces': {
         const first = Math.min(...[...st.nodes.values()].map((n) => n.registeredAt), ...[...st.deployments.values()].map((d) => d.creationTimestamp));
-        return [kubeNamespace(Number.isFinite(first) ? new Date(first).toISOString() : null)];
+        return [kubeRendered(kubeNamespace(Number.isFinite(first) ? new Date(first).toISOString() : null))];
       }
       default:
         return [];
+    }
+  }
+
+  /**
+   * Make, in slices, the pods or Deployments not made yet (their /v1 views
+   * first, the same way): the rendering that follows (synchronous, one
+   * consistent state) then reuses all but what changed meanwhile.
+   */
+  private async warm(resource: string): Promise<void> {
+    if (resource !== 'pods' && resource !== 'replicasets' && resource !== 'deployments') return;
+    const units = resource !== 'deployments';
+    await this.deps.views.warm(units ? 'units' : 'deployments');
+    const slicer = new Slicer(LIST_SLICE_MS);
+    for (const r of units ? this.deps.views.units() : this.deps.views.deployments()) {
+      if (slicer.due()) await slicer.pause();
+      if (units) {
+        if (this.deps.store.state.units.has(r.name)) this.podMemo.get(r.name, this.podKey(r), () => this.podOf(r));
+      } else if (this.deps.store.state.deployments.has(r.name)) this.deploymentMemo.get(r.name, this.deploymentKey(r), () => this.deploymentOf(r));
     }
   }
 
@@ -241,7 +337,7 @@ export class KubeApi {
   }
 
   private one(resource: string, name: string): KubeObject {
-    const found = this.hub.list(resource).items.find((o) => o.metadata.name === name);
+    const found = this.hub.find(resource, name);
     if (!found) throw this.notFound(resource, name);
     return found;
   }
@@ -376,34 +472,62 @@ export class KubeApi {
       );
       return;
     }
-    const { items, resourceVersion } = this.hub.list(resource);
-    let selected = items.filter((o) => matchesLabels(labels, o.metadata.labels as Record<string, string> | undefined) && matchesFields(fields, o));
+    // What is not made yet is made in slices first; the list is then one consistent rendering.
+    await this.warm(resource);
+    const { items, resourceVersion, stamp } = this.hub.list(resource);
     // limit/continue: pages by name; the token names the last one sent.
     const limitRaw = q.get('limit');
     const cont = q.get('continue');
+    let after: string | null = null;
     if (cont) {
-      let after: string;
       try {
         after = (JSON.parse(Buffer.from(cont, 'base64url').toString('utf8')) as { after: string }).after;
         if (typeof after !== 'string') throw new Error('no name');
       } catch {
         throw new KubeError(400, `continue: not a token this server gave (${JSON.stringify(cont.slice(0, 40))})`);
       }
-      selected = selected.filter((o) => o.metadata.name > after);
     }
-    const meta: Record<string, unknown> = { resourceVersion };
+    let limit: number | null = null;
     if (limitRaw !== null && limitRaw !== '' && limitRaw !== '0') {
       if (!/^\d{1,9}$/.test(limitRaw)) throw new KubeError(400, `limit: expected a positive integer, got ${JSON.stringify(limitRaw)}`);
-      const limit = Number(limitRaw);
-      selected = [...selected].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+      limit = Number(limitRaw);
+    }
+    // The objects are parsed only where something reads them (selectors, a Table's cells), in slices:
+    // the texts are the rendering of one moment, so the loop may serve others in between.
+    const parse = labels.length > 0 || fields.length > 0 || tableInc !== undefined;
+    const slicer = new Slicer(LIST_SLICE_MS);
+    let selected: Array<{ name: string; text: string; obj: KubeObject | null }> = [];
+    for (const it of items) {
+      if (slicer.due()) await slicer.pause();
+      if (after !== null && !(it.name > after)) continue;
+      const text = stamp(it);
+      const obj = parse ? (JSON.parse(text) as KubeObject) : null;
+      if (obj && !(matchesLabels(labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(fields, obj))) continue;
+      selected.push({ name: it.name, text, obj });
+    }
+    const meta: Record<string, unknown> = { resourceVersion };
+    if (limit !== null) {
+      selected.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
       if (selected.length > limit) {
         meta.remainingItemCount = selected.length - limit;
         selected = selected.slice(0, limit);
-        meta.continue = Buffer.from(JSON.stringify({ after: selected[selected.length - 1].metadata.name }), 'utf8').toString('base64url');
+        meta.continue = Buffer.from(JSON.stringify({ after: selected[selected.length - 1].name }), 'utf8').toString('base64url');
       }
     }
-    if (tableInc) return send(res, 200, table(info.kind, selected, this.deps.now(), meta, tableInc));
-    send(res, 200, { kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata: meta, items: selected });
+    let text: string;
+    if (tableInc) {
+      const now = this.deps.now();
+      const rows: string[] = [];
+      for (const it of selected) {
+        if (slicer.due()) await slicer.pause();
+        rows.push(JSON.stringify(tableRow(info.kind, it.obj!, now, tableInc)));
+      }
+      text = tableText(info.kind, meta, rows);
+    } else {
+      const head = JSON.stringify({ kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata: meta, items: [] });
+      text = `${head.slice(0, -2)}${selected.map((it) => it.text).join(',')}]}`;
+    }
+    sendText(res, 200, text);
   }
 
   private async logs(name: string, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -513,7 +637,7 @@ export class KubeApi {
 
   private async deletePod(name: string, q: URLSearchParams, body: Buffer, res: http.ServerResponse, eviction = false): Promise<void> {
     const { gracePeriodSeconds } = this.deleteOptions(q, body);
-    const before = this.pods().find((o) => o.metadata.name === name);
+    const before = this.hub.find('pods', name);
     const unit = this.deps.store.state.units.get(name);
     const lostOn = [...this.deps.registry.nodes.values()].filter((n) => !n.ready && n.units.has(name)).map((n) => n.name);
     const force = gracePeriodSeconds === 0;

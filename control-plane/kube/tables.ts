@@ -239,18 +239,35 @@ function rowObject(obj: KubeObject, include: IncludeObject): unknown {
   return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: obj.metadata };
 }
 
+/** The columns of a Table of `kind`. */
+export function tableColumns(kind: string): unknown[] {
+  const p = PRINTERS[kind];
+  return p ? p.columns : [col('Name'), col('Age')];
+}
+
+/** One row of a Table of `kind`. */
+export function tableRow(kind: string, it: KubeObject, now: number, include: IncludeObject = 'Metadata'): { cells: unknown[]; object?: unknown } {
+  const p = PRINTERS[kind];
+  const object = rowObject(it, include);
+  return { cells: p ? p.cells(it, now) : [it.metadata.name, age(it.metadata.creationTimestamp, now)], ...(object !== undefined ? { object } : {}) };
+}
+
 /** A Table of `items` of `kind`; `meta` is the list's metadata (resourceVersion, continue). */
 export function table(kind: string, items: KubeObject[], now: number, meta: Record<string, unknown>, include: IncludeObject = 'Metadata'): Record<string, unknown> {
-  const p = PRINTERS[kind];
-  const columns = p ? p.columns : [col('Name'), col('Age')];
-  return {
-    kind: 'Table',
-    apiVersion: 'meta.k8s.io/v1',
-    metadata: meta,
-    columnDefinitions: columns,
-    rows: items.map((it) => {
-      const object = rowObject(it, include);
-      return { cells: p ? p.cells(it, now) : [it.metadata.name, age(it.metadata.creationTimestamp, now)], ...(object !== undefined ? { object } : {}) };
-    }),
-  };
+  return tableOfRows(
+    kind,
+    meta,
+    items.map((it) => tableRow(kind, it, now, include)),
+  );
+}
+
+/** A Table of rows made by tableRow (or their JSON, as `rowTexts`: tableText). */
+function tableOfRows(kind: string, meta: Record<string, unknown>, rows: unknown[]): Record<string, unknown> {
+  return { kind: 'Table', apiVersion: 'meta.k8s.io/v1', metadata: meta, columnDefinitions: tableColumns(kind), rows };
+}
+
+/** JSON.stringify(table(...)) from each row's JSON: a big list's rows are made in slices, the whole never stringified at once. */
+export function tableText(kind: string, meta: Record<string, unknown>, rowTexts: string[]): string {
+  const head = JSON.stringify(tableOfRows(kind, meta, []));
+  return `${head.slice(0, -2)}${rowTexts.join(',')}]}`;
 }

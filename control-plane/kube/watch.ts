@@ -14,7 +14,8 @@
 import type http from 'node:http';
 import { nanoid } from 'nanoid';
 import { WatchHistory, type WatchChange } from '../api/watch-history.ts';
-import { WatchFanout, holdOpen } from '../api/watch-fanout.ts';
+import { WatchFanout, holdOpen, type FanoutDeps } from '../api/watch-fanout.ts';
+import type { Rendered } from '../api/view-cache.ts';
 import type { ClusterEvent } from '../events.ts';
 import type { KubeObject } from './convert.ts';
 import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from './selectors.ts';
@@ -22,8 +23,15 @@ import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } 
 /** Stand-in for an object's resourceVersion in the history's texts (so versions never count as changes). */
 const RV_MARK = '"resourceVersion":"\\u0000rv"';
 
+/** An object's JSON as the hub takes it: its resourceVersion left for the hub to stamp. */
+export function kubeRendered(o: KubeObject): Rendered {
+  o.metadata.resourceVersion = '\u0000rv';
+  return { name: o.metadata.name, text: JSON.stringify(o) };
+}
+
 export interface KubeWatchDeps {
-  render: (resource: string) => KubeObject[];
+  /** Every object of `resource`, each made by kubeRendered (or kept from an earlier rendering). */
+  render: (resource: string) => Rendered[];
   events: () => ClusterEvent[];
   onEvent: (fn: (e: ClusterEvent) => void) => () => void;
   eventObject: (e: ClusterEvent) => KubeObject;
@@ -51,7 +59,7 @@ export class KubeWatchHub {
   private readonly epoch = nanoid(8).replace(/[^A-Za-z0-9]/g, 'x');
   private readonly fanout: WatchFanout<Watcher>;
 
-  constructor(private readonly deps: KubeWatchDeps) {
+  constructor(private readonly deps: KubeWatchDeps & Pick<FanoutDeps, 'again'>) {
     this.fanout = new WatchFanout(deps, (resource) => this.refresh(resource));
   }
 
@@ -72,33 +80,57 @@ export class KubeWatchHub {
     return text.replace(RV_MARK, `"resourceVersion":"${epoch}.${n}"`);
   }
 
-  /** Render, take into the history, tell watchers. */
-  private refresh(resource: string): { objects: Array<{ name: string; text: string }>; version: string } {
+  /** Render, take into the history, tell watchers; `stamp` gives an object's JSON with its own version, as of now. */
+  private refresh(resource: string): { objects: Rendered[]; version: string; stamp: (r: Rendered) => string } {
     const e = this.entry(resource);
-    const rendered = this.deps.render(resource).map((o) => {
-      o.metadata.resourceVersion = '\u0000rv';
-      return { name: o.metadata.name, text: JSON.stringify(o) };
-    });
+    const rendered = this.deps.render(resource);
     const changes = e.h.update(rendered);
     for (const c of changes) {
       if (c.type === 'DELETED') e.versions.delete(c.name);
       else e.versions.set(c.name, c.n);
     }
-    if (changes.length > 0) {
+    const watchers = [...this.fanout.watchers(resource)];
+    if (changes.length > 0 && watchers.length > 0) {
       const parsed = changes.map((c) => ({ c, obj: JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject }));
-      for (const w of this.fanout.watchers(resource)) for (const { c, obj } of parsed) this.send(w, c.type, obj);
+      for (const w of watchers) for (const { c, obj } of parsed) this.send(w, c.type, obj);
     }
-    return { objects: rendered.map((r) => ({ name: r.name, text: this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) })), version: e.h.version() };
+    // Stamped when read, not here: that is a copy of every object's text.
+    return { objects: rendered, version: e.h.version(), stamp: (r) => this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) };
   }
 
-  /** A list: the objects (each with its own version) and the list's version. */
-  list(resource: string): { items: KubeObject[]; resourceVersion: string } {
+  /**
+   * A list: the objects as rendered and the list's version; `stamp(item)`
+   * is an item's JSON with its own version (each object carries the
+   * version of its own last change).
+   */
+  list(resource: string): { items: Rendered[]; resourceVersion: string; stamp: (r: Rendered) => string } {
     if (resource === 'events') {
       const events = this.deps.events();
-      return { items: events.map(this.deps.eventObject), resourceVersion: String(events.length > 0 ? events[events.length - 1].seq : 0) };
+      return {
+        items: events.map((ev) => {
+          const o = this.deps.eventObject(ev);
+          return { name: o.metadata.name, text: JSON.stringify(o) };
+        }),
+        resourceVersion: String(events.length > 0 ? events[events.length - 1].seq : 0),
+        stamp: (r) => r.text,
+      };
     }
     const { objects, version } = this.refresh(resource);
-    return { items: objects.map((o) => JSON.parse(o.text) as KubeObject), resourceVersion: version };
+    // The versions of this moment: a list is read in slices, and later refreshes move them on.
+    const e = this.entry(resource);
+    const versions = new Map(e.versions);
+    return { items: objects, resourceVersion: version, stamp: (r) => this.stamp(r.text, e.h.epoch, versions.get(r.name) ?? 0) };
+  }
+
+  /** One object as a list would show it now, or undefined. */
+  find(resource: string, name: string): KubeObject | undefined {
+    if (resource === 'events') {
+      const found = this.list(resource).items.find((o) => o.name === name);
+      return found ? (JSON.parse(found.text) as KubeObject) : undefined;
+    }
+    const { objects, stamp } = this.refresh(resource);
+    const found = objects.find((o) => o.name === name);
+    return found ? (JSON.parse(stamp(found)) as KubeObject) : undefined;
   }
 
   private send(w: Watcher, type: WatchChange['type'], obj: KubeObject): void {
@@ -140,9 +172,9 @@ export class KubeWatchHub {
       stop = this.deps.onEvent((e) => this.send(w, 'ADDED', this.deps.eventObject(e)));
     } else {
       const e = this.entry(resource);
-      const { objects } = this.refresh(resource);
+      const { objects, stamp } = this.refresh(resource);
       if (from === null || from === '' || from === '0') {
-        for (const o of objects) this.send(w, 'ADDED', JSON.parse(o.text) as KubeObject);
+        for (const o of objects) this.send(w, 'ADDED', JSON.parse(stamp(o)) as KubeObject);
       } else {
         const since = e.h.since(from);
         if (typeof since === 'string') return fail(since.startsWith('resourceVersion') ? `too old resource version: ${since}` : since);
@@ -154,11 +186,14 @@ export class KubeWatchHub {
         for (const c of since) if (!first.has(c.name)) first.set(c.name, c.type);
         for (const o of objects) if (first.get(o.name) !== 'ADDED') w.matched.add(o.name);
         for (const [name, type] of first) if (type !== 'ADDED') w.matched.add(name);
+        // Without selectors every object matches: none is parsed to find out.
         const changed = new Set(first.keys());
-        for (const o of objects) {
-          if (changed.has(o.name)) continue;
-          const obj = JSON.parse(o.text) as KubeObject;
-          if (!(matchesLabels(opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(opts.fields, obj))) w.matched.delete(o.name);
+        if (opts.labels.length > 0 || opts.fields.length > 0) {
+          for (const o of objects) {
+            if (changed.has(o.name)) continue;
+            const obj = JSON.parse(o.text) as KubeObject;
+            if (!(matchesLabels(opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(opts.fields, obj))) w.matched.delete(o.name);
+          }
         }
         for (const c of since) this.send(w, c.type, JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject);
       }

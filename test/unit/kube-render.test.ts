@@ -1,0 +1,193 @@
+// test/unit/kube-render.test.ts -- the Kubernetes API's pods, Deployments
+// and ReplicaSets (control-plane/kube/server.ts) are made from the /v1
+// renderings (api/view-cache.ts) and kept per object. After every step of
+// seeded random histories they equal the same objects made afresh from the
+// uncached views, and a rendering after no change makes nothing again. The
+// list answers (plain, Table, selectors, pages), made from the objects'
+// JSON in slices, equal the lists made whole.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DesiredState } from '../../control-plane/store/desired-state.ts';
+import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
+import { allDeploymentViews, allUnitViews, type ViewSource } from '../../control-plane/api/views.ts';
+import { ViewCache } from '../../control-plane/api/view-cache.ts';
+import { KubeApi, type KubeViews } from '../../control-plane/kube/server.ts';
+import { kubeDeployment, kubePod, kubeReplicaSets, type KubeObject } from '../../control-plane/kube/convert.ts';
+import { table } from '../../control-plane/kube/tables.ts';
+import { apply, randomHistory, T0 } from '../helpers/random-history.ts';
+
+/** A KubeApi over `state` and `registry`, its views from a ViewCache told of every change (as the API server wires it). */
+function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number) {
+  const cache = new ViewCache();
+  state.onChange((kind, name) => cache.storeChanged(kind, name, state));
+  registry.onChange((c) => cache.registryChanged(c, state));
+  cache.track();
+  const src = (): ViewSource => ({ state, observed: registry.nodes, now: now(), reportsOf: (d, visit) => registry.reportsOf(d, visit) });
+  const views: KubeViews = {
+    units: () => cache.units(src()),
+    keptBound: (r) => cache.keptBound(r),
+    deployments: () => cache.deploymentList(src()),
+    deploymentsStale: () => cache.renderedStale,
+    warm: (resource) => cache.warm(resource, src),
+  };
+  const store = { state, isLeader: () => true, readBarrier: async () => {} };
+  const events = { list: () => [], subscribe: () => () => {} };
+  const deps = { views, store, registry, events, token: 'secret', now, subscribe: () => () => {}, selfId: 'cp-1', leaderUrl: () => undefined, caPem: '', advertise: '127.0.0.1:1' };
+  return new KubeApi(deps as unknown as ConstructorParameters<typeof KubeApi>[0]);
+}
+
+/** The objects as they were made before the renderings were kept: every one afresh from the uncached views. */
+function madeAfresh(state: DesiredState, registry: NodeRegistry, now: number): Record<'pods' | 'deployments' | 'replicasets', KubeObject[]> {
+  const src: ViewSource = { state, observed: registry.nodes, now };
+  const hostIP = (node: string | null) => (node ? (registry.nodes.get(node)?.info.address ?? state.nodes.get(node)?.info.address) : undefined);
+  const seen = new Set<string>();
+  const pods: KubeObject[] = [];
+  for (const v of allUnitViews(src)) {
+    if (seen.has(v.metadata.name)) continue;
+    seen.add(v.metadata.name);
+    const spec = v.spec as { deployment: string; nodeName: string | null };
+    const rec = state.units.get(v.metadata.name);
+    pods.push(kubePod(v, rec && rec.nodeName === spec.nodeName ? rec : undefined, state.deployments.get(spec.deployment), hostIP(spec.nodeName)));
+  }
+  const counts = new Map<string, Map<string, { live: number; ready: number }>>();
+  for (const p of pods) {
+    if (p.metadata.deletionTimestamp) continue;
+    const rec = state.units.get(p.metadata.name);
+    if (!rec) continue;
+    const m = counts.get(rec.deployment) ?? new Map<string, { live: number; ready: number }>();
+    const c = m.get(rec.specHash) ?? { live: 0, ready: 0 };
+    c.live++;
+    if ((p.status as { containerStatuses?: Array<{ ready: boolean }> }).containerStatuses?.[0]?.ready) c.ready++;
+    m.set(rec.specHash, c);
+    counts.set(rec.deployment, m);
+  }
+  return {
+    pods,
+    deployments: allDeploymentViews(src).map((v) => kubeDeployment(state.deployments.get(v.metadata.name)!, v)),
+    replicasets: [...state.deployments.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).flatMap((d) => kubeReplicaSets(d, counts.get(d.name) ?? new Map())),
+  };
+}
+
+/** Objects compared without their resourceVersions (the hub stamps its own). */
+const withoutVersions = (objects: unknown[]): string => JSON.stringify(objects, (key, value) => (key === 'resourceVersion' ? undefined : (value as unknown)));
+
+test('kept pods, Deployments and ReplicaSets equal the objects made afresh after every step of 150 random histories', () => {
+  for (let seed = 1; seed <= 150; seed++) {
+    const state = new DesiredState();
+    const registry = new NodeRegistry(1000);
+    let clock = T0;
+    const api = kubeApi(state, registry, () => clock);
+    randomHistory(seed, 100, state, registry, ({ step, now }) => {
+      clock = now;
+      const fresh = madeAfresh(state, registry, now);
+      for (const resource of ['pods', 'deployments', 'replicasets'] as const) {
+        const kept = api.render(resource).map((r) => JSON.parse(r.text) as unknown);
+        assert.equal(withoutVersions(kept), withoutVersions(fresh[resource]), `seed ${seed} step ${step}: ${resource}`);
+      }
+    });
+  }
+});
+
+test('a rendering after no change makes no pod and no Deployment again; a report makes its own pod again', () => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  const api = kubeApi(state, registry, () => T0);
+  let i = 0;
+  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
+  state.apply(++i, { type: 'node.register', at: T0, node: info });
+  registry.hello(info, 7, [], 1, T0);
+  state.apply(++i, apply('web', 3, '60', 0));
+  for (let k = 1; k <= 3; k++) state.apply(++i, { type: 'unit.create', at: T0, uid: `w${k}`, deployment: 'web', nodeName: 'node-a', scheduling: null });
+  const report = (name: string, pid: number) =>
+    registry.unitStatus('node-a', { name, deployment: 'web', phase: 'Running', pid, resources: { cpu: 10, memory: 8 }, term: 1, ready: true, startedAt: T0 });
+  for (const name of ['web-1', 'web-2', 'web-3']) report(name, 40);
+  // A report of a unit nobody wants: its pod is made each time.
+  report('web-9', 49);
+  const first = { pods: api.render('pods'), deployments: api.render('deployments') };
+  assert.deepEqual(
+    first.pods.map((r) => r.name),
+    ['web-1', 'web-2', 'web-3', 'web-9'],
+  );
+  const again = { pods: api.render('pods'), deployments: api.render('deployments') };
+  assert.deepEqual(
+    again.pods.map((r, i) => r === first.pods[i]),
+    [true, true, true, false],
+    'the bound pods are the same objects (kept); the stray report is made again',
+  );
+  assert.equal(again.pods[3].text, first.pods[3].text);
+  assert.equal(again.deployments[0], first.deployments[0], 'the Deployment is the same object (kept)');
+  report('web-2', 41);
+  const after = api.render('pods');
+  assert.deepEqual(
+    after.map((r, i) => r === again.pods[i]),
+    [true, false, true, false],
+    "only the pod whose unit's report changed is made again",
+  );
+  assert.match(after[1].text, /"containerID":"mo:\/\/node-a\/web-2"/);
+});
+
+test('list answers made in slices from the JSON equal the lists made whole: plain, Table, selectors, pages', async (t) => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  let clock = T0;
+  const api = kubeApi(state, registry, () => clock);
+  randomHistory(11, 150, state, registry, ({ now }) => {
+    clock = now;
+  });
+  const server = http.createServer(api.handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => server.close(() => r())));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const get = async (path: string, asTable = false) => {
+    const r = await fetch(`${base}${path}`, { headers: { authorization: 'Bearer secret', ...(asTable ? { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' } : {}) } });
+    assert.equal(r.status, 200, path);
+    return (await r.json()) as { metadata: Record<string, unknown>; items?: KubeObject[]; rows?: Array<{ cells: unknown[] }> };
+  };
+  const fresh = madeAfresh(state, registry, clock);
+  assert.ok(fresh.pods.length >= 5, `the history left ${fresh.pods.length} pods`);
+
+  const plain = await get('/api/v1/namespaces/default/pods');
+  assert.equal(withoutVersions(plain.items!), withoutVersions(fresh.pods));
+  for (const item of plain.items!) assert.match(String(item.metadata.resourceVersion), /\.\d+$/, 'each pod carries its own version');
+
+  const asTable = await get('/api/v1/namespaces/default/pods', true);
+  const whole = table('Pod', fresh.pods, clock, {}, 'Metadata') as { rows: unknown[] };
+  assert.equal(withoutVersions(asTable.rows!), withoutVersions(whole.rows));
+
+  const web = fresh.pods.filter((p) => (p.metadata.labels as Record<string, string> | undefined)?.app === 'web');
+  const selected = await get('/api/v1/namespaces/default/pods?labelSelector=app%3Dweb');
+  assert.equal(withoutVersions(selected.items!), withoutVersions(web));
+  const onA = await get('/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3Dnode-a', true);
+  assert.equal(
+    withoutVersions(onA.rows!),
+    withoutVersions(
+      (
+        table(
+          'Pod',
+          fresh.pods.filter((p) => (p.spec as { nodeName?: string }).nodeName === 'node-a'),
+          clock,
+          {},
+        ) as { rows: unknown[] }
+      ).rows,
+    ),
+  );
+
+  // Pages of 2 by name, until the last: every pod once, in name order.
+  const byName = [...fresh.pods].sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
+  const paged: KubeObject[] = [];
+  let cont: unknown = undefined;
+  do {
+    const page = await get(`/api/v1/namespaces/default/pods?limit=2${cont ? `&continue=${String(cont)}` : ''}`);
+    paged.push(...page.items!);
+    cont = page.metadata.continue;
+  } while (cont);
+  assert.equal(withoutVersions(paged), withoutVersions(byName));
+
+  const deployments = await get('/apis/apps/v1/namespaces/default/deployments');
+  assert.equal(withoutVersions(deployments.items!), withoutVersions(fresh.deployments));
+  const replicasets = await get('/apis/apps/v1/namespaces/default/replicasets', true);
+  assert.equal(withoutVersions(replicasets.rows!), withoutVersions((table('ReplicaSet', fresh.replicasets, clock, {}) as { rows: unknown[] }).rows));
+});
