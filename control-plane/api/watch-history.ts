@@ -54,7 +54,8 @@ export class WatchHistory {
       this.current.delete(name);
       out.push({ n: ++this.n, type: 'DELETED', name, text });
     }
-    this.ring.push(...out);
+    // One at a time: a spread of 200,000 changes (a first rendering of that many objects) overflows the stack.
+    for (const c of out.length > this.max ? out.slice(-this.max) : out) this.ring.push(c);
     if (this.ring.length > this.max) this.ring.splice(0, this.ring.length - this.max);
     return out;
   }

@@ -49,3 +49,17 @@ test('a version from another history, ahead, malformed, or older than the ring c
   const ok = h.since('e1.7');
   assert.ok(Array.isArray(ok) && ok.length === 3);
 });
+
+test('a first rendering of 200,000 objects is taken in; the ring keeps the newest of its changes', () => {
+  const h = new WatchHistory('e1', 4);
+  const many = Array.from({ length: 200_000 }, (_, i) => ({ name: `u-${i}`, text: '{}' }));
+  const changes = h.update(many);
+  assert.equal(changes.length, 200_000);
+  assert.match(h.since('e1.199995') as string, /too old/);
+  const kept = h.since('e1.199996');
+  assert.ok(Array.isArray(kept));
+  assert.deepEqual(
+    kept.map((c) => c.name),
+    ['u-199996', 'u-199997', 'u-199998', 'u-199999'],
+  );
+});
