@@ -8,7 +8,7 @@
 
 import http from 'node:http';
 import { Cluster } from '../test/helpers/cluster.ts';
-import { summarize, type LoopWindow } from '../control-plane/event-loop-windows.ts';
+import { summarize, sumOf, type LoopWindow } from '../control-plane/event-loop-windows.ts';
 
 /** A stop this long (ms) is counted apart: the longest alone says little when one burst makes it. */
 const LONG_STOP_MS = 100;
@@ -47,6 +47,24 @@ function getJson(url: string, token: string): Promise<Record<string, unknown>> {
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
   });
+}
+
+/**
+ * Where the longest stop's time went: the main thread's time on a CPU,
+ * waiting for one, and in garbage collection, over the window the stop
+ * ended in and the one before (a stop of S ms began up to S ms before it
+ * was measured). Empty where the replica does not say (no schedstat).
+ */
+function whereItWent(windows: readonly LoopWindow[], maxMs: number): string {
+  if (maxMs <= LONG_STOP_MS) return '';
+  const at = windows.findIndex((w) => w.maxMs === maxMs);
+  const two = windows.slice(Math.max(0, at - 1), at + 1);
+  const cpu = sumOf(two, 'cpuMs');
+  const wait = sumOf(two, 'runWaitMs');
+  const gc = sumOf(two, 'gcMs');
+  if (cpu === undefined || wait === undefined) return '';
+  const gcMax = Math.max(...two.map((w) => w.gcMaxMs ?? 0));
+  return ` (its ${two.length} s: on a CPU ${cpu.toFixed(0)} ms, waiting for one ${wait.toFixed(0)} ms, GC ${(gc ?? 0).toFixed(0)} ms, longest ${gcMax.toFixed(0)})`;
 }
 
 export class LoopWatch {
@@ -123,7 +141,7 @@ export class LoopWatch {
         const s = summarize(r.windows);
         const long = r.windows.filter((w) => w.maxMs > LONG_STOP_MS).length;
         parts.push(
-          `cp-${i + 1} max ${s.maxMs.toFixed(0)} ms, p99 ${s.medianP99Ms.toFixed(1)} ms (worst second ${s.worstP99Ms.toFixed(0)} ms) over ${s.windows} s, ${long} s with a stop over ${LONG_STOP_MS} ms`,
+          `cp-${i + 1} max ${s.maxMs.toFixed(0)} ms${whereItWent(r.windows, s.maxMs)}, p99 ${s.medianP99Ms.toFixed(1)} ms (worst second ${s.worstP99Ms.toFixed(0)} ms) over ${s.windows} s, ${long} s with a stop over ${LONG_STOP_MS} ms`,
         );
         if (r.firstTerm !== null) first = Math.min(first, r.firstTerm);
         if (r.lastTerm !== null) last = Math.max(last, r.lastTerm);

@@ -6,10 +6,17 @@
 // does. The windows are summaries (p50, p99, max, samples), kept for the
 // last MAX_WINDOWS seconds: a few KiB, whatever the load.
 //
+// Each window also says where a stop's time went: how long the main thread
+// ran on a CPU and how long it was runnable but waited for one (Linux's
+// /proc/self/task/<pid>/schedstat), and how long V8's collections held it
+// (PerformanceObserver 'gc'). A stop the thread spent waiting for a CPU is
+// the machine's, not the code's.
+//
 // WindowRing is the pure part (unit-tested with made-up summaries);
 // EventLoopWindows is the shell that owns the histogram and the timer.
 
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import fs from 'node:fs';
+import { monitorEventLoopDelay, PerformanceObserver, type IntervalHistogram } from 'node:perf_hooks';
 
 export interface LoopWindow {
   /** Wall-clock ms (Date.now()) at which the window closed. */
@@ -21,7 +28,17 @@ export interface LoopWindow {
   maxMs: number;
   /** Delay samples taken in the window (one per resolution tick the loop was free for). */
   samples: number;
+  /** The main thread's time on a CPU in the window (absent where Linux's schedstat is not readable). */
+  cpuMs?: number;
+  /** The main thread's time runnable but waiting for a CPU (the run queue). */
+  runWaitMs?: number;
+  /** V8's garbage collection pauses in the window, summed, and the longest. */
+  gcMs?: number;
+  gcMaxMs?: number;
 }
+
+/** Where a window's time went beside its delays: windowOf's `times`. */
+export type WindowTimes = Pick<LoopWindow, 'cpuMs' | 'runWaitMs' | 'gcMs' | 'gcMaxMs'>;
 
 export interface LoopSummary {
   /** Windows summarised and the span they cover. */
@@ -77,13 +94,26 @@ export function summarize(windows: readonly LoopWindow[]): LoopSummary {
   };
 }
 
-/** A closed window from a histogram's readings (nanoseconds), as milliseconds. Pure. */
-export function windowOf(h: { count: number; max: number; percentile(p: number): number }, end: number, ms: number): LoopWindow {
+/** A closed window from a histogram's readings (nanoseconds), as milliseconds, with where its time went. Pure. */
+export function windowOf(h: { count: number; max: number; percentile(p: number): number }, end: number, ms: number, times: WindowTimes = {}): LoopWindow {
   const round = (ns: number) => Math.round(ns / 1e4) / 100; // ms with 2 decimals
   // Not one sample: the sampling timer never fired in this window; the stop
   // it was in shows as one long sample in the window where the loop came back.
-  if (h.count === 0) return { end, ms, p50Ms: 0, p99Ms: 0, maxMs: 0, samples: 0 };
-  return { end, ms, p50Ms: round(h.percentile(50)), p99Ms: round(h.percentile(99)), maxMs: round(h.max), samples: h.count };
+  if (h.count === 0) return { end, ms, p50Ms: 0, p99Ms: 0, maxMs: 0, samples: 0, ...times };
+  return { end, ms, p50Ms: round(h.percentile(50)), p99Ms: round(h.percentile(99)), maxMs: round(h.max), samples: h.count, ...times };
+}
+
+/** A schedstat line (`<ns on a CPU> <ns waiting for one> <timeslices>`) as nanoseconds; null if it is not one. Pure. */
+export function parseSchedstat(text: string): { cpuNs: number; waitNs: number } | null {
+  const [cpu, wait] = text.trim().split(/\s+/).map(Number);
+  return Number.isFinite(cpu) && Number.isFinite(wait) ? { cpuNs: cpu, waitNs: wait } : null;
+}
+
+/** The sum of `key` over `windows`, or undefined when none has it. Pure. */
+export function sumOf(windows: readonly LoopWindow[], key: 'cpuMs' | 'runWaitMs' | 'gcMs'): number | undefined {
+  let sum: number | undefined;
+  for (const w of windows) if (w[key] !== undefined) sum = (sum ?? 0) + w[key];
+  return sum;
 }
 
 /** The running monitor of this process's event loop. */
@@ -92,21 +122,52 @@ export class EventLoopWindows {
   private readonly h: IntervalHistogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
   private timer: NodeJS.Timeout | null = null;
   private openedAt = Date.now();
+  /** The main thread's schedstat (tid = pid), and its reading at the window's start. */
+  private readonly schedstat = `/proc/self/task/${process.pid}/schedstat`;
+  private sched: { cpuNs: number; waitNs: number } | null = null;
+  private gc: PerformanceObserver | null = null;
+  private gcMs = 0;
+  private gcMaxMs = 0;
 
   start(): void {
     this.h.enable();
     this.openedAt = Date.now();
+    this.sched = this.readSched();
+    this.gc = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        this.gcMs += e.duration;
+        this.gcMaxMs = Math.max(this.gcMaxMs, e.duration);
+      }
+    });
+    this.gc.observe({ entryTypes: ['gc'] });
     this.timer = setInterval(() => this.rotate(), WINDOW_MS);
     this.timer.unref();
   }
 
+  private readSched(): { cpuNs: number; waitNs: number } | null {
+    try {
+      return parseSchedstat(fs.readFileSync(this.schedstat, 'utf8'));
+    } catch {
+      return null; // not Linux, or a kernel without schedstat
+    }
+  }
+
   private rotate(): void {
     const now = Date.now();
+    const sched = this.readSched();
+    const times: WindowTimes = { gcMs: Math.round(this.gcMs * 100) / 100, gcMaxMs: Math.round(this.gcMaxMs * 100) / 100 };
+    if (sched && this.sched) {
+      times.cpuMs = Math.round((sched.cpuNs - this.sched.cpuNs) / 1e4) / 100;
+      times.runWaitMs = Math.round((sched.waitNs - this.sched.waitNs) / 1e4) / 100;
+    }
     // The histogram records the delay of each sampling tick; a stop of S ms
     // shows as one sample of about S ms (when the loop comes back).
-    this.ring.push(windowOf(this.h, now, now - this.openedAt));
+    this.ring.push(windowOf(this.h, now, now - this.openedAt, times));
     this.h.reset();
     this.openedAt = now;
+    this.sched = sched;
+    this.gcMs = 0;
+    this.gcMaxMs = 0;
   }
 
   /** Windows closed after `since` (wall-clock ms), with their summary. */
@@ -117,6 +178,7 @@ export class EventLoopWindows {
 
   stop(): void {
     if (this.timer) clearInterval(this.timer);
+    this.gc?.disconnect();
     this.h.disable();
   }
 }

@@ -104,6 +104,13 @@ test('/metrics on every replica: token, own Raft figures, agents per node, place
   for (const r of loops) {
     assert.equal(r.eventLoop.windowMs, 1000);
     assert.ok(r.eventLoop.windows.every((w: { end: number; ms: number; maxMs: number }) => w.end > since && w.ms > 0 && w.maxMs >= 0));
+    // Where the time went: the main thread on a CPU and waiting for one (Linux's schedstat, read
+    // at the window's ends: together at most the window's length), and GC pauses.
+    for (const w of r.eventLoop.windows as Array<{ ms: number; cpuMs?: number; runWaitMs?: number; gcMs?: number; gcMaxMs?: number }>) {
+      assert.ok(w.cpuMs !== undefined && w.runWaitMs !== undefined, `schedstat read: ${JSON.stringify(w)}`);
+      assert.ok(w.cpuMs > 0 && w.runWaitMs >= 0 && w.cpuMs + w.runWaitMs <= w.ms + 5, `thread times within the window: ${JSON.stringify(w)}`);
+      assert.ok(w.gcMs! >= 0 && w.gcMaxMs! <= w.gcMs!, `GC pauses: ${JSON.stringify(w)}`);
+    }
     assert.equal(r.eventLoop.summary.windows, r.eventLoop.windows.length);
     assert.equal(typeof r.term, 'number');
   }

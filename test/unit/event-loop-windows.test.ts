@@ -6,7 +6,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WindowRing, summarize, windowOf, type LoopWindow } from '../../control-plane/event-loop-windows.ts';
+import { WindowRing, parseSchedstat, sumOf, summarize, windowOf, type LoopWindow } from '../../control-plane/event-loop-windows.ts';
 
 const w = (end: number, p99Ms: number, maxMs: number): LoopWindow => ({ end, ms: 1000, p50Ms: 1, p99Ms, maxMs, samples: 200 });
 
@@ -39,4 +39,15 @@ test("a histogram's nanoseconds are told in milliseconds; a window without a sam
   const h = { count: 10, max: 123_456_789, percentile: (p: number) => (p === 50 ? 5_100_000 : 60_000_000) };
   assert.deepEqual(windowOf(h, 5000, 1000), { end: 5000, ms: 1000, p50Ms: 5.1, p99Ms: 60, maxMs: 123.46, samples: 10 });
   assert.deepEqual(windowOf({ count: 0, max: 0, percentile: () => 0 }, 5000, 1000), { end: 5000, ms: 1000, p50Ms: 0, p99Ms: 0, maxMs: 0, samples: 0 });
+});
+
+test("a window carries where its time went; schedstat's nanoseconds are read, and sums skip windows that do not say", () => {
+  const h = { count: 10, max: 250_000_000, percentile: () => 1_000_000 };
+  const win = windowOf(h, 5000, 1000, { cpuMs: 310.5, runWaitMs: 402, gcMs: 12.25, gcMaxMs: 9.5 });
+  assert.deepEqual(win, { end: 5000, ms: 1000, p50Ms: 1, p99Ms: 1, maxMs: 250, samples: 10, cpuMs: 310.5, runWaitMs: 402, gcMs: 12.25, gcMaxMs: 9.5 });
+  assert.deepEqual(parseSchedstat('599438928 123792680 1406\n'), { cpuNs: 599438928, waitNs: 123792680 });
+  assert.equal(parseSchedstat(''), null);
+  assert.equal(parseSchedstat('not a schedstat'), null);
+  assert.equal(sumOf([win, w(6000, 1, 1), { ...win, runWaitMs: 98 }], 'runWaitMs'), 500);
+  assert.equal(sumOf([w(6000, 1, 1)], 'cpuMs'), undefined);
 });
