@@ -24,7 +24,9 @@ export interface WatchChange {
 export const MAX_WATCH_HISTORY = 4096;
 
 export class WatchHistory {
-  private readonly current = new Map<string, string>();
+  /** Each object's JSON as last taken in, and the rendering (`taken`) that last had it. */
+  private readonly current = new Map<string, { text: string; taken: number }>();
+  private taken = 0;
   private readonly ring: WatchChange[] = [];
   private n = 0;
 
@@ -41,18 +43,23 @@ export class WatchHistory {
   /** Take in a rendering of the whole list (name -> JSON); returns the changes since the last one, numbered. */
   update(objects: ReadonlyArray<{ name: string; text: string }>): WatchChange[] {
     const out: WatchChange[] = [];
-    const seen = new Set<string>();
+    // Each object is marked with this rendering's number (no set of 50,000 names per rendering);
+    // what is left unmarked was not in it.
+    const taken = ++this.taken;
     for (const { name, text } of objects) {
-      seen.add(name);
       const prev = this.current.get(name);
-      if (prev === text) continue;
-      this.current.set(name, text);
+      if (prev === undefined) this.current.set(name, { text, taken });
+      else {
+        prev.taken = taken;
+        if (prev.text === text) continue;
+        prev.text = text;
+      }
       out.push({ n: ++this.n, type: prev === undefined ? 'ADDED' : 'MODIFIED', name, text });
     }
-    for (const [name, text] of this.current) {
-      if (seen.has(name)) continue;
+    for (const [name, e] of this.current) {
+      if (e.taken === taken) continue;
       this.current.delete(name);
-      out.push({ n: ++this.n, type: 'DELETED', name, text });
+      out.push({ n: ++this.n, type: 'DELETED', name, text: e.text });
     }
     // One at a time: a spread of 200,000 changes (a first rendering of that many objects) overflows the stack.
     for (const c of out.length > this.max ? out.slice(-this.max) : out) this.ring.push(c);
@@ -62,7 +69,7 @@ export class WatchHistory {
 
   /** The objects as last taken in, as ADDED changes (a watch from scratch). */
   snapshot(): WatchChange[] {
-    return [...this.current].map(([name, text]) => ({ n: this.n, type: 'ADDED' as const, name, text }));
+    return [...this.current].map(([name, e]) => ({ n: this.n, type: 'ADDED' as const, name, text: e.text }));
   }
 
   /**

@@ -242,12 +242,13 @@ export class KubeApi {
 
   /** Every pod: one per unit name (allUnitViews' first), each made again only when its inputs changed. */
   private pods(): PodRendered[] {
-    const seen = new Set<string>();
     const out: PodRendered[] = [];
     this.podMemo.begin();
+    // allUnitViews is in name order: a name shown twice (a binding and another node's report) is adjacent.
+    let last: string | null = null;
     for (const r of this.deps.views.units()) {
-      if (seen.has(r.name)) continue;
-      seen.add(r.name);
+      if (r.name === last) continue;
+      last = r.name;
       out.push(this.podMemo.get(r.name, this.podKey(r), () => this.podOf(r)));
     }
     this.podMemo.end();
