@@ -463,6 +463,8 @@ export class KubeApi {
       const t = q.get('timeoutSeconds');
       const timeoutMs = t !== null && /^\d{1,7}$/.test(t) ? Number(t) * 1000 : undefined;
       const now = () => this.deps.now();
+      // A watch renders the list too (to replay from its version, or to send it as ADDED): what is not made yet first, in slices.
+      await this.warm(resource);
       this.hub.watch(
         resource,
         q.get('resourceVersion'),
