@@ -78,6 +78,11 @@ export class Memo<R = Rendered> {
     return this.entries.size;
   }
 
+  /** Forget every rendering. */
+  clear(): void {
+    this.entries.clear();
+  }
+
   /** Whether `r` is the rendering kept for `name`. */
   holds(name: string, r: R): boolean {
     return this.entries.get(name)?.r === r;

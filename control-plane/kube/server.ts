@@ -152,6 +152,13 @@ type PodRendered = Rendered & { rs: { deployment: string; specHash: string; read
 /** Longest a list answer's parse, selection and rows run before the loop gets a turn. */
 const LIST_SLICE_MS = 8;
 
+/**
+ * Kept pods and Deployments are forgotten after this long without a list,
+ * get or watch of them: ~1.3 KiB a pod, kept only while a Kubernetes
+ * client uses them.
+ */
+export const KEEP_RENDERINGS_MS = 60_000;
+
 export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' | 'token' | 'now' | 'subscribe' | 'terminateUnit' | 'unitLog'> {
   selfId: string;
   /** The leader's Kubernetes API base URL (https://host:port), or undefined while none is known. */
@@ -161,6 +168,8 @@ export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' 
   /** host:port this replica is reached at (discovery's serverAddressByClientCIDRs). */
   advertise: string;
   views: KubeViews;
+  /** KEEP_RENDERINGS_MS (tests). */
+  keepRenderingsMs?: number;
 }
 
 export class KubeApi {
@@ -213,6 +222,33 @@ export class KubeApi {
   private readonly deploymentMemo = new Memo<Rendered>();
   /** The last Deployment rendering showed counts a few ms old. */
   private deploymentsStale = false;
+  /** When pods or Deployments were last rendered (performance.now()), and the timer that forgets them. */
+  private lastRendered = 0;
+  private forgetTimer: NodeJS.Timeout | null = null;
+
+  /** Pods and Deployments kept now (tests). */
+  get kept(): { pods: number; deployments: number } {
+    return { pods: this.podMemo.size, deployments: this.deploymentMemo.size };
+  }
+
+  /** Pods or Deployments were rendered: they are kept for KEEP_RENDERINGS_MS more, or while a watch of them is open. */
+  private used(): void {
+    this.lastRendered = performance.now();
+    if (this.forgetTimer === null) this.forgetLater(this.deps.keepRenderingsMs ?? KEEP_RENDERINGS_MS);
+  }
+
+  private forgetLater(ms: number): void {
+    this.forgetTimer = setTimeout(() => {
+      this.forgetTimer = null;
+      const keep = this.deps.keepRenderingsMs ?? KEEP_RENDERINGS_MS;
+      if (['pods', 'replicasets', 'deployments'].some((r) => this.hub.watching(r))) return this.forgetLater(keep);
+      const idle = performance.now() - this.lastRendered;
+      if (idle < keep) return this.forgetLater(keep - idle);
+      this.podMemo.clear();
+      this.deploymentMemo.clear();
+    }, ms);
+    this.forgetTimer.unref();
+  }
 
   /**
    * A pod's inputs, when its /v1 view is a kept one of its binding: the
@@ -242,6 +278,7 @@ export class KubeApi {
 
   /** Every pod: one per unit name (allUnitViews' first), each made again only when its inputs changed. */
   private pods(): PodRendered[] {
+    this.used();
     const out: PodRendered[] = [];
     this.podMemo.begin();
     // allUnitViews is in name order: a name shown twice (a binding and another node's report) is adjacent.
@@ -273,6 +310,7 @@ export class KubeApi {
       case 'nodes':
         return allNodeViews(this.src()).map((v) => kubeRendered(kubeNode(v)));
       case 'deployments': {
+        this.used();
         this.deploymentMemo.begin();
         const views = this.deps.views.deployments();
         this.deploymentsStale = this.deps.views.deploymentsStale();
@@ -319,6 +357,7 @@ export class KubeApi {
    */
   private async warm(resource: string): Promise<void> {
     if (resource !== 'pods' && resource !== 'replicasets' && resource !== 'deployments') return;
+    this.used();
     const units = resource !== 'deployments';
     await this.deps.views.warm(units ? 'units' : 'deployments');
     const slicer = new Slicer(LIST_SLICE_MS);

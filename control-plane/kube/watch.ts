@@ -67,6 +67,12 @@ export class KubeWatchHub {
     return this.fanout.open;
   }
 
+  /** Whether a watch of `resource` is open. */
+  watching(resource: string): boolean {
+    for (const _ of this.fanout.watchers(resource)) return true;
+    return false;
+  }
+
   private entry(resource: string) {
     let e = this.histories.get(resource);
     if (!e) {

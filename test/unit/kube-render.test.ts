@@ -20,7 +20,7 @@ import { table } from '../../control-plane/kube/tables.ts';
 import { apply, randomHistory, T0 } from '../helpers/random-history.ts';
 
 /** A KubeApi over `state` and `registry`, its views from a ViewCache told of every change (as the API server wires it). */
-function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number) {
+function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number, keepRenderingsMs?: number) {
   const cache = new ViewCache();
   state.onChange((kind, name) => cache.storeChanged(kind, name, state));
   registry.onChange((c) => cache.registryChanged(c, state));
@@ -35,7 +35,20 @@ function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number)
   };
   const store = { state, isLeader: () => true, readBarrier: async () => {} };
   const events = { list: () => [], subscribe: () => () => {} };
-  const deps = { views, store, registry, events, token: 'secret', now, subscribe: () => () => {}, selfId: 'cp-1', leaderUrl: () => undefined, caPem: '', advertise: '127.0.0.1:1' };
+  const deps = {
+    views,
+    store,
+    registry,
+    events,
+    token: 'secret',
+    now,
+    keepRenderingsMs,
+    subscribe: () => () => {},
+    selfId: 'cp-1',
+    leaderUrl: () => undefined,
+    caPem: '',
+    advertise: '127.0.0.1:1',
+  };
   return new KubeApi(deps as unknown as ConstructorParameters<typeof KubeApi>[0]);
 }
 
@@ -190,4 +203,25 @@ test('list answers made in slices from the JSON equal the lists made whole: plai
   assert.equal(withoutVersions(deployments.items!), withoutVersions(fresh.deployments));
   const replicasets = await get('/apis/apps/v1/namespaces/default/replicasets', true);
   assert.equal(withoutVersions(replicasets.rows!), withoutVersions((table('ReplicaSet', fresh.replicasets, clock, {}) as { rows: unknown[] }).rows));
+});
+
+test('kept pods and Deployments are forgotten once no client has asked for them a while; a rendering then makes them again', async () => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  const api = kubeApi(state, registry, () => T0, 100);
+  let i = 0;
+  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
+  state.apply(++i, { type: 'node.register', at: T0, node: info });
+  registry.hello(info, 7, [], 1, T0);
+  state.apply(++i, apply('web', 2, '60', 0));
+  for (let k = 1; k <= 2; k++) state.apply(++i, { type: 'unit.create', at: T0, uid: `w${k}`, deployment: 'web', nodeName: 'node-a', scheduling: null });
+  const first = { pods: api.render('pods').map((r) => r.text), deployments: api.render('deployments').map((r) => r.text) };
+  assert.deepEqual(api.kept, { pods: 2, deployments: 1 });
+  const deadline = Date.now() + 10_000;
+  while (api.kept.pods > 0 || api.kept.deployments > 0) {
+    assert.ok(Date.now() < deadline, `still kept after 10 s: ${JSON.stringify(api.kept)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.deepEqual({ pods: api.render('pods').map((r) => r.text), deployments: api.render('deployments').map((r) => r.text) }, first);
+  assert.deepEqual(api.kept, { pods: 2, deployments: 1 });
 });
