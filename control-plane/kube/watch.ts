@@ -15,6 +15,7 @@ import type http from 'node:http';
 import { nanoid } from 'nanoid';
 import { WatchHistory, type WatchChange } from '../api/watch-history.ts';
 import { WatchFanout, holdOpen, type FanoutDeps } from '../api/watch-fanout.ts';
+import { Slicer } from '../api/slicer.ts';
 import type { Rendered } from '../api/view-cache.ts';
 import type { ClusterEvent } from '../events.ts';
 import type { KubeObject } from './convert.ts';
@@ -37,6 +38,8 @@ export interface KubeWatchDeps {
   eventObject: (e: ClusterEvent) => KubeObject;
   subscribe: (fn: () => void) => () => void;
   isLeader: () => boolean;
+  /** CATCH_UP_SLICE_MS (tests). */
+  catchUpSliceMs?: number;
 }
 
 export interface WatchOptions {
@@ -52,7 +55,12 @@ interface Watcher {
   res: http.ServerResponse;
   matched: Set<string>;
   end(): void;
+  /** While its first events are sent (in slices), the changes that come meanwhile wait here, in order. */
+  waiting: Array<{ type: WatchChange['type']; obj: KubeObject }> | null;
 }
+
+/** Longest a watch's first events (every object, or the selector checks of a resume) run before the loop gets a turn. */
+const CATCH_UP_SLICE_MS = 8;
 
 export class KubeWatchHub {
   private readonly histories = new Map<string, { h: WatchHistory; versions: Map<string, number> }>();
@@ -98,7 +106,12 @@ export class KubeWatchHub {
     const watchers = [...this.fanout.watchers(resource)];
     if (changes.length > 0 && watchers.length > 0) {
       const parsed = changes.map((c) => ({ c, obj: JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject }));
-      for (const w of watchers) for (const { c, obj } of parsed) this.send(w, c.type, obj);
+      for (const w of watchers) {
+        for (const { c, obj } of parsed) {
+          if (w.waiting) w.waiting.push({ type: c.type, obj });
+          else this.send(w, c.type, obj);
+        }
+      }
     }
     // Stamped when read, not here: that is a copy of every object's text.
     return { objects: rendered, version: e.h.version(), stamp: (r) => this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) };
@@ -152,13 +165,26 @@ export class KubeWatchHub {
     w.res.write(JSON.stringify({ type: t, object: w.opts.encode(obj, t) }) + '\n');
   }
 
+  /** Run a watch's first events in slices, then what waited meanwhile; stops when the stream has ended. */
+  private async catchUp(w: Watcher, steps: Generator<void>): Promise<void> {
+    const slicer = new Slicer(this.deps.catchUpSliceMs ?? CATCH_UP_SLICE_MS);
+    for (;;) {
+      if (w.res.writableEnded || w.res.destroyed) return;
+      if (steps.next().done) break;
+      if (slicer.due()) await slicer.pause();
+    }
+    const waiting = w.waiting ?? [];
+    w.waiting = null;
+    for (const q of waiting) if (!w.res.writableEnded && !w.res.destroyed) this.send(w, q.type, q.obj);
+  }
+
   /**
    * Starts a watch, answering 200 and streaming events. A version that
    * cannot be resumed is answered in-stream with an ERROR event (410).
    */
   watch(resource: string, from: string | null, req: http.IncomingMessage, res: http.ServerResponse, opts: WatchOptions, gone: (message: string) => unknown): void {
     res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache', 'transfer-encoding': 'chunked' });
-    const w: Watcher = { opts, res, matched: new Set(), end: () => res.end() };
+    const w: Watcher = { opts, res, matched: new Set(), end: () => res.end(), waiting: null };
     let stop: () => void;
     const fail = (msg: string) => {
       res.write(JSON.stringify({ type: 'ERROR', object: gone(msg) }) + '\n');
@@ -178,9 +204,19 @@ export class KubeWatchHub {
       stop = this.deps.onEvent((e) => this.send(w, 'ADDED', this.deps.eventObject(e)));
     } else {
       const e = this.entry(resource);
-      const { objects, stamp } = this.refresh(resource);
+      const { objects } = this.refresh(resource);
+      // The versions of this moment: the first events go out in slices, and later refreshes move them on.
+      const versions = new Map(e.versions);
+      const stamp = (r: Rendered) => this.stamp(r.text, e.h.epoch, versions.get(r.name) ?? 0);
+      const send = (type: WatchChange['type'], text: string) => this.send(w, type, JSON.parse(text) as KubeObject);
+      let first: () => Generator<void>;
       if (from === null || from === '' || from === '0') {
-        for (const o of objects) this.send(w, 'ADDED', JSON.parse(stamp(o)) as KubeObject);
+        first = function* () {
+          for (const o of objects) {
+            send('ADDED', stamp(o));
+            yield;
+          }
+        };
       } else {
         const since = e.h.since(from);
         if (typeof since === 'string') return fail(since.startsWith('resourceVersion') ? `too old resource version: ${since}` : since);
@@ -188,22 +224,31 @@ export class KubeWatchHub {
         // since, or changed since without being added first). Their later changes are sent as they
         // apply to its selectors (an object that stopped matching is sent as DELETED); an object that
         // is there but never matched is then dropped from that set without an event.
-        const first = new Map<string, WatchChange['type']>();
-        for (const c of since) if (!first.has(c.name)) first.set(c.name, c.type);
-        for (const o of objects) if (first.get(o.name) !== 'ADDED') w.matched.add(o.name);
-        for (const [name, type] of first) if (type !== 'ADDED') w.matched.add(name);
-        // Without selectors every object matches: none is parsed to find out.
-        const changed = new Set(first.keys());
-        if (opts.labels.length > 0 || opts.fields.length > 0) {
-          for (const o of objects) {
-            if (changed.has(o.name)) continue;
-            const obj = JSON.parse(o.text) as KubeObject;
-            if (!(matchesLabels(opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(opts.fields, obj))) w.matched.delete(o.name);
+        const firstType = new Map<string, WatchChange['type']>();
+        for (const c of since) if (!firstType.has(c.name)) firstType.set(c.name, c.type);
+        for (const o of objects) if (firstType.get(o.name) !== 'ADDED') w.matched.add(o.name);
+        for (const [name, type] of firstType) if (type !== 'ADDED') w.matched.add(name);
+        const stampChange = (c: WatchChange) => this.stamp(c.text, e.h.epoch, c.n);
+        first = function* () {
+          // Without selectors every object matches: none is parsed to find out.
+          if (opts.labels.length > 0 || opts.fields.length > 0) {
+            for (const o of objects) {
+              if (firstType.has(o.name)) continue;
+              const obj = JSON.parse(o.text) as KubeObject;
+              if (!(matchesLabels(opts.labels, obj.metadata.labels as Record<string, string> | undefined) && matchesFields(opts.fields, obj))) w.matched.delete(o.name);
+              yield;
+            }
           }
-        }
-        for (const c of since) this.send(w, c.type, JSON.parse(this.stamp(c.text, e.h.epoch, c.n)) as KubeObject);
+          for (const c of since) {
+            send(c.type, stampChange(c));
+            yield;
+          }
+        };
       }
+      // Changes after this rendering wait until the first events are out, then follow in order.
+      w.waiting = [];
       stop = this.fanout.add(resource, w);
+      void this.catchUp(w, first());
     }
     holdOpen(req, res, stop, opts.timeoutMs);
   }
