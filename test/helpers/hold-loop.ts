@@ -1,5 +1,6 @@
 // test/helpers/hold-loop.ts -- hold this process's event loop, as a stalled
-// agent's loop is held on a busy machine.
+// agent's loop is held on a busy machine; count its turns, to see that long
+// work gave it some.
 
 /**
  * Run `act()`, then hold the loop (nothing of Node's runs: no timer, no pipe,
@@ -28,4 +29,16 @@ export function holdLoopAfter<T>(act: () => T, until: () => boolean, holdMs: num
       }
     }),
   );
+}
+
+/** Counts the event loop's turns (a setImmediate that schedules itself) until `stop()`. */
+export function countTurns(): { turns: () => number; stop: () => void } {
+  let turns = 0;
+  let counting = true;
+  const count = () => {
+    turns++;
+    if (counting) setImmediate(count);
+  };
+  setImmediate(count);
+  return { turns: () => turns, stop: () => (counting = false) };
 }

@@ -84,6 +84,16 @@ function madeAfresh(state: DesiredState, registry: NodeRegistry, now: number): R
   };
 }
 
+/** Ready node-a, and deployment web with `units` units bound to it (web-1 ...). */
+function webOnNodeA(state: DesiredState, registry: NodeRegistry, units: number): void {
+  let i = 0;
+  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
+  state.apply(++i, { type: 'node.register', at: T0, node: info });
+  registry.hello(info, 7, [], 1, T0);
+  state.apply(++i, apply('web', units, '60', 0));
+  for (let k = 1; k <= units; k++) state.apply(++i, { type: 'unit.create', at: T0, uid: `w${k}`, deployment: 'web', nodeName: 'node-a', scheduling: null });
+}
+
 /** Objects compared without their resourceVersions (the hub stamps its own). */
 const withoutVersions = (objects: unknown[]): string => JSON.stringify(objects, (key, value) => (key === 'resourceVersion' ? undefined : (value as unknown)));
 
@@ -108,12 +118,7 @@ test('a rendering after no change makes no pod and no Deployment again; a report
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   const api = kubeApi(state, registry, () => T0);
-  let i = 0;
-  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
-  state.apply(++i, { type: 'node.register', at: T0, node: info });
-  registry.hello(info, 7, [], 1, T0);
-  state.apply(++i, apply('web', 3, '60', 0));
-  for (let k = 1; k <= 3; k++) state.apply(++i, { type: 'unit.create', at: T0, uid: `w${k}`, deployment: 'web', nodeName: 'node-a', scheduling: null });
+  webOnNodeA(state, registry, 3);
   const report = (name: string, pid: number) =>
     registry.unitStatus('node-a', { name, deployment: 'web', phase: 'Running', pid, resources: { cpu: 10, memory: 8 }, term: 1, ready: true, startedAt: T0 });
   for (const name of ['web-1', 'web-2', 'web-3']) report(name, 40);
@@ -209,12 +214,7 @@ test('kept pods and Deployments are forgotten once no client has asked for them 
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   const api = kubeApi(state, registry, () => T0, 100);
-  let i = 0;
-  const info = { name: 'node-a', capacity: { cpu: 4000, memory: 4096 }, taints: [], labels: {} };
-  state.apply(++i, { type: 'node.register', at: T0, node: info });
-  registry.hello(info, 7, [], 1, T0);
-  state.apply(++i, apply('web', 2, '60', 0));
-  for (let k = 1; k <= 2; k++) state.apply(++i, { type: 'unit.create', at: T0, uid: `w${k}`, deployment: 'web', nodeName: 'node-a', scheduling: null });
+  webOnNodeA(state, registry, 2);
   const first = { pods: api.render('pods').map((r) => r.text), deployments: api.render('deployments').map((r) => r.text) };
   assert.deepEqual(api.kept, { pods: 2, deployments: 1 });
   const deadline = Date.now() + 10_000;

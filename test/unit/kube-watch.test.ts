@@ -11,6 +11,7 @@ import type http from 'node:http';
 import { KubeWatchHub, kubeRendered } from '../../control-plane/kube/watch.ts';
 import type { KubeObject } from '../../control-plane/kube/convert.ts';
 import type { Rendered } from '../../control-plane/api/view-cache.ts';
+import { countTurns } from '../helpers/hold-loop.ts';
 
 const pod = (name: string, phase: string): KubeObject => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { app: 'web' } }, status: { phase } });
 
@@ -55,13 +56,7 @@ for (const from of ['0', 'resume'] as const) {
     hub.list('pods');
     const req = new EventEmitter() as unknown as http.IncomingMessage;
     const res = fakeResponse();
-    let turns = 0;
-    let counting = true;
-    const count = () => {
-      turns++;
-      if (counting) setImmediate(count);
-    };
-    setImmediate(count);
+    const loop = countTurns();
     hub.watch(
       'pods',
       from === '0' ? '0' : resourceVersion,
@@ -78,7 +73,7 @@ for (const from of ['0', 'resume'] as const) {
       assert.ok(Date.now() < deadline, `no Running p-199 after 10 s: ${res.lines.length} events`);
       await new Promise((r) => setTimeout(r, 10));
     }
-    counting = false;
+    loop.stop();
     res.end();
     const of199 = res.lines.filter((l) => l.object.metadata.name === 'p-199').map((l) => `${l.type} ${(l.object.status as { phase: string }).phase}`);
     if (from === '0') {
@@ -87,6 +82,6 @@ for (const from of ['0', 'resume'] as const) {
     } else {
       assert.deepEqual(of199, ['MODIFIED Starting', 'MODIFIED Running'], 'the replayed change, then the new one');
     }
-    assert.ok(turns >= 3, `the loop had ${turns} turns while the first events went out`);
+    assert.ok(loop.turns() >= 3, `the loop had ${loop.turns()} turns while the first events went out`);
   });
 }

@@ -11,6 +11,7 @@ import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
 import { allDeploymentViews, allUnitViews, unitViewByName, type ViewSource } from '../../control-plane/api/views.ts';
 import { ViewCache } from '../../control-plane/api/view-cache.ts';
 import { apply, DEPLOYMENTS, randomHistory, T0 } from '../helpers/random-history.ts';
+import { countTurns } from '../helpers/hold-loop.ts';
 
 function history(seed: number, steps: number): void {
   const state = new DesiredState();
@@ -92,18 +93,12 @@ test('warm() builds a big list in slices between turns of the event loop; the re
   for (let k = 0; k < 500; k++) state.apply(++i, apply(`d-${k}`, 0, '60', 0));
   const cache = new ViewCache();
   const src = () => ({ state, observed: registry.nodes, now: T0 });
-  let turns = 0;
-  let counting = true;
-  const count = () => {
-    turns++;
-    if (counting) setImmediate(count);
-  };
-  setImmediate(count);
+  const loop = countTurns();
   // A change while warming: the rendering after it must show it.
   setImmediate(() => state.apply(++i, { type: 'deployment.scale', at: T0, name: 'd-7', replicas: 3 }));
   await cache.warm('deployments', src, 0);
-  counting = false;
-  assert.ok(turns >= 500 / 64 - 1, `the event loop turned between slices (${turns} turns)`);
+  loop.stop();
+  assert.ok(loop.turns() >= 500 / 64 - 1, `the event loop turned between slices (${loop.turns()} turns)`);
   const built = cache.size.deploymentsBuilt;
   assert.ok(built >= 500 && built <= 501, `every deployment built once (the scaled one maybe twice): ${built}`);
   assert.equal(
