@@ -400,6 +400,7 @@ export class ApiServer {
   readonly kubeViews: KubeViews = {
     units: () => this.views.units(this.src()),
     keptBound: (r) => this.views.keptBound(r),
+    kept: (resource, name) => this.views.kept(resource, name),
     deployments: () => this.views.deploymentList(this.src()),
     deploymentsStale: () => this.views.renderedStale,
     warm: (resource) => this.views.warm(resource, () => this.src()),

@@ -88,6 +88,11 @@ export class Memo<R = Rendered> {
     return this.entries.get(name)?.r === r;
   }
 
+  /** The rendering kept for `name`, whatever its key, or undefined. */
+  peek(name: string): R | undefined {
+    return this.entries.get(name)?.r;
+  }
+
   has(name: string): boolean {
     return this.entries.has(name);
   }
@@ -229,6 +234,11 @@ export class ViewCache {
   /** Whether `r` (of units()) is a unit's view made from its binding, and kept (a view that reads the clock is never kept). */
   keptBound(r: Rendered): boolean {
     return this.bound.holds(r.name, r);
+  }
+
+  /** The rendering kept of one unit (its binding's view) or deployment, as last made; undefined when none is. */
+  kept(resource: 'units' | 'deployments', name: string): Rendered | undefined {
+    return (resource === 'units' ? this.bound : this.deployments).peek(name);
   }
 
   /** allUnitViews(src), rendered. */

@@ -138,6 +138,8 @@ export interface KubeViews {
   units(): Rendered[];
   /** Whether `r` (of units()) is a unit's view made from its binding, and kept: then it shows that binding's node. */
   keptBound(r: Rendered): boolean;
+  /** The rendering kept of one unit (its binding's view) or deployment, as last made (it may be behind: a rendering checks). */
+  kept(resource: 'units' | 'deployments', name: string): Rendered | undefined;
   /** allDeploymentViews, rendered (counts may be a few ms old: deploymentsStale). */
   deployments(): Rendered[];
   /** The last deployments() showed counts not current: render again soon. */
@@ -352,20 +354,26 @@ export class KubeApi {
 
   /**
    * Make, in slices, the pods or Deployments not made yet (their /v1 views
-   * first, the same way): the rendering that follows (synchronous, one
-   * consistent state) then reuses all but what changed meanwhile.
+   * first, the same way), each from its kept /v1 rendering (no rendering
+   * of the whole list here: the one that follows, synchronous and of one
+   * consistent state, is the only one, and reuses all but what changed
+   * meanwhile).
    */
   private async warm(resource: string): Promise<void> {
     if (resource !== 'pods' && resource !== 'replicasets' && resource !== 'deployments') return;
     this.used();
     const units = resource !== 'deployments';
     await this.deps.views.warm(units ? 'units' : 'deployments');
+    const st = () => this.deps.store.state;
     const slicer = new Slicer(LIST_SLICE_MS);
-    for (const r of units ? this.deps.views.units() : this.deps.views.deployments()) {
+    for (const name of units ? [...st().units.keys()] : [...st().deployments.keys()]) {
       if (slicer.due()) await slicer.pause();
+      const r = this.deps.views.kept(units ? 'units' : 'deployments', name);
+      // None kept (a view that reads the clock, or gone): the rendering makes it.
+      if (r === undefined) continue;
       if (units) {
-        if (this.deps.store.state.units.has(r.name)) this.podMemo.get(r.name, this.podKey(r), () => this.podOf(r));
-      } else if (this.deps.store.state.deployments.has(r.name)) this.deploymentMemo.get(r.name, this.deploymentKey(r), () => this.deploymentOf(r));
+        if (st().units.has(name)) this.podMemo.get(name, this.podKey(r), () => this.podOf(r));
+      } else if (st().deployments.has(name)) this.deploymentMemo.get(name, this.deploymentKey(r), () => this.deploymentOf(r));
     }
   }
 

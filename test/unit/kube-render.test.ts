@@ -29,6 +29,7 @@ function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number,
   const views: KubeViews = {
     units: () => cache.units(src()),
     keptBound: (r) => cache.keptBound(r),
+    kept: (resource, name) => cache.kept(resource, name),
     deployments: () => cache.deploymentList(src()),
     deploymentsStale: () => cache.renderedStale,
     warm: (resource) => cache.warm(resource, src),
