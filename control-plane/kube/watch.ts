@@ -135,10 +135,18 @@ export class KubeWatchHub {
       };
     }
     const { objects, version } = this.refresh(resource);
-    // The versions of this moment: a list is read in slices, and later refreshes move them on.
+    return { items: objects, resourceVersion: version, stamp: this.stampAsOfNow(resource) };
+  }
+
+  /**
+   * Stamps each object with its version as of now, for reading in slices
+   * (a list answer, a watch's first events): later refreshes move the
+   * versions on, so they are copied.
+   */
+  private stampAsOfNow(resource: string): (r: Rendered) => string {
     const e = this.entry(resource);
     const versions = new Map(e.versions);
-    return { items: objects, resourceVersion: version, stamp: (r) => this.stamp(r.text, e.h.epoch, versions.get(r.name) ?? 0) };
+    return (r) => this.stamp(r.text, e.h.epoch, versions.get(r.name) ?? 0);
   }
 
   /** One object as a list would show it now, or undefined. */
@@ -205,9 +213,7 @@ export class KubeWatchHub {
     } else {
       const e = this.entry(resource);
       const { objects } = this.refresh(resource);
-      // The versions of this moment: the first events go out in slices, and later refreshes move them on.
-      const versions = new Map(e.versions);
-      const stamp = (r: Rendered) => this.stamp(r.text, e.h.epoch, versions.get(r.name) ?? 0);
+      const stamp = this.stampAsOfNow(resource);
       const send = (type: WatchChange['type'], text: string) => this.send(w, type, JSON.parse(text) as KubeObject);
       let first: () => Generator<void>;
       if (from === null || from === '' || from === '0') {

@@ -333,9 +333,9 @@ export class RaftNode {
   /**
    * A follower's answers to heartbeats, which may leave while a Ready is
    * still being saved (a leader has none; its own early messages are
-   * takeLeaderMessages'). A heartbeat response acknowledges no entry and grants no vote; it only
-   * says that this replica hears the leader, which is true before its save
-   * is done. Held back behind a slow save, it let a disk that stalled every
+   * takeLeaderMessages'). A heartbeat response acknowledges no entry and
+   * grants no vote; it only says that this replica hears the leader,
+   * which is true before its save is done. Held back behind a slow save, it let a disk that stalled every
    * replica at once for 0.6-1 s (a shared disk, in the 5,000-agent fleet)
    * cost an election: the leader heard no one for an election timeout and
    * stepped down (check-quorum). etcd-raft draws the same line when it
