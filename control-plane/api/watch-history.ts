@@ -67,6 +67,28 @@ export class WatchHistory {
     return out;
   }
 
+  /**
+   * Take in one object's JSON alone (a get that made it alone and found it
+   * changed): its change, numbered after every change before it, or null
+   * when it is unchanged. The next update() compares with it, so the
+   * change is never told twice.
+   */
+  updateOne(name: string, text: string): WatchChange | null {
+    const prev = this.current.get(name);
+    if (prev !== undefined && prev.text === text) return null;
+    if (prev === undefined) this.current.set(name, { text, taken: this.taken });
+    else prev.text = text;
+    const c: WatchChange = { n: ++this.n, type: prev === undefined ? 'ADDED' : 'MODIFIED', name, text };
+    this.ring.push(c);
+    if (this.ring.length > this.max) this.ring.splice(0, this.ring.length - this.max);
+    return c;
+  }
+
+  /** One object's JSON as last taken in, or undefined. */
+  textOf(name: string): string | undefined {
+    return this.current.get(name)?.text;
+  }
+
   /** The objects as last taken in, as ADDED changes (a watch from scratch). */
   snapshot(): WatchChange[] {
     return [...this.current].map(([name, e]) => ({ n: this.n, type: 'ADDED' as const, name, text: e.text }));

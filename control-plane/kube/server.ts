@@ -17,7 +17,7 @@ import { nanoid } from 'nanoid';
 import { MAX_REPLICAS, ManifestError, parseManifestObject, unitSpecHash } from '../../shared/manifest.ts';
 import { HttpError, readBody, USER_DELETE_REASON, MAX_DELETE_GRACE_SECONDS, type ApiDeps } from '../api/http-server.ts';
 import { pipeThrough } from '../api/leader-routing.ts';
-import { allEndpointsViews, allNodeViews, allServiceViews, deploymentView, type ApiObject, type ViewSource } from '../api/views.ts';
+import { allEndpointsViews, allNodeViews, allServiceViews, deploymentView, unitViewByName, type ApiObject, type ViewSource } from '../api/views.ts';
 import { Memo, type Rendered } from '../api/view-cache.ts';
 import { Slicer } from '../api/slicer.ts';
 import type { ClusterEvent } from '../events.ts';
@@ -180,6 +180,7 @@ export class KubeApi {
   constructor(private readonly deps: KubeDeps) {
     this.hub = new KubeWatchHub({
       render: (r) => this.render(r),
+      renderOne: (r, name) => this.renderOne(r, name),
       events: () => this.deps.events.list(),
       onEvent: (fn) => this.deps.events.subscribe(fn),
       eventObject: (e) => this.event(e),
@@ -301,6 +302,25 @@ export class KubeApi {
   private deploymentKey(r: Rendered): unknown[] {
     const d = this.deps.store.state.deployments.get(r.name);
     return [r, d, d?.resourceVersion];
+  }
+
+  /**
+   * One pod as render('pods') would make it now, from its unit's /v1 view
+   * made alone (unitViewByName: one look at each node's reports, not a view
+   * of every unit); undefined when there is none. Null for the other
+   * resources: a get of one renders their list.
+   */
+  private renderOne(resource: string, name: string): Rendered | undefined | null {
+    if (resource !== 'pods') return null;
+    const v = unitViewByName(this.src(), name);
+    if (v === undefined) return undefined;
+    const { rs: _, ...r } = this.podOf({ name, text: JSON.stringify(v) });
+    return r;
+  }
+
+  /** One object as a get shows it, or undefined (public for tests). */
+  get(resource: string, name: string): KubeObject | undefined {
+    return this.hub.find(resource, name);
   }
 
   /** Every object of `resource`, as the hub takes them (public for tests). */

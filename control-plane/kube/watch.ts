@@ -33,6 +33,12 @@ export function kubeRendered(o: KubeObject): Rendered {
 export interface KubeWatchDeps {
   /** Every object of `resource`, each made by kubeRendered (or kept from an earlier rendering). */
   render: (resource: string) => Rendered[];
+  /**
+   * One object of `resource` as render() would make it now, made alone:
+   * undefined when there is none, null when it cannot be made alone (then
+   * a get renders the whole list).
+   */
+  renderOne?: (resource: string, name: string) => Rendered | undefined | null;
   events: () => ClusterEvent[];
   onEvent: (fn: (e: ClusterEvent) => void) => () => void;
   eventObject: (e: ClusterEvent) => KubeObject;
@@ -98,7 +104,13 @@ export class KubeWatchHub {
   private refresh(resource: string): { objects: Rendered[]; version: string; stamp: (r: Rendered) => string } {
     const e = this.entry(resource);
     const rendered = this.deps.render(resource);
-    const changes = e.h.update(rendered);
+    this.tell(resource, e, e.h.update(rendered));
+    // Stamped when read, not here: that is a copy of every object's text.
+    return { objects: rendered, version: e.h.version(), stamp: (r) => this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) };
+  }
+
+  /** Changes taken into `e`'s history: each object's version, and the watchers told. */
+  private tell(resource: string, e: { h: WatchHistory; versions: Map<string, number> }, changes: WatchChange[]): void {
     for (const c of changes) {
       if (c.type === 'DELETED') e.versions.delete(c.name);
       else e.versions.set(c.name, c.n);
@@ -113,8 +125,6 @@ export class KubeWatchHub {
         }
       }
     }
-    // Stamped when read, not here: that is a copy of every object's text.
-    return { objects: rendered, version: e.h.version(), stamp: (r) => this.stamp(r.text, e.h.epoch, e.versions.get(r.name) ?? 0) };
   }
 
   /**
@@ -149,11 +159,27 @@ export class KubeWatchHub {
     return (r) => this.stamp(r.text, e.h.epoch, versions.get(r.name) ?? 0);
   }
 
-  /** One object as a list would show it now, or undefined. */
+  /**
+   * One object as a list would show it now, or undefined. Made alone where
+   * it can be (renderOne), and nothing else rendered (a get of one pod
+   * among 10,000 had rendered them all): when its JSON is what the history
+   * last took in, its version is still the one of its last change; when
+   * not, the history takes in this one change (numbered, and told to
+   * watchers, as a rendering would) and it carries that version. Objects
+   * that cannot be made alone render the whole list.
+   */
   find(resource: string, name: string): KubeObject | undefined {
     if (resource === 'events') {
       const found = this.list(resource).items.find((o) => o.name === name);
       return found ? (JSON.parse(found.text) as KubeObject) : undefined;
+    }
+    const one = this.deps.renderOne ? this.deps.renderOne(resource, name) : null;
+    if (one === undefined) return undefined;
+    if (one !== null) {
+      const e = this.entry(resource);
+      const c = e.h.updateOne(name, one.text);
+      if (c !== null) this.tell(resource, e, [c]);
+      return JSON.parse(this.stamp(one.text, e.h.epoch, e.versions.get(name) ?? 0)) as KubeObject;
     }
     const { objects, stamp } = this.refresh(resource);
     const found = objects.find((o) => o.name === name);

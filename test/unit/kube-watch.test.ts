@@ -85,3 +85,58 @@ for (const from of ['0', 'resume'] as const) {
     assert.ok(loop.turns() >= 3, `the loop had ${loop.turns()} turns while the first events went out`);
   });
 }
+
+test('a get that makes a changed object alone gives it a new version, tells a watch once, and a resume from before replays it', async (t) => {
+  let objects: Rendered[] = Array.from({ length: 20 }, (_, i) => kubeRendered(pod(`p-${i}`, 'Pending')));
+  let renders = 0;
+  const hub = new KubeWatchHub({
+    render: () => {
+      renders++;
+      return objects;
+    },
+    renderOne: (_resource, name) => objects.find((r) => r.name === name),
+    events: () => [],
+    onEvent: () => () => {},
+    eventObject: () => pod('x', 'x'),
+    subscribe: () => () => {},
+    isLeader: () => true,
+  });
+  const listed = hub.list('pods');
+  const before = JSON.parse(listed.stamp(listed.items[5])) as KubeObject;
+  const watch = (from: string) => {
+    const res = fakeResponse();
+    // Ended on every path (an open watch keeps the test process waiting).
+    t.after(() => {
+      if (!res.writableEnded) res.end();
+    });
+    hub.watch('pods', from, new EventEmitter() as unknown as http.IncomingMessage, res as unknown as http.ServerResponse, { labels: [], fields: [], encode: (o) => o }, (m) => ({
+      message: m,
+    }));
+    return res;
+  };
+  const live = watch(listed.resourceVersion);
+  assert.equal(renders, 2, 'the list and the watch rendered');
+  objects = objects.map((r) => (r.name === 'p-5' ? kubeRendered(pod('p-5', 'Running')) : r));
+  const got = hub.find('pods', 'p-5')!;
+  assert.equal(renders, 2, 'the get rendered nothing but p-5');
+  assert.equal((got.status as { phase: string }).phase, 'Running');
+  assert.notEqual(got.metadata.resourceVersion, before.metadata.resourceVersion);
+  assert.deepEqual(hub.find('pods', 'p-5'), got, 'unchanged since: the same version');
+  assert.deepEqual(hub.find('pods', 'p-6'), JSON.parse(listed.stamp(listed.items[6])), 'another pod keeps the version of its last change');
+  assert.equal(hub.find('pods', 'p-99'), undefined);
+  const deadline = Date.now() + 10_000;
+  while (live.lines.length === 0) {
+    assert.ok(Date.now() < deadline, 'the watch heard nothing in 10 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.deepEqual(live.lines, [{ type: 'MODIFIED', object: got }]);
+  const again = hub.list('pods');
+  assert.equal(JSON.parse(again.stamp(again.items[5])).metadata.resourceVersion, got.metadata.resourceVersion, "the next list shows the get's version");
+  assert.equal(live.lines.length, 1, 'the change is told once');
+  const resumed = watch(listed.resourceVersion);
+  while (resumed.lines.length === 0) {
+    assert.ok(Date.now() < deadline, 'the resumed watch heard nothing in 10 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.deepEqual(resumed.lines, [{ type: 'MODIFIED', object: got }]);
+});
