@@ -83,12 +83,6 @@ export async function benchFailover(rounds = 10): Promise<{ medianMs: number; p9
 }
 
 /**
- * Acknowledged writes per second. `mode` 'new': every write creates a
- * deployment under a name never used before (what etcd's benchmark does:
- * new keys; the state grows with every write); 'overwrite': each worker
- * rewrites 50 names of its own.
- */
-/**
  * The load generator every write figure comes from (the cluster's and
  * etcd's): `concurrency` workers, each writing as soon as its last write
  * was answered, for `durationMs`; acknowledged writes per second.
