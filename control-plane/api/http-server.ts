@@ -402,6 +402,7 @@ export class ApiServer {
     keptBound: (r) => this.views.keptBound(r),
     kept: (resource, name) => this.views.kept(resource, name),
     deployments: () => this.views.deploymentList(this.src()),
+    deployment: (name) => this.views.deploymentOne(name, this.src()),
     deploymentsStale: () => this.views.renderedStale,
     warm: (resource) => this.views.warm(resource, () => this.src()),
   };

@@ -319,6 +319,17 @@ export class ViewCache {
   }
 
   /**
+   * One deployment's rendering, as deploymentList would make it now with
+   * its counts current (counted afresh when no kept ones hold, and then
+   * kept: a list after it shows the same counts); undefined when there is
+   * no such deployment.
+   */
+  deploymentOne(name: string, src: ViewSource): Rendered | undefined {
+    const d = src.state.deployments.get(name);
+    return d === undefined ? undefined : this.deployment(d, src, undefined);
+  }
+
+  /**
    * Build, in slices of `sliceMs` with a turn of the event loop between,
    * the objects of `resource` not rendered yet (a changed one is left to the
    * rendering, which checks every key anyway): a first list of 10,000

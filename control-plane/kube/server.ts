@@ -142,6 +142,8 @@ export interface KubeViews {
   kept(resource: 'units' | 'deployments', name: string): Rendered | undefined;
   /** allDeploymentViews, rendered (counts may be a few ms old: deploymentsStale). */
   deployments(): Rendered[];
+  /** One deployment's view, rendered, its counts current; undefined when there is none. */
+  deployment(name: string): Rendered | undefined;
   /** The last deployments() showed counts not current: render again soon. */
   deploymentsStale(): boolean;
   /** Render what is not rendered yet, in slices (a first list of 10,000 never stops the loop). */
@@ -305,17 +307,27 @@ export class KubeApi {
   }
 
   /**
-   * One pod as render('pods') would make it now, from its unit's /v1 view
-   * made alone (unitViewByName: one look at each node's reports, not a view
-   * of every unit); undefined when there is none. Null for the other
-   * resources: a get of one renders their list.
+   * One pod or Deployment as render() would make it now, alone; undefined
+   * when there is none. A pod from its unit's /v1 view made alone
+   * (unitViewByName: one look at each node's reports, not a view of every
+   * unit); a Deployment from its /v1 rendering with its counts current
+   * (kept, so the next list shows the same). Null for the other resources:
+   * a get of one renders their list.
    */
   private renderOne(resource: string, name: string): Rendered | undefined | null {
-    if (resource !== 'pods') return null;
-    const v = unitViewByName(this.src(), name);
-    if (v === undefined) return undefined;
-    const { rs: _, ...r } = this.podOf({ name, text: JSON.stringify(v) });
-    return r;
+    if (resource === 'pods') {
+      const v = unitViewByName(this.src(), name);
+      if (v === undefined) return undefined;
+      const { rs: _, ...r } = this.podOf({ name, text: JSON.stringify(v) });
+      return r;
+    }
+    if (resource === 'deployments') {
+      const r = this.deps.views.deployment(name);
+      if (r === undefined) return undefined;
+      this.used();
+      return this.deploymentMemo.get(name, this.deploymentKey(r), () => this.deploymentOf(r));
+    }
+    return null;
   }
 
   /** One object as a get shows it, or undefined (public for tests). */

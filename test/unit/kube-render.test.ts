@@ -21,7 +21,7 @@ import { table } from '../../control-plane/kube/tables.ts';
 import { apply, randomHistory, T0 } from '../helpers/random-history.ts';
 
 /** A KubeApi over `state` and `registry`, its views from a ViewCache told of every change (as the API server wires it). */
-function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number, keepRenderingsMs?: number, calls = { units: 0 }) {
+function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number, keepRenderingsMs?: number, calls = { units: 0, deployments: 0 }) {
   const cache = new ViewCache();
   state.onChange((kind, name) => cache.storeChanged(kind, name, state));
   registry.onChange((c) => cache.registryChanged(c, state));
@@ -34,7 +34,11 @@ function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number,
     },
     keptBound: (r) => cache.keptBound(r),
     kept: (resource, name) => cache.kept(resource, name),
-    deployments: () => cache.deploymentList(src()),
+    deployments: () => {
+      calls.deployments++;
+      return cache.deploymentList(src());
+    },
+    deployment: (name) => cache.deploymentOne(name, src()),
     deploymentsStale: () => cache.renderedStale,
     warm: (resource) => cache.warm(resource, src),
   };
@@ -152,13 +156,13 @@ test('a rendering after no change makes no pod and no Deployment again; a report
   assert.match(after[1].text, /"containerID":"mo:\/\/node-a\/web-2"/);
 });
 
-/** Each pod of a list, as the list shows it (its own version stamped), by name. */
-function listedPods(api: KubeApi): Map<string, KubeObject> {
-  const { items, stamp } = (api as unknown as { hub: KubeWatchHub }).hub.list('pods');
+/** Each object of a list, as the list shows it (its own version stamped), by name. */
+function listed(api: KubeApi, resource: 'pods' | 'deployments'): Map<string, KubeObject> {
+  const { items, stamp } = (api as unknown as { hub: KubeWatchHub }).hub.list(resource);
   return new Map(items.map((r) => [r.name, JSON.parse(stamp(r)) as KubeObject]));
 }
 
-test('a get of one pod equals that pod in a list, its version included, after every step of 80 random histories', () => {
+test('a get of one pod or Deployment equals it in a list, its version included, after every step of 80 random histories', () => {
   for (let seed = 1; seed <= 80; seed++) {
     const state = new DesiredState();
     const registry = new NodeRegistry(1000);
@@ -166,42 +170,54 @@ test('a get of one pod equals that pod in a list, its version included, after ev
     const api = kubeApi(state, registry, () => clock);
     randomHistory(seed, 100, state, registry, ({ step, now }) => {
       clock = now;
-      const names = [...new Set(allUnitViews({ state, observed: registry.nodes, now }).map((v) => v.metadata.name))];
-      // Got first (alone where the pod is unchanged since the last rendering, else by one), then listed.
-      const got = names.map((name) => api.get('pods', name));
-      const listed = listedPods(api);
-      assert.deepEqual(names, [...listed.keys()], `seed ${seed} step ${step}: the names`);
-      names.forEach((name, i) => assert.deepEqual(got[i], listed.get(name), `seed ${seed} step ${step}: pod ${name}`));
-      assert.equal(api.get('pods', 'nobody-1'), undefined, `seed ${seed} step ${step}: a pod that is not there`);
+      const names = {
+        pods: [...new Set(allUnitViews({ state, observed: registry.nodes, now }).map((v) => v.metadata.name))],
+        deployments: [...state.deployments.keys()].sort(),
+      };
+      for (const resource of ['pods', 'deployments'] as const) {
+        // Each got alone first (a changed one taken into the history by itself), then the list.
+        const got = names[resource].map((name) => api.get(resource, name));
+        const list = listed(api, resource);
+        assert.deepEqual(names[resource], [...list.keys()], `seed ${seed} step ${step}: the ${resource}' names`);
+        names[resource].forEach((name, i) => assert.deepEqual(got[i], list.get(name), `seed ${seed} step ${step}: ${resource} ${name}`));
+        assert.equal(api.get(resource, 'nobody-1'), undefined, `seed ${seed} step ${step}: ${resource}: one that is not there`);
+      }
     });
   }
 });
 
-test('a get of one pod among 200 renders no list: unchanged, it keeps its version; changed, it gets a new one, which the next list shows', () => {
+test('a get of one pod among 200, or of their Deployment, renders no list: unchanged, it keeps its version; changed, it gets a new one, which the next list shows', () => {
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
-  const calls = { units: 0 };
+  const calls = { units: 0, deployments: 0 };
   const api = kubeApi(state, registry, () => T0, undefined, calls);
   webOnNodeA(state, registry, 200);
   const report = (name: string, pid: number, ready = true) =>
     registry.unitStatus('node-a', { name, deployment: 'web', phase: 'Running', pid, resources: { cpu: 10, memory: 8 }, term: 1, ready, startedAt: T0 });
   for (let k = 1; k <= 200; k++) report(`web-${k}`, 1000 + k);
-  const listed = listedPods(api);
-  assert.equal(calls.units, 1);
-  assert.deepEqual(api.get('pods', 'web-7'), listed.get('web-7'));
-  assert.deepEqual(api.get('pods', 'web-150'), listed.get('web-150'));
+  const pods = listed(api, 'pods');
+  const deployments = listed(api, 'deployments');
+  assert.deepEqual(calls, { units: 1, deployments: 1 });
+  assert.deepEqual(api.get('pods', 'web-7'), pods.get('web-7'));
+  assert.deepEqual(api.get('pods', 'web-150'), pods.get('web-150'));
   assert.equal(api.get('pods', 'web-201'), undefined);
-  assert.equal(calls.units, 1, 'no rendering of the 200 pods for a get of one');
+  assert.deepEqual(api.get('deployments', 'web'), deployments.get('web'));
+  assert.equal(api.get('deployments', 'api'), undefined);
+  assert.deepEqual(calls, { units: 1, deployments: 1 }, 'no list rendered for a get of one');
   report('web-7', 1007, false);
   const changed = api.get('pods', 'web-7')!;
   assert.equal((changed.status as { containerStatuses: Array<{ ready: boolean }> }).containerStatuses[0].ready, false);
-  assert.notEqual(changed.metadata.resourceVersion, listed.get('web-7')!.metadata.resourceVersion);
+  assert.notEqual(changed.metadata.resourceVersion, pods.get('web-7')!.metadata.resourceVersion);
   assert.deepEqual(api.get('pods', 'web-7'), changed);
-  assert.deepEqual(api.get('pods', 'web-8'), listed.get('web-8'), 'an unchanged pod keeps the version of its last change');
-  assert.equal(calls.units, 1, 'no rendering of the 200 pods for a changed one either');
-  const next = listedPods(api);
-  assert.deepEqual(next.get('web-7'), changed, "the next list shows the changed pod with the get's version");
-  assert.deepEqual(next.get('web-8'), listed.get('web-8'));
+  assert.deepEqual(api.get('pods', 'web-8'), pods.get('web-8'), 'an unchanged pod keeps the version of its last change');
+  const web = api.get('deployments', 'web')!;
+  assert.equal((web.status as { readyReplicas: number }).readyReplicas, 199);
+  assert.notEqual(web.metadata.resourceVersion, deployments.get('web')!.metadata.resourceVersion);
+  assert.deepEqual(calls, { units: 1, deployments: 1 }, 'no list rendered for a changed one either');
+  const next = { pods: listed(api, 'pods'), deployments: listed(api, 'deployments') };
+  assert.deepEqual(next.pods.get('web-7'), changed, "the next list shows the changed pod with the get's version");
+  assert.deepEqual(next.pods.get('web-8'), pods.get('web-8'));
+  assert.deepEqual(next.deployments.get('web'), web, "and the Deployment with the get's counts and version");
 });
 
 test('list answers made in slices from the JSON equal the lists made whole: plain, Table, selectors, pages', async (t) => {
