@@ -163,7 +163,7 @@ export class ApiServer {
     const state = deps.store.state;
     state.onChange((kind, name) => this.views.storeChanged(kind, name, state));
     deps.registry.onChange((c) => this.views.registryChanged(c, state));
-    this.views.track();
+    this.views.track((name) => deps.registry.reportersOf(name));
   }
 
   /** Watch streams open now (for /metrics). */

@@ -221,6 +221,11 @@ export class NodeRegistry {
     }
   }
 
+  /** The nodes reporting a unit of this name, or undefined when none does. O(1). */
+  reportersOf(name: string): readonly string[] | undefined {
+    return this.reportedBy.get(name);
+  }
+
   /** Where is unit `name` observed? (a unit is reported by one node; of several, the first to report it). O(1). */
   findUnit(name: string): { node: string; report: UnitReport } | undefined {
     const nodes = this.reportedBy.get(name);

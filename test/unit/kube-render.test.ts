@@ -25,7 +25,7 @@ function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number,
   const cache = new ViewCache();
   state.onChange((kind, name) => cache.storeChanged(kind, name, state));
   registry.onChange((c) => cache.registryChanged(c, state));
-  cache.track();
+  cache.track((name) => registry.reportersOf(name));
   const src = (): ViewSource => ({ state, observed: registry.nodes, now: now(), reportsOf: (d, visit) => registry.reportsOf(d, visit) });
   const views: KubeViews = {
     units: () => {

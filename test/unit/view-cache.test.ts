@@ -13,7 +13,7 @@ import { ViewCache } from '../../control-plane/api/view-cache.ts';
 import { apply, DEPLOYMENTS, randomHistory, T0 } from '../helpers/random-history.ts';
 import { countTurns } from '../helpers/hold-loop.ts';
 
-function history(seed: number, steps: number): void {
+function history(seed: number, steps: number): ViewCache['unitRenderings'] {
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   const cache = new ViewCache();
@@ -21,11 +21,14 @@ function history(seed: number, steps: number): void {
   const tracked = new ViewCache();
   state.onChange((kind, name) => tracked.storeChanged(kind, name, state));
   registry.onChange((c) => tracked.registryChanged(c, state));
-  tracked.track();
+  tracked.track((name) => registry.reportersOf(name));
   randomHistory(seed, steps, state, registry, ({ step, now, pick, next }) => {
     const src: ViewSource = { state, observed: registry.nodes, now };
     const list = (rendered: Array<{ text: string }>) => `[${rendered.map((x) => x.text).join(',')}]`;
-    assert.equal(list(cache.units(src)), JSON.stringify(allUnitViews(src)), `seed ${seed} step ${step}: units`);
+    const want = JSON.stringify(allUnitViews(src));
+    assert.equal(list(cache.units(src)), want, `seed ${seed} step ${step}: units`);
+    // Made again only where the changes since the last rendering touched them (as the API server renders).
+    assert.equal(list(tracked.units(src)), want, `seed ${seed} step ${step}: units, only what changed made again`);
     assert.equal(list(cache.deploymentList(src)), JSON.stringify(allDeploymentViews(src)), `seed ${seed} step ${step}: deployments`);
     // Kept counts, each deployment's own reports read through the registry's index (as the API server renders).
     const indexed: ViewSource = { ...src, reportsOf: (d, visit) => registry.reportsOf(d, visit) };
@@ -38,10 +41,18 @@ function history(seed: number, steps: number): void {
       assert.equal(JSON.stringify(unitViewByName(src, name)), JSON.stringify(first), `seed ${seed} step ${step}: unit ${name} alone`);
     }
   });
+  return tracked.unitRenderings;
 }
 
 test('cached unit and deployment lists equal the views after every step of 200 random histories', () => {
-  for (let seed = 1; seed <= 200; seed++) history(seed, 120);
+  const made = { whole: 0, since: 0 };
+  for (let seed = 1; seed <= 200; seed++) {
+    const r = history(seed, 120);
+    made.whole += r.whole;
+    made.since += r.since;
+  }
+  // Both ways of making a units rendering were checked, each many times.
+  assert.ok(made.since > 5000 && made.whole > 5000, JSON.stringify(made));
 });
 
 /** One Ready node, node-a, and each of `deployments` with `units` units bound to it; `apply` writes further commands. */
