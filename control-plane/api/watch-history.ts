@@ -40,8 +40,24 @@ export class WatchHistory {
     return `${this.epoch}.${this.n}`;
   }
 
-  /** Take in a rendering of the whole list (name -> JSON); returns the changes since the last one, numbered. */
+  /** The last rendering taken in whole, and the names updateOne took in since. */
+  private last: ReadonlyArray<{ name: string; text: string }> | null = null;
+  private readonly aside = new Set<string>();
+
+  /**
+   * Take in a rendering of the whole list (name -> JSON); returns the
+   * changes since the last one, numbered. The rendering is kept (it must not
+   * be changed afterwards): when the next one has the same names in the
+   * same places, as after changes that added or removed nothing, only the
+   * objects that are not the very ones of the last rendering are compared
+   * (renderings keep an unchanged object's JSON: view-cache.ts), instead of
+   * every object of the list.
+   */
   update(objects: ReadonlyArray<{ name: string; text: string }>): WatchChange[] {
+    const last = this.last;
+    this.last = objects;
+    if (last !== null && this.samePlaces(last, objects)) return this.updatePlaces(last, objects);
+    this.aside.clear();
     const out: WatchChange[] = [];
     // Each object is marked with this rendering's number (no set of 50,000 names per rendering);
     // what is left unmarked was not in it.
@@ -61,10 +77,40 @@ export class WatchHistory {
       this.current.delete(name);
       out.push({ n: ++this.n, type: 'DELETED', name, text: e.text });
     }
-    // One at a time: a spread of 200,000 changes (a first rendering of that many objects) overflows the stack.
-    for (const c of out.length > this.max ? out.slice(-this.max) : out) this.ring.push(c);
-    if (this.ring.length > this.max) this.ring.splice(0, this.ring.length - this.max);
+    this.remember(out);
     return out;
+  }
+
+  /** Whether `next` names the same objects as `last`, each in its place (an object that is the same one is). */
+  private samePlaces(last: ReadonlyArray<{ name: string }>, next: ReadonlyArray<{ name: string }>): boolean {
+    if (last.length !== next.length) return false;
+    for (let i = 0; i < next.length; i++) if (next[i] !== last[i] && next[i].name !== last[i].name) return false;
+    return true;
+  }
+
+  /** update() of a rendering with the same names in the same places: nothing came or went. */
+  private updatePlaces(last: ReadonlyArray<{ name: string; text: string }>, objects: ReadonlyArray<{ name: string; text: string }>): WatchChange[] {
+    const out: WatchChange[] = [];
+    const aside = this.aside.size > 0 ? this.aside : null;
+    for (let i = 0; i < objects.length; i++) {
+      // The very object of the last rendering: unchanged, unless a get took in another text meanwhile.
+      if (objects[i] === last[i] && (aside === null || !aside.has(objects[i].name))) continue;
+      const { name, text } = objects[i];
+      const prev = this.current.get(name)!;
+      if (prev.text === text) continue;
+      prev.text = text;
+      out.push({ n: ++this.n, type: 'MODIFIED', name, text });
+    }
+    this.aside.clear();
+    this.remember(out);
+    return out;
+  }
+
+  /** Keep `changes` in the ring for resuming. */
+  private remember(changes: WatchChange[]): void {
+    // One at a time: a spread of 200,000 changes (a first rendering of that many objects) overflows the stack.
+    for (const c of changes.length > this.max ? changes.slice(-this.max) : changes) this.ring.push(c);
+    if (this.ring.length > this.max) this.ring.splice(0, this.ring.length - this.max);
   }
 
   /**
@@ -76,11 +122,15 @@ export class WatchHistory {
   updateOne(name: string, text: string): WatchChange | null {
     const prev = this.current.get(name);
     if (prev !== undefined && prev.text === text) return null;
-    if (prev === undefined) this.current.set(name, { text, taken: this.taken });
-    else prev.text = text;
+    if (prev === undefined) {
+      this.current.set(name, { text, taken: this.taken });
+      this.last = null; // a name the last rendering did not have: the next is compared whole
+    } else {
+      prev.text = text;
+      this.aside.add(name);
+    }
     const c: WatchChange = { n: ++this.n, type: prev === undefined ? 'ADDED' : 'MODIFIED', name, text };
-    this.ring.push(c);
-    if (this.ring.length > this.max) this.ring.splice(0, this.ring.length - this.max);
+    this.remember([c]);
     return c;
   }
 

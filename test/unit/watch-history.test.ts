@@ -63,3 +63,30 @@ test('a first rendering of 200,000 objects is taken in; the ring keeps the newes
     ['u-199996', 'u-199997', 'u-199998', 'u-199999'],
   );
 });
+
+test('a rendering with the same names in the same places compares only the objects that are not the last ones; one object taken in alone is never told twice', () => {
+  const h = new WatchHistory('e1');
+  const r1 = objs({ a: '1', b: '1', c: '1' });
+  h.update(r1);
+  const tag = (cs: ReturnType<WatchHistory['update']>) => cs.map((c) => `${c.n}${c.type[0]}${c.name}${c.text}`);
+  // The same objects, one replaced: only that one is compared.
+  const r2 = [r1[0], { name: 'b', text: '2' }, r1[2]];
+  assert.deepEqual(tag(h.update(r2)), ['4Mb2']);
+  // A get took in b alone; the next rendering showing the same is no change, and telling it again would be.
+  assert.deepEqual(tag([h.updateOne('b', '3')!]), ['5Mb3']);
+  assert.equal(h.updateOne('b', '3'), null);
+  const r3 = [r2[0], { name: 'b', text: '3' }, r2[2]];
+  assert.deepEqual(h.update(r3), []);
+  // The very object of the last rendering after a get took in another text: the rendering is what is current.
+  h.updateOne('a', '9');
+  assert.deepEqual(tag(h.update(r3)), ['7Ma1']);
+  // A name taken in alone that the last rendering did not have: the next one is compared whole (d goes).
+  assert.deepEqual(tag([h.updateOne('d', '1')!]), ['8Ad1']);
+  assert.deepEqual(tag(h.update(r3)), ['9Dd1']);
+  // A name in another place: compared whole.
+  assert.deepEqual(tag(h.update([r3[0], r3[2], r3[1]])), []);
+  assert.deepEqual(tag(h.update(objs({ a: '1', c: '2', b: '3' }))), ['10Mc2']);
+  const resumed = h.since('e1.3');
+  assert.ok(Array.isArray(resumed));
+  assert.deepEqual(tag(resumed), ['4Mb2', '5Mb3', '6Ma9', '7Ma1', '8Ad1', '9Dd1', '10Mc2']);
+});
