@@ -23,6 +23,13 @@ export interface WatchChange {
 /** Changes kept for resuming, per resource. */
 export const MAX_WATCH_HISTORY = 4096;
 
+/** Whether `next` names the same objects as `last`, each in its place (an object that is the very same one does). */
+export function samePlaces(last: ReadonlyArray<{ name: string }>, next: ReadonlyArray<{ name: string }>): boolean {
+  if (last.length !== next.length) return false;
+  for (let i = 0; i < next.length; i++) if (next[i] !== last[i] && next[i].name !== last[i].name) return false;
+  return true;
+}
+
 export class WatchHistory {
   /** Each object's JSON as last taken in, and the rendering (`taken`) that last had it. */
   private readonly current = new Map<string, { text: string; taken: number }>();
@@ -56,7 +63,7 @@ export class WatchHistory {
   update(objects: ReadonlyArray<{ name: string; text: string }>): WatchChange[] {
     const last = this.last;
     this.last = objects;
-    if (last !== null && this.samePlaces(last, objects)) return this.updatePlaces(last, objects);
+    if (last !== null && samePlaces(last, objects)) return this.updatePlaces(last, objects);
     this.aside.clear();
     const out: WatchChange[] = [];
     // Each object is marked with this rendering's number (no set of 50,000 names per rendering);
@@ -79,13 +86,6 @@ export class WatchHistory {
     }
     this.remember(out);
     return out;
-  }
-
-  /** Whether `next` names the same objects as `last`, each in its place (an object that is the same one is). */
-  private samePlaces(last: ReadonlyArray<{ name: string }>, next: ReadonlyArray<{ name: string }>): boolean {
-    if (last.length !== next.length) return false;
-    for (let i = 0; i < next.length; i++) if (next[i] !== last[i] && next[i].name !== last[i].name) return false;
-    return true;
   }
 
   /** update() of a rendering with the same names in the same places: nothing came or went. */

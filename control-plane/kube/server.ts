@@ -20,6 +20,7 @@ import { pipeThrough } from '../api/leader-routing.ts';
 import { allEndpointsViews, allNodeViews, allServiceViews, deploymentView, unitViewByName, type ApiObject, type ViewSource } from '../api/views.ts';
 import { Memo, type Rendered } from '../api/view-cache.ts';
 import { Slicer } from '../api/slicer.ts';
+import { samePlaces } from '../api/watch-history.ts';
 import type { ClusterEvent } from '../events.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
 import { NoQuorumError, NotLeaderError } from '../store/store.ts';
@@ -174,13 +175,6 @@ export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' 
   views: KubeViews;
   /** KEEP_RENDERINGS_MS (tests). */
   keepRenderingsMs?: number;
-}
-
-/** Whether `next` names the same objects as `last`, each in its place (an object that is the same one does). */
-function samePlaces(last: readonly Rendered[], next: readonly Rendered[]): boolean {
-  if (last.length !== next.length) return false;
-  for (let i = 0; i < next.length; i++) if (next[i] !== last[i] && next[i].name !== last[i].name) return false;
-  return true;
 }
 
 export class KubeApi {

@@ -106,21 +106,28 @@ function webOnNodeA(state: DesiredState, registry: NodeRegistry, units: number):
 /** Objects compared without their resourceVersions (the hub stamps its own). */
 const withoutVersions = (objects: unknown[]): string => JSON.stringify(objects, (key, value) => (key === 'resourceVersion' ? undefined : (value as unknown)));
 
-test('kept pods, Deployments and ReplicaSets equal the objects made afresh after every step of 150 random histories', () => {
-  for (let seed = 1; seed <= 150; seed++) {
+/** A KubeApi over each of `histories` seeded random histories of 100 steps; `check` after every step. */
+function everyStep(histories: number, check: (api: KubeApi, state: DesiredState, registry: NodeRegistry, at: { seed: number; step: number; now: number }) => void): void {
+  for (let seed = 1; seed <= histories; seed++) {
     const state = new DesiredState();
     const registry = new NodeRegistry(1000);
     let clock = T0;
     const api = kubeApi(state, registry, () => clock);
     randomHistory(seed, 100, state, registry, ({ step, now }) => {
       clock = now;
-      const fresh = madeAfresh(state, registry, now);
-      for (const resource of ['pods', 'deployments', 'replicasets'] as const) {
-        const kept = api.render(resource).map((r) => JSON.parse(r.text) as unknown);
-        assert.equal(withoutVersions(kept), withoutVersions(fresh[resource]), `seed ${seed} step ${step}: ${resource}`);
-      }
+      check(api, state, registry, { seed, step, now });
     });
   }
+}
+
+test('kept pods, Deployments and ReplicaSets equal the objects made afresh after every step of 150 random histories', () => {
+  everyStep(150, (api, state, registry, { seed, step, now }) => {
+    const fresh = madeAfresh(state, registry, now);
+    for (const resource of ['pods', 'deployments', 'replicasets'] as const) {
+      const kept = api.render(resource).map((r) => JSON.parse(r.text) as unknown);
+      assert.equal(withoutVersions(kept), withoutVersions(fresh[resource]), `seed ${seed} step ${step}: ${resource}`);
+    }
+  });
 });
 
 test('a rendering after no change makes no pod and no Deployment again; a report makes its own pod again', () => {
@@ -163,27 +170,20 @@ function listed(api: KubeApi, resource: 'pods' | 'deployments'): Map<string, Kub
 }
 
 test('a get of one pod or Deployment equals it in a list, its version included, after every step of 80 random histories', () => {
-  for (let seed = 1; seed <= 80; seed++) {
-    const state = new DesiredState();
-    const registry = new NodeRegistry(1000);
-    let clock = T0;
-    const api = kubeApi(state, registry, () => clock);
-    randomHistory(seed, 100, state, registry, ({ step, now }) => {
-      clock = now;
-      const names = {
-        pods: [...new Set(allUnitViews({ state, observed: registry.nodes, now }).map((v) => v.metadata.name))],
-        deployments: [...state.deployments.keys()].sort(),
-      };
-      for (const resource of ['pods', 'deployments'] as const) {
-        // Each got alone first (a changed one taken into the history by itself), then the list.
-        const got = names[resource].map((name) => api.get(resource, name));
-        const list = listed(api, resource);
-        assert.deepEqual(names[resource], [...list.keys()], `seed ${seed} step ${step}: the ${resource}' names`);
-        names[resource].forEach((name, i) => assert.deepEqual(got[i], list.get(name), `seed ${seed} step ${step}: ${resource} ${name}`));
-        assert.equal(api.get(resource, 'nobody-1'), undefined, `seed ${seed} step ${step}: ${resource}: one that is not there`);
-      }
-    });
-  }
+  everyStep(80, (api, state, registry, { seed, step, now }) => {
+    const names = {
+      pods: [...new Set(allUnitViews({ state, observed: registry.nodes, now }).map((v) => v.metadata.name))],
+      deployments: [...state.deployments.keys()].sort(),
+    };
+    for (const resource of ['pods', 'deployments'] as const) {
+      // Each got alone first (a changed one taken into the history by itself), then the list.
+      const got = names[resource].map((name) => api.get(resource, name));
+      const list = listed(api, resource);
+      assert.deepEqual(names[resource], [...list.keys()], `seed ${seed} step ${step}: the ${resource}' names`);
+      names[resource].forEach((name, i) => assert.deepEqual(got[i], list.get(name), `seed ${seed} step ${step}: ${resource} ${name}`));
+      assert.equal(api.get(resource, 'nobody-1'), undefined, `seed ${seed} step ${step}: ${resource}: one that is not there`);
+    }
+  });
 });
 
 test('a get of one pod among 200, or of their Deployment, renders no list: unchanged, it keeps its version; changed, it gets a new one, which the next list shows', () => {
