@@ -178,7 +178,7 @@ export class ViewCache {
       this.drop(name);
       if (!state.deployments.has(name)) this.lastCounts.delete(name);
       // A unit's view reads its deployment's back-off (a failed unit's CrashLoopBackOff).
-      if (this.lastUnits !== null) for (const u of state.unitsOf(name)?.keys() ?? []) this.unitChanged(u, state);
+      if (this.lastUnits !== null && !this.unitsAll) for (const u of state.unitsOf(name)?.keys() ?? []) this.unitChanged(u, state);
     } else if (kind === 'unit') {
       this.unitTouched(name, state);
       this.unitChanged(name, state);
