@@ -178,10 +178,10 @@ export class ViewCache {
       this.drop(name);
       if (!state.deployments.has(name)) this.lastCounts.delete(name);
       // A unit's view reads its deployment's back-off (a failed unit's CrashLoopBackOff).
-      if (this.lastUnits !== null && !this.unitsAll) for (const u of state.unitsOf(name)?.keys() ?? []) this.unitChanged(u, state);
+      if (this.lastUnits !== null && !this.unitsAll) for (const u of state.unitsOf(name)?.keys() ?? []) this.unitChanged(u);
     } else if (kind === 'unit') {
       this.unitTouched(name, state);
-      this.unitChanged(name, state);
+      this.unitChanged(name);
     }
   }
 
@@ -192,12 +192,12 @@ export class ViewCache {
         this.drop(c.unit.deployment);
         if (c.previous) this.drop(c.previous.deployment);
         this.unitTouched(c.unit.name, state);
-        this.unitChanged(c.unit.name, state);
+        this.unitChanged(c.unit.name);
         return;
       case 'unit-gone':
         this.drop(c.deployment);
         this.unitTouched(c.name, state);
-        this.unitChanged(c.name, state);
+        this.unitChanged(c.name);
         return;
       case 'node-ready':
       case 'node-not-ready':
@@ -210,11 +210,12 @@ export class ViewCache {
 
   /**
    * The last units rendering (tracking with reporters only): its objects in
-   * order, each name's place, the names shown twice (a binding and another
-   * node's report), the names whose view reads the clock, the names with a
-   * record, and the sizes it was made at.
+   * order, the names whose view reads the clock, and the sizes it was made
+   * at; each name's place and the names shown twice (a binding and another
+   * node's report) are found when first needed (while units come, every
+   * rendering walks all and never needs them).
    */
-  private lastUnits: { out: Rendered[]; at: Map<string, number>; twice: Set<string>; bound: Set<string>; timed: Set<string>; units: number; nodes: number } | null = null;
+  private lastUnits: { out: Rendered[]; places: { at: Map<string, number>; twice: Set<string> } | null; timed: Set<string>; units: number; nodes: number } | null = null;
   /** Units renderings made by walking every unit, and made from the last one and the changes since (tests, probes). */
   readonly unitRenderings = { whole: 0, since: 0 };
   /** Units whose view a change may have touched since lastUnits. */
@@ -222,24 +223,43 @@ export class ViewCache {
   /** A change since lastUnits that the next rendering cannot take one unit at a time: it walks them all. */
   private unitsAll = true;
 
-  /**
-   * Unit `name`'s record or reports changed. The next rendering makes its
-   * view again alone when the change cannot move anything else: the unit
-   * had a record in the last rendering and still has, was shown once, and
-   * no node but the one it is bound to reports the name (else which report
-   * a view shows, and which reports are listed apart, may change: all are
-   * walked).
-   */
-  private unitChanged(name: string, state: DesiredState): void {
-    const last = this.lastUnits;
-    if (last === null || this.unitsAll) return;
-    const u = state.units.get(name);
-    const on = this.reporters?.(name);
-    if (u === undefined || !last.bound.has(name) || last.twice.has(name) || (on !== undefined && (on.length > 1 || (on.length === 1 && on[0] !== u.nodeName)))) {
-      this.unitsAll = true;
-      return;
-    }
+  /** Unit `name`'s record or reports changed: the next rendering looks at it (unitsSince). */
+  private unitChanged(name: string): void {
+    if (this.lastUnits === null || this.unitsAll) return;
     this.unitsDirty.add(name);
+    // Most units touched: walking them all is no dearer.
+    if (this.unitsDirty.size > this.lastUnits.out.length / 4) this.unitsAll = true;
+  }
+
+  /**
+   * Whether the units changed since `last` can each be made again alone:
+   * every one still has a record, had one in the last rendering, was shown
+   * once, and no node but the one it is bound to reports its name (else
+   * which report a view shows, and which reports are listed apart, may
+   * change). Units come or gone change the count, or leave a changed name
+   * without a record.
+   */
+  private aloneSince(last: NonNullable<ViewCache['lastUnits']>, src: ViewSource): boolean {
+    if (src.state.units.size !== last.units || src.observed.size !== last.nodes) return false;
+    if (last.places === null) {
+      const at = new Map<string, number>();
+      const twice = new Set<string>();
+      last.out.forEach((r, i) => {
+        if (at.has(r.name)) twice.add(r.name);
+        else at.set(r.name, i);
+      });
+      last.places = { at, twice };
+    }
+    for (const name of this.unitsDirty) {
+      const u = src.state.units.get(name);
+      const i = last.places.at.get(name);
+      const on = this.reporters?.(name);
+      // A unit with a record in the last rendering: its view kept, or made afresh each time (timed).
+      const bound = this.bound.has(name) || last.timed.has(name);
+      if (u === undefined || i === undefined || !bound || last.places.twice.has(name)) return false;
+      if (on !== undefined && (on.length > 1 || (on.length === 1 && on[0] !== u.nodeName))) return false;
+    }
+    return true;
   }
 
   /** A unit's record or report changed: its record's deployment and the one its name says. */
@@ -303,19 +323,17 @@ export class ViewCache {
    */
   units(src: ViewSource): Rendered[] {
     const last = this.lastUnits;
-    if (last !== null && !this.unitsAll && src.state.units.size === last.units && src.observed.size === last.nodes) return this.unitsSince(last, src);
+    if (last !== null && !this.unitsAll && this.aloneSince(last, src)) return this.unitsSince(last, src);
     this.unitRenderings.whole++;
     const idx = observedUnitIndex(src.observed);
     const now = src.now ?? Date.now();
     const out: Rendered[] = [];
     const timed = new Set<string>();
-    const bound = new Set<string>();
     this.bound.begin();
     for (const u of src.state.units.values()) {
       const seen = idx.get(u.name);
       const key = this.unitKey(u, seen, src);
       if (key === null) timed.add(u.name);
-      bound.add(u.name);
       out.push(this.bound.get(u.name, key, () => rendered(u.name, unitView(u, seen, src.observed, src.state.deployments.get(u.deployment), now))));
     }
     this.bound.end();
@@ -329,13 +347,7 @@ export class ViewCache {
     this.unitsDirty.clear();
     if (this.tracking && this.reporters !== null) {
       this.unitsAll = false;
-      const at = new Map<string, number>();
-      const twice = new Set<string>();
-      sorted.forEach((r, i) => {
-        if (at.has(r.name)) twice.add(r.name);
-        else at.set(r.name, i);
-      });
-      this.lastUnits = { out: sorted, at, twice, bound, timed, units: src.state.units.size, nodes: src.observed.size };
+      this.lastUnits = { out: sorted, places: null, timed, units: src.state.units.size, nodes: src.observed.size };
     }
     return sorted;
   }
@@ -347,14 +359,14 @@ export class ViewCache {
     const now = src.now ?? Date.now();
     const again = (name: string): void => {
       const u = src.state.units.get(name)!;
-      // Only the bound node reports the name, if any (unitChanged), so that report is the view's.
+      // Only the bound node reports the name, if any (aloneSince), so that report is the view's.
       const node = u.nodeName === null ? undefined : src.observed.get(u.nodeName);
       const report = node?.units.get(name);
       const seen = node !== undefined && report !== undefined ? { node, report } : undefined;
       const key = this.unitKey(u, seen, src);
       if (key === null) last.timed.add(name);
       else last.timed.delete(name);
-      out[last.at.get(name)!] = this.bound.get(name, key, () => rendered(name, unitView(u, seen, src.observed, src.state.deployments.get(u.deployment), now)));
+      out[last.places!.at.get(name)!] = this.bound.get(name, key, () => rendered(name, unitView(u, seen, src.observed, src.state.deployments.get(u.deployment), now)));
     };
     for (const name of this.unitsDirty) again(name);
     for (const name of last.timed) if (!this.unitsDirty.has(name)) again(name);
