@@ -3,7 +3,7 @@
 // Run on an otherwise idle machine; `--only NAME` runs one group (scheduler,
 // storage, apply, unit-kill, agent-kill, memory, failover, writes, big-state,
 // catch-up, rollout, probes, crashloop, services, isolation, cli, metrics,
-// fleet). The fleet group runs only by name and takes --agents N (5000),
+// kube, fleet). The fleet group runs only by name and takes --agents N (5000),
 // --units N (50000), --duration S (300: the steady-state window) and
 // --workers N (2).
 
@@ -18,6 +18,7 @@ import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
 import { benchCliStartup } from './cli.ts';
 import { benchMetrics } from './metrics.ts';
+import { benchKubeViews } from './kube.ts';
 import { LoopWatch } from './loop-watch.ts';
 import { benchBigState, type ReplicaPhase as BigStateReplica } from './big-state.ts';
 import { benchFleet, formatFleet } from './fleet.ts';
@@ -40,6 +41,7 @@ const GROUPS = [
   'isolation',
   'cli',
   'metrics',
+  'kube',
   'fleet',
 ] as const;
 const argv = (() => {
@@ -303,6 +305,17 @@ if (want('metrics')) {
   const line = `metrics: ${f(r.requestNs / 1000, 2)} us CPU per recorded API request, ${f(r.saveNs / 1000, 2)} us per recorded Raft save; a scrape with ${r.units} units and 4 agents ${f(r.scrapeMs, 1)} ms, ${f(r.scrapeBytes / 1024, 0)} KiB`;
   console.log(line);
   summary.push(line);
+}
+
+if (want('kube')) {
+  console.log(
+    "\n== the Kubernetes API's pods and the /v1 units, in process: one pod's get and a watch refresh (a stop of the leader's loop) after one report, vs after one unit created (every unit walked), 500 nodes, medians of 20 ==",
+  );
+  for (const r of benchKubeViews()) {
+    const line = `kube views @ ${r.units} units: one pod's get ${f(r.getMs.unchanged, 3)} ms (${f(r.getMs.changed, 3)} ms changed since the last rendering); a Kubernetes pods watch refresh after one report ${f(r.podsRefreshMs.report, 1)} ms, after one unit created ${f(r.podsRefreshMs.created, 1)} ms; a /v1 units watch refresh ${f(r.unitsRefreshMs.report, 1)} ms and ${f(r.unitsRefreshMs.created, 1)} ms`;
+    console.log(line);
+    summary.push(line);
+  }
 }
 
 if (only === 'fleet') {
