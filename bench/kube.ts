@@ -17,8 +17,9 @@ import { NodeRegistry } from '../control-plane/registry/node-registry.ts';
 import { ViewCache } from '../control-plane/api/view-cache.ts';
 import { WatchHistory } from '../control-plane/api/watch-history.ts';
 import type { ViewSource } from '../control-plane/api/views.ts';
-import { KubeApi, type KubeViews } from '../control-plane/kube/server.ts';
+import { KubeApi } from '../control-plane/kube/server.ts';
 import { unitSpecHash, validateManifest } from '../shared/manifest.ts';
+import { median } from './cluster.ts';
 
 const T0 = 1_700_000_000_000;
 const NODES = 500;
@@ -35,11 +36,6 @@ export interface KubeViewFigures {
   unitsRefreshMs: { report: number; created: number };
 }
 
-function medianOf(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
 function timed(rounds: number, before: (round: number) => void, f: () => unknown): number {
   const ts: number[] = [];
   for (let r = 0; r < rounds; r++) {
@@ -48,7 +44,7 @@ function timed(rounds: number, before: (round: number) => void, f: () => unknown
     f();
     ts.push(performance.now() - t0);
   }
-  return medianOf(ts);
+  return median(ts);
 }
 
 export function benchKubeViews(counts = [10000, 50000]): KubeViewFigures[] {
@@ -59,21 +55,10 @@ function one(n: number): KubeViewFigures {
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   const cache = new ViewCache();
-  state.onChange((kind, name) => cache.storeChanged(kind, name, state));
-  registry.onChange((c) => cache.registryChanged(c, state));
-  cache.track((name) => registry.reportersOf(name));
+  cache.follow(state, registry);
   const src = (): ViewSource => ({ state, observed: registry.nodes, now: T0, reportsOf: (d, visit) => registry.reportsOf(d, visit) });
-  const views: KubeViews = {
-    units: () => cache.units(src()),
-    keptBound: (r) => cache.keptBound(r),
-    kept: (resource, name) => cache.kept(resource, name),
-    deployments: () => cache.deploymentList(src()),
-    deployment: (name) => cache.deploymentOne(name, src()),
-    deploymentsStale: () => cache.renderedStale,
-    warm: (resource) => cache.warm(resource, src),
-  };
   const deps = {
-    views,
+    views: cache.kubeViews(src),
     store: { state, isLeader: () => true, readBarrier: async () => {} },
     registry,
     events: { list: () => [], subscribe: () => () => {} },

@@ -17,7 +17,6 @@ import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
 import { NoQuorumError, NotLeaderError, type ReplicatedStore } from '../store/store.ts';
 import { GoneError, WatchHub } from './watch.ts';
 import { ViewCache, renderAll, type Rendered } from './view-cache.ts';
-import type { KubeViews } from '../kube/server.ts';
 import {
   allDeploymentViews,
   allNodeViews,
@@ -160,10 +159,7 @@ export class ApiServer {
     });
     this.server.on('clientError', (_err, socket) => socket.destroy());
     // The view cache keeps each deployment's counts until a change touches them (view-cache.ts).
-    const state = deps.store.state;
-    state.onChange((kind, name) => this.views.storeChanged(kind, name, state));
-    deps.registry.onChange((c) => this.views.registryChanged(c, state));
-    this.views.track((name) => deps.registry.reportersOf(name));
+    this.views.follow(deps.store.state, deps.registry);
   }
 
   /** Watch streams open now (for /metrics). */
@@ -397,15 +393,7 @@ export class ApiServer {
   private readonly views = new ViewCache();
 
   /** The same renderings, for the Kubernetes API (its pods and Deployments are made from them). */
-  readonly kubeViews: KubeViews = {
-    units: () => this.views.units(this.src()),
-    keptBound: (r) => this.views.keptBound(r),
-    kept: (resource, name) => this.views.kept(resource, name),
-    deployments: () => this.views.deploymentList(this.src()),
-    deployment: (name) => this.views.deploymentOne(name, this.src()),
-    deploymentsStale: () => this.views.renderedStale,
-    warm: (resource) => this.views.warm(resource, () => this.src()),
-  };
+  readonly kubeViews = this.views.kubeViews(() => this.src());
 
   private render(resource: Resource): Rendered[] {
     if (resource === 'units') return this.views.units(this.src());

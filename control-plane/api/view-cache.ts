@@ -22,7 +22,7 @@
 import type { UnitReport } from '../../shared/model.ts';
 import { deploymentOfUnitName } from '../events.ts';
 import { isQuickFailure } from '../reconcile/reconcile.ts';
-import type { ObservedNodeState, RegistryChange } from '../registry/node-registry.ts';
+import type { NodeRegistry, ObservedNodeState, RegistryChange } from '../registry/node-registry.ts';
 import type { ChangeKind, DeploymentRecord, DesiredState, UnitRecord } from '../store/desired-state.ts';
 import type { ApiObject, DeploymentIndex, ViewSource } from './views.ts';
 import { Slicer } from './slicer.ts';
@@ -131,12 +131,33 @@ type Counts = ReturnType<typeof deploymentCounts>;
  */
 export const LIST_COUNTS_BUDGET_MS = 10;
 
+/**
+ * These renderings as the Kubernetes API reads them (ViewCache.kubeViews):
+ * a pod or a Deployment there is made again only when its /v1 view changed.
+ */
+export interface KubeViews {
+  /** allUnitViews, rendered. */
+  units(): Rendered[];
+  /** Whether `r` (of units()) is a unit's view made from its binding, and kept: then it shows that binding's node. */
+  keptBound(r: Rendered): boolean;
+  /** The rendering kept of one unit (its binding's view) or deployment, as last made (it may be behind: a rendering checks). */
+  kept(resource: 'units' | 'deployments', name: string): Rendered | undefined;
+  /** allDeploymentViews, rendered (counts may be a few ms old: deploymentsStale). */
+  deployments(): Rendered[];
+  /** One deployment's view, rendered, its counts current; undefined when there is none. */
+  deployment(name: string): Rendered | undefined;
+  /** The last deployments() showed counts not current: render again soon. */
+  deploymentsStale(): boolean;
+  /** Render what is not rendered yet, in slices (a first list of 10,000 never stops the loop). */
+  warm(resource: 'units' | 'deployments'): Promise<void>;
+}
+
 export class ViewCache {
   private readonly bound = new Memo();
   private readonly orphans = new Memo();
   private readonly deployments = new Memo();
   /**
-   * With track(): each deployment's counts as last computed, kept until a
+   * With follow(): each deployment's counts as last computed, kept until a
    * change that may touch them (storeChanged, registryChanged) drops them. A
    * list of 50 deployments of 1,000 units each had walked all 50,000 units
    * and their reports at every rendering, in one go: 100-300 ms of the
@@ -159,21 +180,35 @@ export class ViewCache {
   private countsNodes = -1;
 
   /**
-   * From now on every change is told (storeChanged, registryChanged), so
-   * counts may be kept between renderings. With `reporters` (the nodes
-   * reporting a unit name: NodeRegistry.reportersOf) a units rendering
-   * also makes again only the units changes touched since the last one
-   * (units()).
+   * From now on be told of every change of `state` and `registry`, so
+   * counts are kept between renderings and a units rendering makes again
+   * only the units changes touched since the last one (units()). The
+   * registry also says which nodes report a unit's name.
    */
-  track(reporters?: (name: string) => readonly string[] | undefined): void {
+  follow(state: DesiredState, registry: Pick<NodeRegistry, 'onChange' | 'reportersOf'>): void {
+    state.onChange((kind, name) => this.storeChanged(kind, name, state));
+    registry.onChange((c) => this.registryChanged(c, state));
+    this.reporters = (name) => registry.reportersOf(name);
     this.tracking = true;
-    this.reporters = reporters ?? null;
   }
 
-  private reporters: ((name: string) => readonly string[] | undefined) | null = null;
+  private reporters: (name: string) => readonly string[] | undefined = () => undefined;
+
+  /** These renderings as the Kubernetes API reads them, each made from `src()` as it is then. */
+  kubeViews(src: () => ViewSource): KubeViews {
+    return {
+      units: () => this.units(src()),
+      keptBound: (r) => this.keptBound(r),
+      kept: (resource, name) => this.kept(resource, name),
+      deployments: () => this.deploymentList(src()),
+      deployment: (name) => this.deploymentOne(name, src()),
+      deploymentsStale: () => this.renderedStale,
+      warm: (resource) => this.warm(resource, src),
+    };
+  }
 
   /** A change of the desired state (DesiredState.onChange): the counts of the deployment it touches go. */
-  storeChanged(kind: ChangeKind, name: string, state: DesiredState): void {
+  private storeChanged(kind: ChangeKind, name: string, state: DesiredState): void {
     if (kind === 'deployment') {
       this.drop(name);
       if (!state.deployments.has(name)) this.lastCounts.delete(name);
@@ -186,7 +221,7 @@ export class ViewCache {
   }
 
   /** A change of the observed state (NodeRegistry.onChange): the counts of the deployments it touches go; a node's readiness touches all. */
-  registryChanged(c: RegistryChange, state: DesiredState): void {
+  private registryChanged(c: RegistryChange, state: DesiredState): void {
     switch (c.type) {
       case 'unit':
         this.drop(c.unit.deployment);
@@ -209,7 +244,7 @@ export class ViewCache {
   }
 
   /**
-   * The last units rendering (tracking with reporters only): its objects in
+   * The last units rendering (when following changes): its objects in
    * order, the names whose view reads the clock, and the sizes it was made
    * at; each name's place and the names shown twice (a binding and another
    * node's report) are found when first needed (while units come, every
@@ -253,7 +288,7 @@ export class ViewCache {
     for (const name of this.unitsDirty) {
       const u = src.state.units.get(name);
       const i = last.places.at.get(name);
-      const on = this.reporters?.(name);
+      const on = this.reporters(name);
       // A unit with a record in the last rendering: its view kept, or made afresh each time (timed).
       const bound = this.bound.has(name) || last.timed.has(name);
       if (u === undefined || i === undefined || !bound || last.places.twice.has(name)) return false;
@@ -313,13 +348,13 @@ export class ViewCache {
   }
 
   /**
-   * allUnitViews(src), rendered. Tracking with reporters, a rendering after
+   * allUnitViews(src), rendered. Following changes, a rendering after
    * the last one makes again only the units changes touched since (and
    * those whose view reads the clock): at 50,000 units the walk of all of
    * them, kept or not, was 80-170 ms of the leader per /v1 or Kubernetes
    * list or watch refresh. A change it cannot take one unit at a time (a
    * unit come or gone, a name reported by a node it is not bound to, a
-   * node's readiness) makes it walk them all, as without tracking.
+   * node's readiness) makes it walk them all, as without follow().
    */
   units(src: ViewSource): Rendered[] {
     const last = this.lastUnits;
@@ -345,7 +380,7 @@ export class ViewCache {
     this.orphans.end();
     const sorted = this.sorted(out);
     this.unitsDirty.clear();
-    if (this.tracking && this.reporters !== null) {
+    if (this.tracking) {
       this.unitsAll = false;
       this.lastUnits = { out: sorted, places: null, timed, units: src.state.units.size, nodes: src.observed.size };
     }

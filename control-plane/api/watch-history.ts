@@ -134,11 +134,6 @@ export class WatchHistory {
     return c;
   }
 
-  /** One object's JSON as last taken in, or undefined. */
-  textOf(name: string): string | undefined {
-    return this.current.get(name)?.text;
-  }
-
   /** The objects as last taken in, as ADDED changes (a watch from scratch). */
   snapshot(): WatchChange[] {
     return [...this.current].map(([name, e]) => ({ n: this.n, type: 'ADDED' as const, name, text: e.text }));

@@ -18,7 +18,7 @@ import { MAX_REPLICAS, ManifestError, parseManifestObject, unitSpecHash } from '
 import { HttpError, readBody, USER_DELETE_REASON, MAX_DELETE_GRACE_SECONDS, type ApiDeps } from '../api/http-server.ts';
 import { pipeThrough } from '../api/leader-routing.ts';
 import { allEndpointsViews, allNodeViews, allServiceViews, deploymentView, unitViewByName, type ApiObject, type ViewSource } from '../api/views.ts';
-import { Memo, type Rendered } from '../api/view-cache.ts';
+import { Memo, type KubeViews, type Rendered } from '../api/view-cache.ts';
 import { Slicer } from '../api/slicer.ts';
 import { samePlaces } from '../api/watch-history.ts';
 import type { ClusterEvent } from '../events.ts';
@@ -127,28 +127,6 @@ function tokenOk(header: string | undefined, token: string): boolean {
   const a = Buffer.from(header.slice(7).trim());
   const b = Buffer.from(token);
   return a.length === b.length && timingSafeEqual(a, b);
-}
-
-/**
- * The /v1 API's renderings of units and deployments (api/view-cache.ts):
- * each object's JSON kept while its inputs are unchanged. A pod or a
- * Deployment here is made again only when its /v1 view changed.
- */
-export interface KubeViews {
-  /** allUnitViews, rendered. */
-  units(): Rendered[];
-  /** Whether `r` (of units()) is a unit's view made from its binding, and kept: then it shows that binding's node. */
-  keptBound(r: Rendered): boolean;
-  /** The rendering kept of one unit (its binding's view) or deployment, as last made (it may be behind: a rendering checks). */
-  kept(resource: 'units' | 'deployments', name: string): Rendered | undefined;
-  /** allDeploymentViews, rendered (counts may be a few ms old: deploymentsStale). */
-  deployments(): Rendered[];
-  /** One deployment's view, rendered, its counts current; undefined when there is none. */
-  deployment(name: string): Rendered | undefined;
-  /** The last deployments() showed counts not current: render again soon. */
-  deploymentsStale(): boolean;
-  /** Render what is not rendered yet, in slices (a first list of 10,000 never stops the loop). */
-  warm(resource: 'units' | 'deployments'): Promise<void>;
 }
 
 /** A pod's JSON, with what its ReplicaSet counts of it (null: it counts for none). */

@@ -13,8 +13,8 @@ import type { AddressInfo } from 'node:net';
 import { DesiredState } from '../../control-plane/store/desired-state.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
 import { allDeploymentViews, allUnitViews, type ViewSource } from '../../control-plane/api/views.ts';
-import { ViewCache } from '../../control-plane/api/view-cache.ts';
-import { KubeApi, type KubeViews } from '../../control-plane/kube/server.ts';
+import { ViewCache, type KubeViews } from '../../control-plane/api/view-cache.ts';
+import { KubeApi } from '../../control-plane/kube/server.ts';
 import type { KubeWatchHub } from '../../control-plane/kube/watch.ts';
 import { kubeDeployment, kubePod, kubeReplicaSets, type KubeObject } from '../../control-plane/kube/convert.ts';
 import { table } from '../../control-plane/kube/tables.ts';
@@ -23,24 +23,19 @@ import { apply, randomHistory, T0 } from '../helpers/random-history.ts';
 /** A KubeApi over `state` and `registry`, its views from a ViewCache told of every change (as the API server wires it). */
 function kubeApi(state: DesiredState, registry: NodeRegistry, now: () => number, keepRenderingsMs?: number, calls = { units: 0, deployments: 0 }) {
   const cache = new ViewCache();
-  state.onChange((kind, name) => cache.storeChanged(kind, name, state));
-  registry.onChange((c) => cache.registryChanged(c, state));
-  cache.track((name) => registry.reportersOf(name));
-  const src = (): ViewSource => ({ state, observed: registry.nodes, now: now(), reportsOf: (d, visit) => registry.reportsOf(d, visit) });
+  cache.follow(state, registry);
+  const made = cache.kubeViews((): ViewSource => ({ state, observed: registry.nodes, now: now(), reportsOf: (d, visit) => registry.reportsOf(d, visit) }));
+  // The whole lists rendered, counted.
   const views: KubeViews = {
+    ...made,
     units: () => {
       calls.units++;
-      return cache.units(src());
+      return made.units();
     },
-    keptBound: (r) => cache.keptBound(r),
-    kept: (resource, name) => cache.kept(resource, name),
     deployments: () => {
       calls.deployments++;
-      return cache.deploymentList(src());
+      return made.deployments();
     },
-    deployment: (name) => cache.deploymentOne(name, src()),
-    deploymentsStale: () => cache.renderedStale,
-    warm: (resource) => cache.warm(resource, src),
   };
   const store = { state, isLeader: () => true, readBarrier: async () => {} };
   const events = { list: () => [], subscribe: () => () => {} };

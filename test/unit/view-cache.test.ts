@@ -19,9 +19,7 @@ function history(seed: number, steps: number): ViewCache['unitRenderings'] {
   const cache = new ViewCache();
   // A cache that keeps counts between renderings, told of every change as the API server tells it.
   const tracked = new ViewCache();
-  state.onChange((kind, name) => tracked.storeChanged(kind, name, state));
-  registry.onChange((c) => tracked.registryChanged(c, state));
-  tracked.track((name) => registry.reportersOf(name));
+  tracked.follow(state, registry);
   randomHistory(seed, steps, state, registry, ({ step, now, pick, next }) => {
     const src: ViewSource = { state, observed: registry.nodes, now };
     const list = (rendered: Array<{ text: string }>) => `[${rendered.map((x) => x.text).join(',')}]`;
@@ -128,9 +126,7 @@ test('a list past its counting budget shows the rest with the counts they last h
   // A clock that moves 1 ms at every reading: a budget of 4 ms counts two deployments afresh.
   let t = 0;
   const cache = new ViewCache(4, () => t++);
-  state.onChange((kind, name) => cache.storeChanged(kind, name, state));
-  registry.onChange((c) => cache.registryChanged(c, state));
-  cache.track();
+  cache.follow(state, registry);
   const src: ViewSource = { state, observed: registry.nodes, now: T0, reportsOf: (d, visit) => registry.reportsOf(d, visit) };
   const ready = () => Object.fromEntries(cache.deploymentList(src).map((r) => [r.name, JSON.parse(r.text).status.readyReplicas ?? 0]));
   const run = (d: string) =>
