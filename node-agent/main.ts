@@ -125,6 +125,7 @@ async function main(): Promise<void> {
     // A unit's namespaces made ahead (runtime/sandbox-pool.ts): a crashed unit's replacement starts in a few ms.
     warmSandboxes: DEFAULT_WARM_SANDBOXES,
     onSandboxProblem: (reason) => log(`warm sandboxes: ${reason}`),
+    onSpawnServerProblem: (reason, disabled) => log(`${reason}${disabled ? ': units start by spawning mo-init from now on' : ''}`),
     onProbeResult: (kind, ok) => figures.probe(kind, ok),
     onChange: (report, change) => {
       if (change === 'phase') figures.unitPhase(report.name, report.phase, performance.now());
@@ -375,7 +376,7 @@ async function main(): Promise<void> {
   );
   log(
     namespaces.enabled
-      ? `namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp), made by ${namespaces.initPath !== null ? `mo-init (${namespaces.initPath})` : 'util-linux unshare'}`
+      ? `namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp), made by ${namespaces.initPath !== null ? `mo-init (${namespaces.initPath}), cold starts through one mo-init --serve` : 'util-linux unshare'}`
       : `namespaces: none (${namespaces.condition.message.replace(/^units share the node's namespaces: /, '')})`,
   );
   // A dead agent of this node may have left unit cgroups: kill what is in

@@ -10,6 +10,7 @@
  *   mo-init --pid NAME [CGROUP_PROCS...] -- COMMAND...
  *   mo-init --host-pid NAME [CGROUP_PROCS...] -- COMMAND...
  *   mo-init --warm
+ *   mo-init --serve
  *   mo-init --check
  *
  * --pid: this process, P, takes SIGKILL when the agent dies (PR_SET_PDEATHSIG,
@@ -50,6 +51,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -214,44 +219,16 @@ static int status_of(int st) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-int main(int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "--check") == 0) {
-    /* The agent's trial: every namespace and mount a unit gets, then exit 0. */
-    if (unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID) != 0) die(125, "cannot make namespaces", NULL);
-    pid_t p = fork();
-    if (p < 0) die(125, "cannot fork", NULL);
-    if (p == 0) {
-      set_up("mo-check", 1);
-      _exit(0);
-    }
-    int st;
-    if (waitpid(p, &st, 0) < 0) die(125, "cannot wait", NULL);
-    return status_of(st);
-  }
-  int warm = argc == 2 && strcmp(argv[1], "--warm") == 0;
-  if (!warm && (argc < 5 || (strcmp(argv[1], "--pid") != 0 && strcmp(argv[1], "--host-pid") != 0))) {
-    fprintf(stderr, "usage: mo-init --pid|--host-pid NAME [CGROUP_PROCS...] -- COMMAND... | --warm | --check\n");
-    return 2;
-  }
-  int pid_ns = warm || strcmp(argv[1], "--pid") == 0;
-  const char *name = NULL;
-  char **procs = NULL;
-  int nprocs = 0;
-  char **command = NULL;
-  if (!warm) {
-    name = argv[2];
-    int sep = 3;
-    while (sep < argc && strcmp(argv[sep], "--") != 0) sep++;
-    if (sep + 1 >= argc) {
-      fprintf(stderr, "mini-orchestrator: mo-init: no command after --\n");
-      return 2;
-    }
-    procs = argv + 3;
-    nprocs = sep - 3;
-    command = argv + sep + 1;
-  }
-
+/*
+ * P's part, from its parent-death signal to the init's exit: --pid,
+ * --host-pid and --warm as the header says. `parent`: the process whose
+ * death must take P along (the agent, or the spawn server of --serve);
+ * 0 when it was not known before P existed.
+ */
+static int run_chain(int warm, int pid_ns, const char *name, char **procs, int nprocs, char **command, pid_t parent) {
   if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(125, "cannot set the parent-death signal", NULL);
+  /* The parent may have died before the signal was armed. */
+  if (parent != 0 && getppid() != parent) _exit(125);
   /* First the cgroups, so that everything after counts against the unit's limits. */
   join(procs, nprocs);
   if (unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS | (pid_ns ? CLONE_NEWPID : 0)) != 0) die(125, "cannot make namespaces", NULL);
@@ -352,4 +329,293 @@ int main(int argc, char **argv) {
       _exit(s);
     }
   }
+}
+
+/*
+ * --serve: a spawner that stays, so that starting a unit costs the agent
+ * one write instead of a fork of its own large process and an exec of
+ * mo-init (spawn-server.ts). It takes SIGKILL when the agent dies, as P
+ * does, and exits when its stdin ends. Requests come on stdin, each
+ * `<length>\0` and then that many bytes of NUL-ended fields: the unit's id
+ * (decimal, the agent's own), `pid` or `host-pid`, the unit's name, the
+ * working directory, the count of cgroup.procs files and each, the count of
+ * environment entries and each KEY=VALUE, the count of the command's words
+ * and each. For each, the server forks P (no exec: P runs --pid's or
+ * --host-pid's part from here, in a session of its own, with the
+ * environment and directory asked), with stdout, stderr and fd 3 on pipes
+ * of their own and nothing else of the server's open. P parses the request
+ * itself: a bad one is its own failure (exit 126, one line on stderr),
+ * never the server's.
+ *
+ * Frames go to the agent on stdout: a kind byte, the unit's id and the
+ * payload's length (both 32-bit little-endian), then the payload:
+ *   p  P was forked: its pid (decimal)        f  it could not be: why
+ *   o  P's stdout bytes     e  its stderr     3  its fd 3 (`s<pid>`, `x<status>`)
+ *   O  stdout ended         E  stderr ended   #  fd 3 ended
+ *   w  P was reaped: `c<code>` or `k<signal>`
+ * A unit's `p` comes before anything else of it. Writes to the agent block
+ * (the agent always reads); while they do, the server reads nothing else.
+ */
+/* Largest request: the command's words and environment of one unit. */
+#define SERVE_MAX_REQUEST (8u << 20)
+#define SERVE_TAG (1ull << 63)
+
+static void write_all(int fd, const void *data, size_t len) {
+  const char *p = data;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) _exit(0); /* the agent is gone: so are we, and P's parent-death signal takes the units */
+    p += w;
+    len -= (size_t)w;
+  }
+}
+
+static void frame(char kind, uint32_t id, const void *data, uint32_t len) {
+  unsigned char h[9] = {(unsigned char)kind, id, id >> 8, id >> 16, id >> 24, len, len >> 8, len >> 16, len >> 24};
+  write_all(1, h, sizeof h);
+  if (len > 0) write_all(1, data, len);
+}
+
+static void frame_text(char kind, uint32_t id, const char *text) {
+  frame(kind, id, text, (uint32_t)strlen(text));
+}
+
+struct served { pid_t pid; uint32_t id; };
+static struct served *served;
+static size_t nserved, capserved;
+
+/* Every fd from `from` on closed (close_range, or one by one where the kernel has none). */
+static void close_from(int from) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)from, ~0u, 0) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  for (long fd = from; fd < (max > 0 ? max : 65536); fd++) close((int)fd);
+}
+
+/* P of a served unit: the request's fields after the id, then run_chain. */
+static void serve_child(char *at, char *end, pid_t server) {
+  const char *mode = next_field(&at, end);
+  const char *name = mode ? next_field(&at, end) : NULL;
+  const char *cwd = name ? next_field(&at, end) : NULL;
+  if (!cwd || (strcmp(mode, "pid") != 0 && strcmp(mode, "host-pid") != 0)) bad_claim("no mode, name or directory");
+  long most = (long)(end - at) + 1;
+  char **procs = calloc((size_t)most + 1, sizeof *procs);
+  char **env = calloc((size_t)most + 1, sizeof *env);
+  char **args = calloc((size_t)most + 1, sizeof *args);
+  if (!procs || !env || !args) die(126, "cannot allocate", NULL);
+  long counts[3];
+  char **outs[3] = {procs, env, args};
+  for (int k = 0; k < 3; k++) {
+    const char *count = next_field(&at, end);
+    long n = count ? strtol(count, NULL, 10) : -1;
+    if (n < (k == 2 ? 1 : 0) || n > most) bad_claim(k == 0 ? "its cgroups" : k == 1 ? "its environment" : "its command");
+    for (long i = 0; i < n; i++) {
+      outs[k][i] = next_field(&at, end);
+      if (!outs[k][i]) bad_claim(k == 0 ? "its cgroups" : k == 1 ? "its environment" : "its command");
+    }
+    outs[k][n] = NULL;
+    counts[k] = n;
+  }
+  if (chdir(cwd) != 0) die(126, "cannot enter", cwd);
+  extern char **environ;
+  environ = env;
+  _exit(run_chain(0, strcmp(mode, "pid") == 0, name, procs, (int)counts[0], args, server));
+}
+
+static void serve_one(int ep, char *req, size_t len, pid_t self) {
+  char *at = req;
+  char *end = req + len;
+  const char *idf = next_field(&at, end);
+  if (!idf) return; /* no id to answer to: nothing can be said about it */
+  uint32_t id = (uint32_t)strtoul(idf, NULL, 10);
+  int fds[3][2];
+  int made = 0;
+  for (; made < 3; made++)
+    if (pipe2(fds[made], O_CLOEXEC) != 0) break;
+  if (made < 3) {
+    char why[160];
+    snprintf(why, sizeof why, "cannot make a pipe: %s", strerror(errno));
+    for (int k = 0; k < made; k++) close(fds[k][0]), close(fds[k][1]);
+    frame_text('f', id, why);
+    return;
+  }
+  pid_t p = fork();
+  if (p == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    setsid();
+    for (int k = 0; k < 3; k++) dup2(fds[k][1], k + 1);
+    stdin_null();
+    close_from(4);
+    serve_child(at, end, self);
+  }
+  for (int k = 0; k < 3; k++) close(fds[k][1]);
+  if (p < 0) {
+    char why[160];
+    snprintf(why, sizeof why, "cannot fork: %s", strerror(errno));
+    for (int k = 0; k < 3; k++) close(fds[k][0]);
+    frame_text('f', id, why);
+    return;
+  }
+  if (nserved == capserved) {
+    capserved = capserved ? capserved * 2 : 64;
+    served = realloc(served, capserved * sizeof *served);
+    if (!served) _exit(125);
+  }
+  served[nserved++] = (struct served){p, id};
+  char text[24];
+  snprintf(text, sizeof text, "%d", (int)p);
+  frame_text('p', id, text);
+  for (int k = 0; k < 3; k++) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = ((uint64_t)id << 32) | ((uint64_t)k << 24) | (uint64_t)fds[k][0]};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[k][0], &ev) != 0) close(fds[k][0]);
+  }
+}
+
+static void reap(void) {
+  for (;;) {
+    int st;
+    pid_t w = waitpid(-1, &st, WNOHANG);
+    if (w <= 0) return;
+    for (size_t i = 0; i < nserved; i++) {
+      if (served[i].pid != w) continue;
+      char text[24];
+      if (WIFEXITED(st)) snprintf(text, sizeof text, "c%d", WEXITSTATUS(st));
+      else snprintf(text, sizeof text, "k%d", WTERMSIG(st));
+      frame_text('w', served[i].id, text);
+      served[i] = served[--nserved];
+      break;
+    }
+  }
+}
+
+static int serve(void) {
+  pid_t agent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(125, "cannot set the parent-death signal", NULL);
+  if (getppid() != agent) return 0;
+  pid_t self = getpid();
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (sfd < 0 || ep < 0) die(125, "cannot set up the spawn server", NULL);
+  struct epoll_event in = {.events = EPOLLIN, .data.u64 = SERVE_TAG | 0};
+  struct epoll_event sig = {.events = EPOLLIN, .data.u64 = SERVE_TAG | 1};
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, 0, &in) != 0 || epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &sig) != 0) die(125, "cannot set up the spawn server", NULL);
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap);
+  static char chunk[65536];
+  if (!buf) die(125, "cannot allocate", NULL);
+  for (;;) {
+    struct epoll_event evs[64];
+    int n = epoll_wait(ep, evs, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      die(125, "cannot wait", NULL);
+    }
+    for (int i = 0; i < n; i++) {
+      uint64_t d = evs[i].data.u64;
+      if (d == (SERVE_TAG | 1)) {
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        }
+        reap();
+      } else if (d == (SERVE_TAG | 0)) {
+        if (cap - len < 65536) {
+          cap *= 2;
+          buf = realloc(buf, cap);
+          if (!buf) die(125, "cannot allocate", NULL);
+        }
+        ssize_t r = read(0, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return 0; /* the agent closed our stdin, or died: the units' P die with us */
+        len += (size_t)r;
+        /* Every whole request in the buffer, in order. */
+        size_t at = 0;
+        for (;;) {
+          char *nul = memchr(buf + at, 0, len - at);
+          if (!nul) {
+            if (len - at > 16) die(125, "bad request", "(its length)");
+            break;
+          }
+          char *stop;
+          unsigned long want = strtoul(buf + at, &stop, 10);
+          if (stop != nul || want > SERVE_MAX_REQUEST) die(125, "bad request", "(its length)");
+          size_t body = (size_t)(nul - buf) + 1;
+          if (len - body < want) break;
+          serve_one(ep, buf + body, want, self);
+          at = body + want;
+        }
+        memmove(buf, buf + at, len - at);
+        len -= at;
+      } else {
+        uint32_t id = (uint32_t)(d >> 32);
+        int k = (int)((d >> 24) & 0xff);
+        int fd = (int)(d & 0xffffff);
+        ssize_t r = read(fd, chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r > 0) {
+          frame("oe3"[k], id, chunk, (uint32_t)r);
+        } else {
+          epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+          close(fd);
+          frame("OE#"[k], id, NULL, 0);
+        }
+      }
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--check") == 0) {
+    /* The agent's trial: every namespace and mount a unit gets, then exit 0. */
+    if (unshare(CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNS | CLONE_NEWPID) != 0) die(125, "cannot make namespaces", NULL);
+    pid_t p = fork();
+    if (p < 0) die(125, "cannot fork", NULL);
+    if (p == 0) {
+      set_up("mo-check", 1);
+      _exit(0);
+    }
+    int st;
+    if (waitpid(p, &st, 0) < 0) die(125, "cannot wait", NULL);
+    return status_of(st);
+  }
+  if (argc == 2 && strcmp(argv[1], "--serve") == 0) return serve();
+  int warm = argc == 2 && strcmp(argv[1], "--warm") == 0;
+  if (!warm && (argc < 5 || (strcmp(argv[1], "--pid") != 0 && strcmp(argv[1], "--host-pid") != 0))) {
+    fprintf(stderr, "usage: mo-init --pid|--host-pid NAME [CGROUP_PROCS...] -- COMMAND... | --warm | --serve | --check\n");
+    return 2;
+  }
+  int pid_ns = warm || strcmp(argv[1], "--pid") == 0;
+  const char *name = NULL;
+  char **procs = NULL;
+  int nprocs = 0;
+  char **command = NULL;
+  if (!warm) {
+    name = argv[2];
+    int sep = 3;
+    while (sep < argc && strcmp(argv[sep], "--") != 0) sep++;
+    if (sep + 1 >= argc) {
+      fprintf(stderr, "mini-orchestrator: mo-init: no command after --\n");
+      return 2;
+    }
+    procs = argv + 3;
+    nprocs = sep - 3;
+    command = argv + sep + 1;
+  }
+
+  return run_chain(warm, pid_ns, name, procs, nprocs, command, 0);
 }

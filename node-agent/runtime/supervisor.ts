@@ -47,7 +47,10 @@
 //   tiny window between fork and prctl, and systems without setpriv.
 // * The pgid is handed to the guard synchronously right after spawn()
 //   returns, before any await, so no crash can fall between "process
-//   exists" and "process is guarded".
+//   exists" and "process is guarded". Through the spawn server (below) it
+//   is handed over at 'spawn', when the server says P's pid: until then P
+//   is covered by its parent-death signal towards the server, and the
+//   server by its own towards the agent and by the guard.
 // * When a unit's main process exits, whatever is left of its group is
 //   SIGKILLed too (like a container whose init exits), then the group is
 //   dropped from the guard so a recycled id is never hit.
@@ -68,6 +71,10 @@
 //   (PID 3 inside), found under the spawned process right after the spawn,
 //   and the unit is Running once it is known. The spawned process stays
 //   the group leader that stop() and the orphan guard signal.
+// * Where mo-init makes the namespaces, a cold start is not a spawn of the
+//   agent's: one `mo-init --serve` (spawn-server.ts) forks each unit's P
+//   and relays its output, fd 3 and exit, so that a unit costs the agent's
+//   loop one write instead of a fork of the whole agent.
 // Without cgroups such a grandchild is out of reach, and a unit's limits are
 // not enforced: its status message says so while it runs.
 
@@ -81,6 +88,7 @@ import { enterArgv, exitSignal, findMainPid, initArgv, MAIN_INNER_PID, MAIN_INNE
 import { SandboxPool, type WarmSandbox } from './sandbox-pool.ts';
 import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
+import { ServedProcess, SpawnServer } from './spawn-server.ts';
 import { UnitProber } from './prober.ts';
 import { readStat } from '../../shared/proc.ts';
 import { MAX_UNIT_LOG_BYTES, UnitLog } from './unit-log.ts';
@@ -144,6 +152,10 @@ export interface UnitSupervisorOptions {
   cgroups?: UnitCgroups;
   /** Per-unit namespaces (namespaces.ts); absent or disabled: units share the agent's. */
   namespaces?: Namespaces;
+  /** Cold starts through one `mo-init --serve` (spawn-server.ts) where mo-init makes the namespaces; default true. */
+  spawnServer?: boolean;
+  /** The spawn server died (units lost with it); `disabled`: cold starts spawn mo-init from now on. */
+  onSpawnServerProblem?: (message: string, disabled: boolean) => void;
   /** Warm sandboxes to keep with namespaces (sandbox-pool.ts); default 0 (every unit starts cold). */
   warmSandboxes?: number;
   /** Told when the warm sandbox pool had a problem (a sandbox died unused, or it gave up). */
@@ -155,7 +167,7 @@ interface UnitRecord {
   report: UnitReport;
   spec: UnitSpec;
   env: Record<string, string>;
-  child: ChildProcess | null;
+  child: ChildProcess | ServedProcess | null;
   pgid: number | null;
   log: UnitLog | null;
   prober: UnitProber | null;
@@ -200,6 +212,8 @@ export class UnitSupervisor {
   private readonly guard: OrphanGuard;
   private readonly cgroups: UnitCgroups | null;
   private readonly namespaces: Namespaces | null;
+  /** Cold starts with mo-init go through it while it is usable (spawn-server.ts). */
+  private readonly server: SpawnServer | null;
   private readonly pool: SandboxPool | null;
   private readonly sandboxProblem: ((reason: string) => void) | undefined;
   /** Cgroup removals under way (shutdown waits for them). */
@@ -223,6 +237,16 @@ export class UnitSupervisor {
     this.cgroups = options.cgroups ?? null;
     this.sandboxProblem = options.onSandboxProblem;
     this.namespaces = options.namespaces?.enabled && options.namespaces.unsharePath ? options.namespaces : null;
+    const initPath = this.namespaces?.initPath ?? null;
+    this.server =
+      initPath !== null && options.spawnServer !== false
+        ? new SpawnServer({
+            initPath,
+            onStart: (pid) => this.guard.add(pid),
+            onStop: (pid) => this.guard.remove(pid),
+            ...(options.onSpawnServerProblem ? { onProblem: options.onSpawnServerProblem } : {}),
+          })
+        : null;
     // If the agent dies, the guard also empties and removes its unit cgroups.
     for (const dir of this.cgroups?.parentDirs() ?? []) this.guard.addCgroupParent(dir);
     this.pool =
@@ -243,6 +267,11 @@ export class UnitSupervisor {
   /** Warm sandboxes ready right now (tests, diagnostics). */
   get warmSandboxesReady(): number {
     return this.pool?.readyCount ?? 0;
+  }
+
+  /** Pid of the spawn server while it runs (diagnostics, tests). */
+  get spawnServerPid(): number | undefined {
+    return this.server?.pid;
   }
 
   /** Pid of the orphan guard process (diagnostics, tests). */
@@ -389,7 +418,7 @@ export class UnitSupervisor {
       rec.note = `limits not enforced on this node: ${this.cgroups?.disabledReason ?? 'no cgroups'}`;
       rec.report.message = rec.note;
     }
-    let child: ChildProcess;
+    let child: ChildProcess | ServedProcess;
     if (warm) {
       const refused = this.claim(warm, adopted ? [] : procs, claim!);
       if (refused !== null) {
@@ -408,20 +437,25 @@ export class UnitSupervisor {
       let programArgv: string[] = [...command];
       // With namespaces the unit's init joins its cgroups itself (namespaces.ts); else a join shell execs the program.
       const initPath = this.namespaces?.initPath ?? null;
-      if (initPath !== null) programArgv = initArgv(initPath, req.name, !rec.pidNs, command, procs);
-      else if (this.namespaces) programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command, procs);
-      else if (rec.cgroup) programArgv = joinArgv(procs, programArgv);
-      // mo-init sets its own parent-death signal (setpriv's --pdeathsig KILL).
-      const argv = this.setprivPath && initPath === null ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...programArgv] : programArgv;
       rec.mainInnerPid = initPath !== null ? MAIN_INNER_PID_MO_INIT : MAIN_INNER_PID;
       try {
-        child = spawn(argv[0], argv.slice(1), {
-          cwd: this.unitsDir,
-          env,
-          detached: true,
-          // fd 3: a PID namespace's init says when the command is forked (namespaces.ts).
-          stdio: rec.pidNs ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
-        });
+        if (initPath !== null && this.server?.usable) {
+          // The spawn server forks the unit's P (spawn-server.ts): what `initArgv` says, without a spawn of our own.
+          child = this.server.spawn({ name: req.name, hostPID: !rec.pidNs, cwd: this.unitsDir, env, command, procs });
+        } else {
+          if (initPath !== null) programArgv = initArgv(initPath, req.name, !rec.pidNs, command, procs);
+          else if (this.namespaces) programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command, procs);
+          else if (rec.cgroup) programArgv = joinArgv(procs, programArgv);
+          // mo-init sets its own parent-death signal (setpriv's --pdeathsig KILL).
+          const argv = this.setprivPath && initPath === null ? [this.setprivPath, '--pdeathsig', 'KILL', '--', ...programArgv] : programArgv;
+          child = spawn(argv[0], argv.slice(1), {
+            cwd: this.unitsDir,
+            env,
+            detached: true,
+            // fd 3: a PID namespace's init says when the command is forked (namespaces.ts).
+            stdio: rec.pidNs ? ['ignore', 'pipe', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe'],
+          });
+        }
       } catch (err) {
         // Synchronous refusals: NUL bytes in argv or env, and the like.
         this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: ${errorText(err)}` });
@@ -430,15 +464,20 @@ export class UnitSupervisor {
       }
     }
     rec.child = child;
-    if (child.pid !== undefined) {
-      // First thing once the process exists: guard its group (a warm sandbox is guarded since it was made).
-      rec.pgid = child.pid;
-      if (!warm) this.guard.add(child.pid);
-      if (!rec.pidNs) rec.report.pid = child.pid;
+    // First thing once the process exists: guard its group (a warm sandbox is guarded since it was made).
+    // A spawn's pid is known now; the spawn server's at 'spawn', before anything else of the unit is heard.
+    const adopt = (pid: number): void => {
+      rec.pgid = pid;
+      if (!warm) this.guard.add(pid);
+      if (!rec.pidNs) rec.report.pid = pid;
       // util-linux's unshare process P waits outside the namespace: into the unit's cgroups with the rest (best effort: it
       // runs nothing of the unit's). mo-init's P joins them itself before it forks anything.
-      if (!warm && rec.pidNs && rec.mainInnerPid !== MAIN_INNER_PID_MO_INIT) for (const f of procs) writeQuietly(f, String(child.pid));
-    }
+      if (!warm && rec.pidNs && rec.mainInnerPid !== MAIN_INNER_PID_MO_INIT) for (const f of procs) writeQuietly(f, String(pid));
+      // A stop asked for before the pid was known: its signal now.
+      if (rec.stopRequested) signalGroup(pid, rec.killedAfterGrace || rec.killedNow ? 'SIGKILL' : 'SIGTERM');
+    };
+    if (child.pid !== undefined) adopt(child.pid);
+    else if (child instanceof ServedProcess) child.once('spawn', () => adopt(child.pid!));
 
     const log = rec.log;
     child.stdout?.on('data', (chunk: Buffer) => log.write(chunk));
@@ -559,8 +598,9 @@ export class UnitSupervisor {
       // Node runs due timers before it reads its pipes and reaps its children: when the agent's loop
       // was held past the grace period (a busy machine), a unit that ended on SIGTERM meanwhile is
       // a zombie whose exit is heard later in this same turn. It stopped within its grace; killing
-      // its group now would report it as killed after grace, by SIGKILL.
-      if (rec.child?.pid !== undefined && readStat(rec.child.pid)?.state === 'Z') return;
+      // its group now would report it as killed after grace, by SIGKILL. The spawn server reaps its
+      // units' P itself: there it is gone, and its exit waits in the server's pipe.
+      if (rec.child?.pid !== undefined && ended(rec.child)) return;
       rec.killedAfterGrace = true;
       signalGroup(rec.pgid, 'SIGKILL');
     }, rec.gracePeriodMs);
@@ -684,6 +724,7 @@ export class UnitSupervisor {
   close(options: { keepGuard?: boolean } = {}): void {
     for (const rec of this.units.values()) rec.prober?.stop();
     this.pool?.close();
+    this.server?.close();
     if (!options.keepGuard) this.guard.close();
   }
 
@@ -869,4 +910,11 @@ function errorText(err: unknown): string {
 export function formatSeconds(ms: number): string {
   const s = Math.max(0, ms) / 1000;
   return `${s < 1 ? s.toFixed(2) : s.toFixed(1)}s`;
+}
+
+/** Has the unit's outermost process ended, though its exit may not be heard yet? */
+function ended(child: ChildProcess | ServedProcess): boolean {
+  const st = readStat(child.pid!);
+  // The spawn server reaps its units' P itself: gone from /proc is ended.
+  return st?.state === 'Z' || (child instanceof ServedProcess && st === null);
 }

@@ -77,7 +77,10 @@ probe?.removeParents();
 async function cleanUp(sup: UnitSupervisor, cgroups: UnitCgroups, stateDir: string): Promise<void> {
   await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
   await sup.cgroupsRemoved();
+  const server = sup.spawnServerPid;
   sup.close();
+  // The spawn server exits once its stdin ends: no process of this test is left for the next.
+  if (server !== undefined) await waitUntil(() => !pidAlive(server), 5000, 'the spawn server to exit').catch(() => {});
   for (const u of cgroups.leftovers()) await cgroups.remove(u);
   cgroups.removeParents();
   fs.rmSync(stateDir, { recursive: true, force: true });
@@ -194,18 +197,23 @@ const nsVariants = [
     ns: nsSupport,
     skip: nsSkip || (nsSupport.initPath === null ? `mo-init not usable here (${'error' in helper ? helper.error : 'its trial failed'})` : false),
     mainInner: 2,
+    spawnServer: true,
   },
-  { name: 'util-linux', ns: detectNamespaces(null), skip: nsSkip, mainInner: 3 },
+  // The same mo-init spawned per unit, as a cold start runs when the spawn server is off or gave up.
+  { name: 'mo-init spawned', ns: nsSupport, skip: nsSkip || (nsSupport.initPath === null ? 'mo-init not usable here' : false), mainInner: 2, spawnServer: false },
+  { name: 'util-linux', ns: detectNamespaces(null), skip: nsSkip, mainInner: 3, spawnServer: false },
 ];
 
-function nsHarness(t: TestContext, namespaces: Namespaces) {
+function nsHarness(t: TestContext, namespaces: Namespaces, spawnServer = true) {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-ns-test-'));
   const reports: UnitReport[] = [];
-  const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', namespaces, defaultGracePeriodMs: 3000, onChange: (r) => reports.push({ ...r }) });
+  const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', namespaces, spawnServer, defaultGracePeriodMs: 3000, onChange: (r) => reports.push({ ...r }) });
   t.after(async () => {
     sup.killAllNow();
     await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+    const server = sup.spawnServerPid;
     sup.close();
+    if (server !== undefined) await waitUntil(() => !pidAlive(server), 5000, 'the spawn server to exit').catch(() => {});
     fs.rmSync(stateDir, { recursive: true, force: true });
   });
   const start = (name: string, s: UnitSpec) => assert.ok(sup.start({ name, deployment: 'd', spec: s, term: 1, specHash: 'h', revision: 1 }).ok);
@@ -221,7 +229,7 @@ const nsOf = (pid: number | 'self', ns: string) => fs.readlinkSync(`/proc/${pid}
 
 for (const v of nsVariants) {
   test(`namespaces (${v.name}): own PID, UTS (hostname = unit name), IPC and mount (private /tmp); status.pid is the host pid of the command`, { skip: v.skip }, async (t) => {
-    const h = nsHarness(t, v.ns);
+    const h = nsHarness(t, v.ns, v.spawnServer);
     const marker = `mo-ns-${process.pid}-${Date.now()}`;
     h.start('ns-web-1', spec(['/bin/sh', '-c', `hostname; echo $$; echo x > /tmp/${marker}; ls -a /tmp | wc -l; exec sleep 30`]));
     const pid = await h.running('ns-web-1');
@@ -245,17 +253,20 @@ for (const v of nsVariants) {
   });
 
   test(`namespaces (${v.name}): a unit that ends on SIGTERM while the agent is held past its grace is reported stopped within grace`, { skip: v.skip }, async (t) => {
-    const h = nsHarness(t, v.ns);
+    const h = nsHarness(t, v.ns, v.spawnServer);
     h.start('ns-held-1', spec(['sleep', '30']));
     const pid = await h.running('ns-held-1');
-    // The agent's own child: the process the unit's chain (mo-init or unshare) starts with.
-    let top = pid;
-    while (readStat(top) && readStat(top)!.ppid !== process.pid) top = readStat(top)!.ppid;
-    assert.equal(readStat(top)?.ppid, process.pid, `pid ${pid} descends from this process`);
-    // The whole chain ends on SIGTERM (the init passes it on) while this loop is held past the grace.
+    // The process the unit's chain (mo-init or unshare) starts with: its process group's leader, a
+    // child of this process or of the spawn server this process started.
+    const top = readStat(pid)!.pgid;
+    assert.equal(readStat(top)?.pgid, top, `pid ${pid}'s group ${top} is led by a live process`);
+    const parent = readStat(top)!.ppid;
+    assert.ok(parent === process.pid || readStat(parent)?.ppid === process.pid, `pid ${pid}'s chain descends from this process`);
+    // The whole chain ends on SIGTERM (the init passes it on) while this loop is held past the grace:
+    // a zombie for this process to reap, or reaped by the spawn server and not yet heard of.
     const r = await holdLoopAfter(
       () => h.sup.stop('ns-held-1', 200)!,
-      () => readStat(top)?.state === 'Z',
+      () => readStat(top) === null || readStat(top)?.state === 'Z',
       300,
       "the unit's chain to end on SIGTERM",
     );
@@ -267,7 +278,7 @@ for (const v of nsVariants) {
     `namespaces (${v.name}): kill -9 of status.pid is reported as SIGKILL; a command's exit code comes through; exec probes run inside the unit (its /tmp); hostPID keeps the host PID namespace only`,
     { skip: v.skip },
     async (t) => {
-      const h = nsHarness(t, v.ns);
+      const h = nsHarness(t, v.ns, v.spawnServer);
       const probe = { exec: { command: ['test', '-f', '/tmp/ready'] }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 2, failureThreshold: 3, successThreshold: 1 };
       h.start('ns-ready-1', spec(['/bin/sh', '-c', 'touch /tmp/ready; exec sleep 30'], { probes: { readiness: probe } }));
       const pid = await h.running('ns-ready-1');
@@ -389,13 +400,18 @@ for (const v of nsVariants) {
     `a cold start with cgroups and namespaces (${v.name}): every process of the unit is in its cgroup, status.pid is the command's host pid, nothing inside holds the host's /proc`,
     { skip: skip || v.skip },
     async (t) => {
-      const { sup, inCgroup } = nsCgroupHarness(t, `${NODE}-cold-${v.name}`, { namespaces: v.ns, warmSandboxes: 0, onChange: () => {} });
+      const { sup, inCgroup } = nsCgroupHarness(t, `${NODE}-cold-${v.name.replace(' ', '-')}`, {
+        namespaces: v.ns,
+        spawnServer: v.spawnServer,
+        warmSandboxes: 0,
+        onChange: () => {},
+      });
       assert.ok(sup.start({ name: 'cold-1', deployment: 'd', spec: spec(['sleep', '30']), term: 1, specHash: 'h', revision: 1 }).ok);
       await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
       const pid = sup.get('cold-1')!.pid!;
       assert.match(statusOf(pid), new RegExp(`^NSpid:\\s+${pid}\\s+${v.mainInner}$`, 'm'), 'status.pid is the host pid of the command');
       await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, "the command to be exec'd");
-      // P (the spawned process, the unit's group), the init (PID 1 inside) and the command.
+      // P (the spawned process, or the spawn server's child: the unit's group), the init (PID 1 inside) and the command.
       const init = ppidOf(pid);
       const P = ppidOf(init);
       assert.match(statusOf(init), /^NSpid:\s+\d+\s+1$/m);
@@ -418,8 +434,9 @@ for (const v of nsVariants) {
     { skip: warmSkip || v.skip },
     async (t) => {
       const problems: string[] = [];
-      const { sup, cgroups, inCgroup } = nsCgroupHarness(t, `${NODE}-warm-${v.name}`, {
+      const { sup, cgroups, inCgroup } = nsCgroupHarness(t, `${NODE}-warm-${v.name.replace(' ', '-')}`, {
         namespaces: v.ns,
+        spawnServer: v.spawnServer,
         warmSandboxes: 1,
         defaultGracePeriodMs: 3000,
         onChange: () => {},
@@ -427,7 +444,10 @@ for (const v of nsVariants) {
       });
       // The sandbox is made ahead: P below us (mo-init, or unshare), its init (PID 1 inside) below it.
       await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
-      const sandboxes = childrenOf(process.pid).filter((p) => fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init'));
+      const sandboxes = childrenOf(process.pid).filter((p) => {
+        const argv = fs.readFileSync(`/proc/${p}/cmdline`, 'utf8');
+        return argv.includes('mo-init') && !argv.includes('--serve');
+      });
       assert.equal(sandboxes.length, 1, 'one warm sandbox process below this process');
       const [P] = sandboxes;
       const [init] = childrenOf(P);
@@ -527,7 +547,9 @@ for (const v of nsVariants) {
       await waitUntil(() => sup.warmSandboxesReady === 1, 10000, 'a warm sandbox');
       const idle = childrenOf(process.pid).filter(
         (p) =>
-          fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init') && !sup.list().some((u) => u.pid !== undefined && childrenOf(p).some((i) => childrenOf(i).includes(u.pid!))),
+          fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('mo-init') &&
+          !fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('--serve') && // the spawn server of cold starts
+          !sup.list().some((u) => u.pid !== undefined && childrenOf(p).some((i) => childrenOf(i).includes(u.pid!))),
       );
       assert.equal(idle.length, 1);
       sup.killAllNow();

@@ -1,0 +1,152 @@
+// Cold starts through the spawn server (node-agent/runtime/spawn-server.ts,
+// `mo-init --serve`): the units are real processes whose P is the server's
+// child, their output and exit reach the supervisor as before, and the
+// server's death takes its units with it without taking the supervisor.
+
+import { test, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { UnitReport, UnitSpec } from '../../shared/model.ts';
+import { UnitSupervisor } from '../../node-agent/runtime/supervisor.ts';
+import { detectNamespaces } from '../../node-agent/runtime/namespaces.ts';
+import { parseRecord } from '../../node-agent/runtime/unit-log.ts';
+import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
+import { buildInitHelper } from '../../launcher/bundle.ts';
+
+const helper = buildInitHelper();
+const ns = detectNamespaces('path' in helper ? helper.path : null);
+const skip = !ns.enabled ? `no unit namespaces here: ${ns.condition.message}` : ns.initPath === null ? 'mo-init is not usable here' : false;
+
+async function waitUntil(pred: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const spec = (command: string[], extra: Partial<UnitSpec> = {}): UnitSpec => ({
+  containerName: 'main',
+  command,
+  env: [],
+  resources: { cpu: 10, memory: 16 },
+  tolerations: [],
+  ...extra,
+});
+
+function harness(t: TestContext) {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-serve-test-'));
+  const problems: string[] = [];
+  const reports: UnitReport[] = [];
+  const sup = new UnitSupervisor({
+    stateDir,
+    nodeName: 'node-t',
+    namespaces: ns,
+    defaultGracePeriodMs: 3000,
+    onChange: (r) => reports.push({ ...r }),
+    onSpawnServerProblem: (m) => problems.push(m),
+  });
+  t.after(async () => {
+    sup.killAllNow();
+    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+    sup.close();
+    // The server exits once its stdin ends: no child of this process is left.
+    await waitUntil(() => servers().length === 0, 5000, 'the spawn server to exit').catch(() => {});
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  });
+  const start = (name: string, s: UnitSpec) => assert.ok(sup.start({ name, deployment: 'd', spec: s, term: 1, specHash: 'h', revision: 1 }).ok);
+  const running = async (name: string) => {
+    await waitUntil(() => sup.get(name)?.phase === 'Running', 8000, `${name} Running`);
+    return sup.get(name)!.pid!;
+  };
+  const final = async (name: string) => {
+    await waitUntil(() => ['Failed', 'Succeeded'].includes(sup.get(name)?.phase ?? ''), 8000, `${name} to end`);
+    return sup.get(name)!;
+  };
+  const records = (name: string) =>
+    fs
+      .readFileSync(sup.logPath(name), 'utf8')
+      .split('\n')
+      .map(parseRecord)
+      .filter((r) => r !== null);
+  return { sup, problems, reports, start, running, final, records };
+}
+
+/** This process's `mo-init --serve` children. */
+const servers = () => childrenOf(process.pid).filter((p) => cmdlineOf(p).includes('--serve'));
+/** The unit's P: the leader of its process group. */
+const outerOf = (pid: number) => readStat(pid)!.pgid;
+
+test('units start through one mo-init --serve: P is its child and leads the unit group; output, exit codes and kill -9 come through', { skip }, async (t) => {
+  const h = harness(t);
+  h.start('a-1', spec(['sleep', '30']));
+  h.start('a-2', spec(['sleep', '30']));
+  // 20,000 lines on stdout (108 KB: frames of up to 64 KiB, and the log stays under its 1 MiB), one line on stderr, then exit 3.
+  h.start('talk-1', spec(['/bin/sh', '-c', 'seq 1 20000; echo to-stderr >&2; exit 3']));
+  const [p1, p2] = [await h.running('a-1'), await h.running('a-2')];
+  const [server] = servers();
+  assert.equal(servers().length, 1, 'one spawn server');
+  for (const pid of [p1, p2]) {
+    const outer = outerOf(pid);
+    assert.notEqual(outer, pid, 'the command runs under its init, in its P group');
+    assert.equal(readStat(outer)!.ppid, server, `P ${outer} is the server's child`);
+    assert.match(cmdlineOf(outer), /mo-init/);
+    assert.equal(fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), 'sleep');
+  }
+  const talk = await h.final('talk-1');
+  assert.equal(talk.phase, 'Failed');
+  assert.equal(talk.exitCode, 3, JSON.stringify(talk));
+  const recs = h.records('talk-1');
+  const out = recs.filter((r) => r.stream === 'stdout').map((r) => r.text);
+  assert.equal(out.length, 20000);
+  assert.ok(
+    out.every((line, i) => line === String(i + 1)),
+    'every stdout line, in order',
+  );
+  assert.deepEqual(
+    recs.filter((r) => r.stream === 'stderr').map((r) => r.text),
+    ['to-stderr'],
+  );
+  process.kill(p1, 'SIGKILL');
+  const killed = await h.final('a-1');
+  assert.equal(killed.signal, 'SIGKILL', JSON.stringify(killed));
+  // A stop asked for in the same turn as the start, before the server said P's pid.
+  h.start('quick-1', spec(['sleep', '30']));
+  const stopped = await h.sup.stop('quick-1', 3000)!;
+  assert.ok(['Succeeded', 'Failed'].includes(stopped.phase), JSON.stringify(stopped));
+  assert.notEqual(stopped.reason, 'StartError', JSON.stringify(stopped));
+  assert.ok(!h.sup.list().some((u) => u.name === 'quick-1' && u.pid !== undefined && pidAlive(u.pid)));
+  // A NUL byte cannot be said to the server: refused as spawn() refuses it, and the server is unharmed.
+  h.start('nul-1', spec(['sleep', '30'], { env: [{ name: 'BAD', value: 'a\0b' }] }));
+  const nul = await h.final('nul-1');
+  assert.equal(nul.reason, 'StartError');
+  assert.match(nul.message ?? '', /^spawn sleep: .*NUL/);
+  assert.equal(servers()[0], server);
+  assert.ok(pidAlive(p2));
+  assert.deepEqual(h.problems, []);
+});
+
+test('a SIGKILLed spawn server takes its units along; they are reported killed, and the next start gets a new server', { skip }, async (t) => {
+  const h = harness(t);
+  h.start('b-1', spec(['sleep', '30']));
+  h.start('b-2', spec(['sleep', '30']));
+  const pids = [await h.running('b-1'), await h.running('b-2')];
+  const outers = pids.map(outerOf);
+  const [server] = servers();
+  process.kill(server, 'SIGKILL');
+  for (const name of ['b-1', 'b-2']) {
+    const r = await h.final(name);
+    assert.equal(r.signal, 'SIGKILL', JSON.stringify(r));
+  }
+  // Every process of theirs is gone (parent-death signals: server -> P -> init -> the namespace).
+  await waitUntil(() => [...pids, ...outers].every((p) => !pidAlive(p)), 5000, 'the units to be gone from /proc');
+  assert.equal(h.problems.length, 1);
+  assert.match(h.problems[0], /^the spawn server \(.*mo-init --serve\) was killed by SIGKILL; 2 unit\(s\) lost with it$/);
+  h.start('b-3', spec(['sleep', '30']));
+  const p3 = await h.running('b-3');
+  const [again] = servers();
+  assert.notEqual(again, server);
+  assert.equal(readStat(outerOf(p3))!.ppid, again);
+});
