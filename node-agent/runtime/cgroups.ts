@@ -281,6 +281,26 @@ export class UnitCgroups {
 
   /** Make the unit's cgroup(s) with its limits; gives the cgroup.procs files it must join, or why not. */
   create(unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): { ok: true; procs: string[] } | { ok: false; error: string } {
+    const ready = this.prepare(unit, spec);
+    if (!ready.ok) return ready;
+    const plan = ready.plan;
+    try {
+      for (const [dir, writes] of plan) {
+        fs.mkdirSync(dir, { recursive: true });
+        writeLimits(dir, writes);
+      }
+    } catch (err) {
+      this.removeNow(unit);
+      return { ok: false, error: `cannot set up cgroup for ${unit}: ${err instanceof Error ? err.message : String(err)}` };
+    }
+    return { ok: true, procs: plan.map(([dir]) => path.join(dir, 'cgroup.procs')) };
+  }
+
+  /**
+   * What create() makes, without making it (the spawn server's P makes it:
+   * spawn-server.ts): the plan, once the v2 parent is there.
+   */
+  prepare(unit: string, spec: Pick<UnitSpec, 'resources' | 'limits'>): { ok: true; plan: Array<[string, Array<[string, string]>]> } | { ok: false; error: string } {
     const s = this.setup;
     if (s.version === 'none') return { ok: false, error: s.detail };
     if (s.version === 'v2' && !fs.existsSync(s.parent)) {
@@ -298,20 +318,10 @@ export class UnitCgroups {
             .join(' '),
         );
       } catch {
-        // create() below says what failed
+        // making the unit's directory says what failed
       }
     }
-    const plan = this.plan(unit, spec);
-    try {
-      for (const [dir, writes] of plan) {
-        fs.mkdirSync(dir, { recursive: true });
-        writeLimits(dir, writes);
-      }
-    } catch (err) {
-      this.removeNow(unit);
-      return { ok: false, error: `cannot set up cgroup for ${unit}: ${err instanceof Error ? err.message : String(err)}` };
-    }
-    return { ok: true, procs: plan.map(([dir]) => path.join(dir, 'cgroup.procs')) };
+    return { ok: true, plan: this.plan(unit, spec) };
   }
 
   /**
@@ -465,9 +475,12 @@ export class UnitCgroups {
 }
 
 /** Write a cgroup's limit files; the optional ones (absent without swap accounting, or on older kernels) are skipped when missing. */
+/** Limit files a kernel may not have (no swap accounting, an older kernel): skipped when absent. */
+export const OPTIONAL_LIMIT_FILES: ReadonlySet<string> = new Set(['memory.memsw.limit_in_bytes', 'memory.swappiness', 'memory.swap.max', 'memory.oom.group']);
+
 function writeLimits(dir: string, writes: ReadonlyArray<[string, string]>): void {
   for (const [file, value] of writes) {
-    const optionalFile = file === 'memory.memsw.limit_in_bytes' || file === 'memory.swappiness' || file === 'memory.swap.max' || file === 'memory.oom.group';
+    const optionalFile = OPTIONAL_LIMIT_FILES.has(file);
     if (optionalFile && !fs.existsSync(path.join(dir, file))) continue;
     try {
       fs.writeFileSync(path.join(dir, file), value);

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -338,7 +339,8 @@ static int run_chain(int warm, int pid_ns, const char *name, char **procs, int n
  * does, and exits when its stdin ends. Requests come on stdin, each
  * `<length>\0` and then that many bytes of NUL-ended fields: the unit's id
  * (decimal, the agent's own), `pid` or `host-pid`, the unit's name, the
- * working directory, the count of cgroup.procs files and each, the count of
+ * working directory, the unit's cgroup directories to make (make_cgroups
+ * says how), the count of cgroup.procs files and each, the count of
  * environment entries and each KEY=VALUE, the count of the command's words
  * and each. For each, the server forks P (no exec: P runs --pid's or
  * --host-pid's part from here, in a session of its own, with the
@@ -394,12 +396,52 @@ static void close_from(int from) {
   for (long fd = from; fd < (max > 0 ? max : 65536); fd++) close((int)fd);
 }
 
+/*
+ * The unit's cgroup directories, each with its limit files written, before
+ * P joins them: the count of directories, then for each its path, the count
+ * of files and each file's name and value (a name starting with `?` is
+ * skipped when the kernel has no such file). Here, not in the agent, so
+ * that the kernel's cgroup locks, which a busy machine holds for
+ * milliseconds, hold up this process and not the agent's event loop.
+ */
+static void make_cgroups(char **at, char *end) {
+  const char *count = next_field(at, end);
+  long n = count ? strtol(count, NULL, 10) : -1;
+  if (n < 0 || n > 16) bad_claim("its cgroup directories");
+  for (long i = 0; i < n; i++) {
+    const char *dir = next_field(at, end);
+    const char *files = dir ? next_field(at, end) : NULL;
+    long k = files ? strtol(files, NULL, 10) : -1;
+    if (k < 0 || k > 64) bad_claim("its cgroup directories");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) die(126, "cannot set up cgroup", dir);
+    for (long j = 0; j < k; j++) {
+      const char *file = next_field(at, end);
+      const char *value = file ? next_field(at, end) : NULL;
+      if (!value) bad_claim("its cgroup directories");
+      int optional = file[0] == '?';
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s", dir, file + optional);
+      int fd = open(path, O_WRONLY | O_CLOEXEC);
+      if (fd < 0 && optional && errno == ENOENT) continue;
+      if (fd < 0 || write(fd, value, strlen(value)) != (ssize_t)strlen(value)) {
+        if (optional) {
+          if (fd >= 0) close(fd);
+          continue;
+        }
+        die(126, "cannot set up cgroup", path);
+      }
+      close(fd);
+    }
+  }
+}
+
 /* P of a served unit: the request's fields after the id, then run_chain. */
 static void serve_child(char *at, char *end, pid_t server) {
   const char *mode = next_field(&at, end);
   const char *name = mode ? next_field(&at, end) : NULL;
   const char *cwd = name ? next_field(&at, end) : NULL;
   if (!cwd || (strcmp(mode, "pid") != 0 && strcmp(mode, "host-pid") != 0)) bad_claim("no mode, name or directory");
+  make_cgroups(&at, end);
   long most = (long)(end - at) + 1;
   char **procs = calloc((size_t)most + 1, sizeof *procs);
   char **env = calloc((size_t)most + 1, sizeof *env);

@@ -34,6 +34,17 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import * as os from 'node:os';
 import { PassThrough } from 'node:stream';
+import { OPTIONAL_LIMIT_FILES } from './cgroups.ts';
+
+/**
+ * Units being started at once (sent to the server, their command not yet
+ * forked). Unbounded, a 1,000-unit burst had ~1,000 P making namespaces and
+ * joining cgroups at the same time: the kernel's cgroup locks queued them
+ * all (load average above 100 on 2 cores), the agents' heartbeats and the
+ * replicas starved, nodes went NotReady and their units were replaced. A
+ * child_process.spawn had bounded it to one per agent, by blocking.
+ */
+export const MAX_STARTING = 4;
 
 /** Server deaths in a row, with no unit started in between, after which it is not used. */
 export const MAX_FAILURES = 3;
@@ -49,6 +60,8 @@ export interface ServedSpawn {
   command: readonly string[];
   /** cgroup.procs files P joins before it forks (cgroups.ts). */
   procs: readonly string[];
+  /** Cgroup directories P makes first, each with its limit files and values (UnitCgroups.prepare). */
+  make?: ReadonlyArray<readonly [string, ReadonlyArray<readonly [string, string]>]>;
 }
 
 /** A unit's P, started by the server: what the supervisor reads of a ChildProcess. */
@@ -138,6 +151,10 @@ export class SpawnServer {
   private child: ChildProcess | null = null;
   private readonly units = new Map<number, ServedProcess>();
   private nextId = 1;
+  /** Requests not yet sent: at most MAX_STARTING units are being started at once. */
+  private queued: Array<{ id: number; request: Buffer }> = [];
+  /** Units sent and not yet forked on: their P has not said `s` (or closed fd 3, or ended). */
+  private readonly starting = new Set<number>();
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   private failures = 0;
@@ -157,7 +174,12 @@ export class SpawnServer {
 
   /** Start a unit's P. Throws (as spawn() does) for NUL bytes in its words. */
   spawn(s: ServedSpawn): ServedProcess {
-    const fields = [s.hostPID ? 'host-pid' : 'pid', s.name, s.cwd, String(s.procs.length), ...s.procs];
+    const fields = [s.hostPID ? 'host-pid' : 'pid', s.name, s.cwd, String(s.make?.length ?? 0)];
+    for (const [dir, files] of s.make ?? []) {
+      fields.push(dir, String(files.length));
+      for (const [file, value] of files) fields.push(OPTIONAL_LIMIT_FILES.has(file) ? `?${file}` : file, value);
+    }
+    fields.push(String(s.procs.length), ...s.procs);
     const env = Object.entries(s.env).map(([k, v]) => `${k}=${v}`);
     fields.push(String(env.length), ...env, String(s.command.length), ...s.command);
     for (const f of fields) if (f.includes('\0')) throw new TypeError(`a NUL byte in ${JSON.stringify(f.slice(0, 40))}`);
@@ -167,9 +189,23 @@ export class SpawnServer {
     this.units.set(id, proc);
     // Its streams' last frames may follow its exit's: it is forgotten once all are in.
     proc.once('close', () => this.units.delete(id));
-    const server = this.ensure();
-    server.stdin!.write(Buffer.concat([Buffer.from(`${body.length}\0`), body]));
+    this.queued.push({ id, request: Buffer.concat([Buffer.from(`${body.length}\0`), body]) });
+    this.sendQueued();
     return proc;
+  }
+
+  private sendQueued(): void {
+    while (this.queued.length > 0 && this.starting.size < MAX_STARTING) {
+      const { id, request } = this.queued.shift()!;
+      if (!this.units.has(id)) continue;
+      this.starting.add(id);
+      this.ensure().stdin!.write(request);
+    }
+  }
+
+  /** A unit is past its start (its command forked or exec'd, or it ended): the next request may go. */
+  private started(id: number): void {
+    if (this.starting.delete(id)) this.sendQueued();
   }
 
   /** End the server's stdin: it exits, and any P still its own dies with it. */
@@ -196,6 +232,8 @@ export class SpawnServer {
       if (this.child === child) this.child = null;
       this.pending = [];
       this.pendingBytes = 0;
+      this.queued = [];
+      this.starting.clear();
       const orphans = [...this.units.values()];
       this.units.clear();
       for (const p of orphans) {
@@ -238,6 +276,7 @@ export class SpawnServer {
           break;
         case '3':
           p.status.write(Buffer.from(payload));
+          this.started(id);
           break;
         case 'O':
           p.stdout.end();
@@ -247,6 +286,7 @@ export class SpawnServer {
           break;
         case '#':
           p.status.end();
+          this.started(id);
           break;
         case 'p':
           started = true;
@@ -255,8 +295,10 @@ export class SpawnServer {
           break;
         case 'f':
           p.failed(payload.toString());
+          this.started(id);
           break;
         case 'w': {
+          this.started(id);
           const text = payload.toString();
           const n = Number(text.slice(1));
           if (text[0] === 'c') p.reaped(n, null);

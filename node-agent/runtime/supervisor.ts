@@ -399,8 +399,20 @@ export class UnitSupervisor {
         warm = null;
       }
     }
+    // The cgroup directories P makes itself, through the spawn server (mo-init.c make_cgroups).
+    let make: Array<[string, Array<[string, string]>]> | undefined;
     if (adopted) {
       // its cgroup is set up
+    } else if (this.cgroups?.enabled && !warm && this.server?.usable) {
+      const ready = this.cgroups.prepare(req.name, req.spec);
+      if (!ready.ok) {
+        this.finish(rec, { phase: 'Failed', reason: 'StartError', message: ready.error });
+        rec.log.close();
+        return { ok: true, created: true, report: { ...rec.report } };
+      }
+      rec.cgroup = true;
+      make = ready.plan;
+      procs = make.map(([dir]) => path.join(dir, 'cgroup.procs'));
     } else if (this.cgroups?.enabled) {
       const cg = this.cgroups.create(req.name, req.spec);
       if (!cg.ok) {
@@ -441,7 +453,7 @@ export class UnitSupervisor {
       try {
         if (initPath !== null && this.server?.usable) {
           // The spawn server forks the unit's P (spawn-server.ts): what `initArgv` says, without a spawn of our own.
-          child = this.server.spawn({ name: req.name, hostPID: !rec.pidNs, cwd: this.unitsDir, env, command, procs });
+          child = this.server.spawn({ name: req.name, hostPID: !rec.pidNs, cwd: this.unitsDir, env, command, procs, ...(make ? { make } : {}) });
         } else {
           if (initPath !== null) programArgv = initArgv(initPath, req.name, !rec.pidNs, command, procs);
           else if (this.namespaces) programArgv = namespaceArgv(this.namespaces.unsharePath!, req.name, !rec.pidNs, command, procs);

@@ -1,16 +1,21 @@
 // Cold starts through the spawn server (node-agent/runtime/spawn-server.ts,
 // `mo-init --serve`): the units are real processes whose P is the server's
 // child, their output and exit reach the supervisor as before, and the
-// server's death takes its units with it without taking the supervisor.
+// server's death takes its units with it without taking the supervisor;
+// P makes the unit's cgroups itself.
 
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor } from '../../node-agent/runtime/supervisor.ts';
 import { detectNamespaces } from '../../node-agent/runtime/namespaces.ts';
+import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
+import { MAX_STARTING, ServedProcess, SpawnServer } from '../../node-agent/runtime/spawn-server.ts';
+import { signalGroup } from '../../node-agent/runtime/exec-util.ts';
 import { parseRecord } from '../../node-agent/runtime/unit-log.ts';
 import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
@@ -149,4 +154,70 @@ test('a SIGKILLed spawn server takes its units along; they are reported killed, 
   const [again] = servers();
   assert.notEqual(again, server);
   assert.equal(readStat(outerOf(p3))!.ppid, again);
+});
+
+const NODE = `serve-${process.pid}-${Math.random().toString(36).slice(2, 7)}`;
+const cgSkip = skip || (UnitCgroups.detect(NODE).enabled ? false : 'no cgroups here');
+
+test("through the server, P makes the unit's cgroups with their limits and joins them; they go when the unit ends", { skip: cgSkip }, async (t) => {
+  const cgroups = UnitCgroups.detect(NODE);
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-serve-cg-test-'));
+  const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', namespaces: ns, cgroups, onChange: () => {} });
+  t.after(async () => {
+    sup.killAllNow();
+    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
+    await sup.cgroupsRemoved();
+    const server = sup.spawnServerPid;
+    sup.close();
+    if (server !== undefined) await waitUntil(() => !pidAlive(server), 5000, 'the spawn server to exit').catch(() => {});
+    for (const u of cgroups.leftovers()) await cgroups.remove(u);
+    cgroups.removeParents();
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  });
+  assert.ok(sup.start({ name: 'lim-1', deployment: 'd', spec: spec(['sleep', '30'], { limits: { memory: 64 } }), term: 1, specHash: 'h', revision: 1 }).ok);
+  await waitUntil(() => sup.get('lim-1')?.phase === 'Running', 8000, 'lim-1 Running');
+  const pid = sup.get('lim-1')!.pid!;
+  const outer = outerOf(pid);
+  assert.equal(readStat(outer)!.ppid, sup.spawnServerPid, "P is the server's child");
+  const dirs = cgroups.dirs('lim-1');
+  const v2 = cgroups.setup.version === 'v2';
+  const limitFile = dirs.map((d) => path.join(d, v2 ? 'memory.max' : 'memory.limit_in_bytes')).find((f) => fs.existsSync(f))!;
+  assert.equal(fs.readFileSync(limitFile, 'utf8').trim(), String(64 * 1024 * 1024));
+  for (const d of dirs) {
+    const members = fs.readFileSync(path.join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+    for (const p of [outer, pid]) assert.ok(members.includes(p), `pid ${p} in ${d}: ${members.join(' ')}`);
+  }
+  await sup.stop('lim-1', 2000);
+  await sup.cgroupsRemoved();
+  for (const d of dirs) assert.equal(fs.existsSync(d), false, `${d} removed`);
+});
+
+test(`the server is asked to start at most ${MAX_STARTING} units at once; the rest wait in the agent until one has started`, { skip }, async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-serve-gate-'));
+  const server = new SpawnServer({ initPath: ns.initPath! });
+  const units: ServedProcess[] = [];
+  t.after(async () => {
+    for (const u of units) if (u.pid !== undefined) signalGroup(u.pid, 'SIGKILL');
+    const pid = server.pid;
+    server.close();
+    if (pid !== undefined) await waitUntil(() => !pidAlive(pid), 5000, 'the spawn server to exit').catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  // Each unit's P blocks writing a "limit file" that is a FIFO, until this test opens it: none of them starts meanwhile.
+  const gate = path.join(dir, 'gate');
+  assert.equal(spawnSync('mkfifo', [gate]).status, 0);
+  for (let i = 0; i < MAX_STARTING + 6; i++)
+    units.push(server.spawn({ name: `gate-${i}`, hostPID: false, cwd: dir, env: {}, command: ['sleep', '30'], procs: [], make: [[dir, [['gate', 'x']]]] }));
+  await waitUntil(() => units.filter((u) => u.pid !== undefined).length === MAX_STARTING, 8000, `${MAX_STARTING} units forked`);
+  const serverPid = server.pid!;
+  await waitUntil(() => childrenOf(serverPid).length === MAX_STARTING, 8000, `${MAX_STARTING} P below the server`);
+  // The others were never sent: no pid, no process.
+  assert.equal(units.filter((u) => u.pid === undefined).length, 6);
+  // Open the gate: every unit starts, the queued ones as the first ones get through.
+  const reader = fs.openSync(gate, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  t.after(() => fs.closeSync(reader));
+  const said = units.map(() => '');
+  units.forEach((u, i) => u.status.on('data', (b: Buffer) => (said[i] += b.toString())));
+  await waitUntil(() => said.every((s) => /^s\d+\n/.test(s)), 15000, 'every unit to start');
+  for (const u of units) assert.ok(pidAlive(u.pid!));
 });
