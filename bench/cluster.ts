@@ -17,7 +17,7 @@ import { childrenOf, cmdlineOf, rssMiB } from '../shared/proc.ts';
 import { Cluster, pidAlive, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import type { NodeInfo } from '../shared/model.ts';
 import { buildInitHelper } from '../launcher/bundle.ts';
-import { UnitCgroups } from '../node-agent/runtime/cgroups.ts';
+import { OPTIONAL_LIMIT_FILES, UnitCgroups } from '../node-agent/runtime/cgroups.ts';
 import { detectNamespaces } from '../node-agent/runtime/namespaces.ts';
 
 export const median = (xs: number[]): number => {
@@ -196,15 +196,16 @@ async function quiet(): Promise<void> {
 /**
  * A second baseline: the isolation an agent gives each unit, without the
  * cluster. As many fresh, small Node processes as the cluster has agents
- * (`workers`) each take a share of the N units and make, for each, the
- * unit's cgroup directories with the files the agent writes (UnitCgroups'
- * own plan, computed here) and spawn `mo-init --pid` (namespaces, joining
- * those cgroups) of `sleep`, with stdout and stderr piped and read as the
- * agent reads them. Timed here from the word that starts them all (each is
- * up and has read its share) to the last command's `s` on fd 3 (forked,
- * its host pid known), as an agent counts a unit Running. Null (not
- * measured) without mo-init, namespaces or cgroups (not root, not Linux, no
- * C compiler).
+ * (`workers`) each take a share of the N units and, as an agent does, ask a
+ * `mo-init --serve` of their own (spawn-server.ts, started before the
+ * clock) to start each unit's chain of `sleep`: P makes the unit's cgroup
+ * directories with the files the agent would write (UnitCgroups' own plan,
+ * computed here), joins them and makes the namespaces, and its output is
+ * relayed back. Timed here
+ * from the word that starts them all (each is up and has read its share) to
+ * the last command's `s` on fd 3 (forked, its host pid known), as an agent
+ * counts a unit Running. Null (not measured) without mo-init, namespaces or
+ * cgroups (not root, not Linux, no C compiler).
  */
 async function isolatedSpawn(n: number, workers: number): Promise<number | null> {
   const helper = buildInitHelper();
@@ -218,44 +219,58 @@ async function isolatedSpawn(n: number, workers: number): Promise<number | null>
     const spec = { resources: { cpu: 10, memory: 8 } };
     const units = Array.from({ length: n }, (_, i) => {
       const layout = cgroups.plan(`u${i}`, spec);
-      return { name: `u${i}`, layout, procs: layout.map(([d]) => path.join(d, 'cgroup.procs')) };
+      // As the agent says them to its server: optional limit files marked (spawn-server.ts).
+      const make = layout.map(([d, files]) => [d, files.map(([f, v]) => [OPTIONAL_LIMIT_FILES.has(f) ? `?${f}` : f, v])]);
+      return { name: `u${i}`, make, procs: layout.map(([d]) => path.join(d, 'cgroup.procs')) };
     });
     const script = `
       const fs = require('node:fs');
       const { spawn } = require('node:child_process');
       const { init, units } = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'));
-      const kids = [];
+      const srv = spawn(init, ['--serve'], { stdio: ['pipe', 'pipe', 'inherit'], detached: true });
+      const groups = [];
+      const told = new Set();
       let started = 0;
-      const go = () => {
-        for (const u of units) {
-          for (const [d, files] of u.layout) {
-            fs.mkdirSync(d, { recursive: true });
-            for (const [f, v] of files) fs.writeFileSync(d + '/' + f, v);
-          }
-          const k = spawn(init, ['--pid', u.name, ...u.procs, '--', 'sleep', '3600'], { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true });
-          kids.push(k);
-          k.stdout.on('data', () => {});
-          k.stderr.on('data', () => {});
-          let said = '';
-          k.stdio[3].on('data', (b) => {
-            if (said === 'done') return;
-            said += b;
-            if (!/^s\\d*\\n/.test(said)) return;
-            said = 'done';
+      let pending = Buffer.alloc(0);
+      // The server's frames (mo-init.c): kind, unit id, length (32-bit LE), payload.
+      srv.stdout.on('data', (b) => {
+        pending = Buffer.concat([pending, b]);
+        let at = 0;
+        while (pending.length - at >= 9 && pending.length - at - 9 >= pending.readUInt32LE(at + 5)) {
+          const kind = String.fromCharCode(pending[at]);
+          const id = pending.readUInt32LE(at + 1);
+          const len = pending.readUInt32LE(at + 5);
+          const payload = pending.subarray(at + 9, at + 9 + len).toString();
+          at += 9 + len;
+          if (kind === 'p') groups.push(Number(payload));
+          if (kind === '3' && payload[0] === 's' && !told.has(id)) {
+            told.add(id);
             if (++started === units.length) process.stdout.write('done\\n');
-          });
+          }
         }
+        pending = pending.subarray(at);
+      });
+      const go = () => {
+        units.forEach((u, i) => {
+          // P makes the unit's cgroup directories and limits, then joins them (mo-init.c make_cgroups).
+          const make = [String(u.make.length)];
+          for (const [d, files] of u.make) make.push(d, String(files.length), ...files.flat());
+          const fields = [String(i + 1), 'pid', u.name, '/', ...make, String(u.procs.length), ...u.procs, '1', 'PATH=/usr/bin:/bin', '2', 'sleep', '3600'];
+          const body = Buffer.from(fields.join('\\0') + '\\0');
+          srv.stdin.write(Buffer.concat([Buffer.from(body.length + '\\0'), body]));
+        });
       };
       let input = '';
       process.stdin.on('data', (b) => {
         input += b;
         if (input === 'go\\n') go();
         if (input.endsWith('end\\n')) {
-          for (const c of kids) try { process.kill(-c.pid, 'SIGKILL'); } catch {}
-          process.exit(0);
+          for (const g of groups) try { process.kill(-g, 'SIGKILL'); } catch {}
+          srv.stdin.end();
+          srv.once('exit', () => process.exit(0));
         }
       });
-      process.stdout.write('ready\\n');`;
+      srv.once('spawn', () => process.stdout.write('ready\\n'));`;
     const lines = (p: ReturnType<typeof spawn>, want: string) =>
       new Promise<void>((resolve, reject) => {
         let out = '';
