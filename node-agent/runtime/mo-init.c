@@ -404,6 +404,18 @@ static void close_from(int from) {
  * that the kernel's cgroup locks, which a busy machine holds for
  * milliseconds, hold up this process and not the agent's event loop.
  */
+/* Every missing directory above `dir` (its node's, the first time), as mkdir -p; 0 when one cannot be made. */
+static int mkdir_parents(const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s", dir);
+  for (char *slash = strchr(path + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+    *slash = 0;
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return 0;
+    *slash = '/';
+  }
+  return 1;
+}
+
 static void make_cgroups(char **at, char *end) {
   const char *count = next_field(at, end);
   long n = count ? strtol(count, NULL, 10) : -1;
@@ -413,7 +425,8 @@ static void make_cgroups(char **at, char *end) {
     const char *files = dir ? next_field(at, end) : NULL;
     long k = files ? strtol(files, NULL, 10) : -1;
     if (k < 0 || k > 64) bad_claim("its cgroup directories");
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) die(126, "cannot set up cgroup", dir);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST && !(errno == ENOENT && mkdir_parents(dir) && (mkdir(dir, 0755) == 0 || errno == EEXIST)))
+      die(126, "cannot set up cgroup", dir);
     for (long j = 0; j < k; j++) {
       const char *file = next_field(at, end);
       const char *value = file ? next_field(at, end) : NULL;

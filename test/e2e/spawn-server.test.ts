@@ -159,7 +159,7 @@ test('a SIGKILLed spawn server takes its units along; they are reported killed, 
 const NODE = `serve-${process.pid}-${Math.random().toString(36).slice(2, 7)}`;
 const cgSkip = skip || (UnitCgroups.detect(NODE).enabled ? false : 'no cgroups here');
 
-test("through the server, P makes the unit's cgroups with their limits and joins them; they go when the unit ends", { skip: cgSkip }, async (t) => {
+test("through the server, P makes the unit's cgroups (and the node's, if gone) with their limits and joins them; they go when the unit ends", { skip: cgSkip }, async (t) => {
   const cgroups = UnitCgroups.detect(NODE);
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-serve-cg-test-'));
   const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', namespaces: ns, cgroups, onChange: () => {} });
@@ -174,6 +174,9 @@ test("through the server, P makes the unit's cgroups with their limits and joins
     cgroups.removeParents();
     fs.rmSync(stateDir, { recursive: true, force: true });
   });
+  // The node's own cgroup directories are gone (as after a dead agent's guard removed them): P makes them too.
+  cgroups.removeParents();
+  for (const d of cgroups.parentDirs()) assert.equal(fs.existsSync(d), false, `${d} removed`);
   assert.ok(sup.start({ name: 'lim-1', deployment: 'd', spec: spec(['sleep', '30'], { limits: { memory: 64 } }), term: 1, specHash: 'h', revision: 1 }).ok);
   await waitUntil(() => sup.get('lim-1')?.phase === 'Running', 8000, 'lim-1 Running');
   const pid = sup.get('lim-1')!.pid!;
