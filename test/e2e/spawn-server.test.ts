@@ -19,6 +19,7 @@ import { signalGroup } from '../../node-agent/runtime/exec-util.ts';
 import { parseRecord } from '../../node-agent/runtime/unit-log.ts';
 import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
+import { closeSupervisor } from '../helpers/supervisor-cleanup.ts';
 
 const helper = buildInitHelper();
 const ns = detectNamespaces('path' in helper ? helper.path : null);
@@ -55,11 +56,7 @@ function harness(t: TestContext) {
   });
   t.after(async () => {
     sup.killAllNow();
-    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
-    sup.close();
-    // The server exits once its stdin ends: no child of this process is left.
-    await waitUntil(() => servers().length === 0, 5000, 'the spawn server to exit').catch(() => {});
-    fs.rmSync(stateDir, { recursive: true, force: true });
+    await closeSupervisor(sup, null, stateDir);
   });
   const start = (name: string, s: UnitSpec) => assert.ok(sup.start({ name, deployment: 'd', spec: s, term: 1, specHash: 'h', revision: 1 }).ok);
   const running = async (name: string) => {
@@ -157,7 +154,9 @@ test('a SIGKILLed spawn server takes its units along; they are reported killed, 
 });
 
 const NODE = `serve-${process.pid}-${Math.random().toString(36).slice(2, 7)}`;
-const cgSkip = skip || (UnitCgroups.detect(NODE).enabled ? false : 'no cgroups here');
+const cgProbe = UnitCgroups.detect(NODE);
+const cgSkip = skip || (cgProbe.enabled ? false : 'no cgroups here');
+cgProbe.removeParents(); // made again by the test that uses them
 
 test("through the server, P makes the unit's cgroups (and the node's, if gone) with their limits and joins them; they go when the unit ends", { skip: cgSkip }, async (t) => {
   const cgroups = UnitCgroups.detect(NODE);
@@ -165,14 +164,7 @@ test("through the server, P makes the unit's cgroups (and the node's, if gone) w
   const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', namespaces: ns, cgroups, onChange: () => {} });
   t.after(async () => {
     sup.killAllNow();
-    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
-    await sup.cgroupsRemoved();
-    const server = sup.spawnServerPid;
-    sup.close();
-    if (server !== undefined) await waitUntil(() => !pidAlive(server), 5000, 'the spawn server to exit').catch(() => {});
-    for (const u of cgroups.leftovers()) await cgroups.remove(u);
-    cgroups.removeParents();
-    fs.rmSync(stateDir, { recursive: true, force: true });
+    await closeSupervisor(sup, cgroups, stateDir);
   });
   // The node's own cgroup directories are gone (as after a dead agent's guard removed them): P makes them too.
   cgroups.removeParents();

@@ -21,6 +21,7 @@ import { holdLoopAfter } from '../helpers/hold-loop.ts';
 import { detectNamespaces, MAX_CLAIM_BYTES, type Namespaces } from '../../node-agent/runtime/namespaces.ts';
 import { SandboxPool } from '../../node-agent/runtime/sandbox-pool.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
+import { closeSupervisor } from '../helpers/supervisor-cleanup.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -74,17 +75,7 @@ const skip =
 probe?.removeParents();
 
 /** After a test: its units ended, their cgroups and the node's parents removed, the state directory gone. */
-async function cleanUp(sup: UnitSupervisor, cgroups: UnitCgroups, stateDir: string): Promise<void> {
-  await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
-  await sup.cgroupsRemoved();
-  const server = sup.spawnServerPid;
-  sup.close();
-  // The spawn server exits once its stdin ends: no process of this test is left for the next.
-  if (server !== undefined) await waitUntil(() => !pidAlive(server), 5000, 'the spawn server to exit').catch(() => {});
-  for (const u of cgroups.leftovers()) await cgroups.remove(u);
-  cgroups.removeParents();
-  fs.rmSync(stateDir, { recursive: true, force: true });
-}
+const cleanUp = (sup: UnitSupervisor, cgroups: UnitCgroups, stateDir: string) => closeSupervisor(sup, cgroups, stateDir);
 
 let harnesses = 0;
 /** A supervisor with cgroups of a node name of its own (its guard removes that node's parent when it closes). */
@@ -210,11 +201,7 @@ function nsHarness(t: TestContext, namespaces: Namespaces, spawnServer = true) {
   const sup = new UnitSupervisor({ stateDir, nodeName: 'node-t', namespaces, spawnServer, defaultGracePeriodMs: 3000, onChange: (r) => reports.push({ ...r }) });
   t.after(async () => {
     sup.killAllNow();
-    await waitUntil(() => sup.liveCount() === 0, 5000, 'units to end').catch(() => {});
-    const server = sup.spawnServerPid;
-    sup.close();
-    if (server !== undefined) await waitUntil(() => !pidAlive(server), 5000, 'the spawn server to exit').catch(() => {});
-    fs.rmSync(stateDir, { recursive: true, force: true });
+    await closeSupervisor(sup, null, stateDir);
   });
   const start = (name: string, s: UnitSpec) => assert.ok(sup.start({ name, deployment: 'd', spec: s, term: 1, specHash: 'h', revision: 1 }).ok);
   const running = async (name: string) => {
