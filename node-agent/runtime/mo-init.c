@@ -448,6 +448,25 @@ static void make_cgroups(char **at, char *end) {
   }
 }
 
+/* The server's argv and environment strings, one contiguous area on its stack (main sets it): P writes its title there. */
+static char *title_at, *title_end;
+
+/*
+ * What ps shows for P (and the init it forks): `mo-init --pid NAME`, as a
+ * spawned P shows, not the server's `mo-init --serve` it was forked with.
+ * Written over the server's argv and environment strings (P has its own
+ * environment by then), as setproctitle does: where the title runs past
+ * the argv, Linux reads /proc/PID/cmdline on into that area.
+ */
+static void retitle(const char *flag, const char *name) {
+  if (!title_at || title_end <= title_at) return;
+  size_t room = (size_t)(title_end - title_at);
+  int n = snprintf(title_at, room, "mo-init %s %s", flag, name);
+  if (n < 0) return;
+  size_t used = (size_t)n + 1 < room ? (size_t)n + 1 : room;
+  memset(title_at + used, 0, room - used);
+}
+
 /* P of a served unit: the request's fields after the id, then run_chain. */
 static void serve_child(char *at, char *end, pid_t server) {
   const char *mode = next_field(&at, end);
@@ -473,6 +492,7 @@ static void serve_child(char *at, char *end, pid_t server) {
     outs[k][n] = NULL;
     counts[k] = n;
   }
+  retitle(strcmp(mode, "pid") == 0 ? "--pid" : "--host-pid", name);
   if (chdir(cwd) != 0) die(126, "cannot enter", cwd);
   extern char **environ;
   environ = env;
@@ -648,7 +668,13 @@ int main(int argc, char **argv) {
     if (waitpid(p, &st, 0) < 0) die(125, "cannot wait", NULL);
     return status_of(st);
   }
-  if (argc == 2 && strcmp(argv[1], "--serve") == 0) return serve();
+  if (argc == 2 && strcmp(argv[1], "--serve") == 0) {
+    extern char **environ;
+    title_at = argv[0];
+    title_end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+    for (char **e = environ; *e && *e == title_end; e++) title_end = *e + strlen(*e) + 1;
+    return serve();
+  }
   int warm = argc == 2 && strcmp(argv[1], "--warm") == 0;
   if (!warm && (argc < 5 || (strcmp(argv[1], "--pid") != 0 && strcmp(argv[1], "--host-pid") != 0))) {
     fprintf(stderr, "usage: mo-init --pid|--host-pid NAME [CGROUP_PROCS...] -- COMMAND... | --warm | --serve | --check\n");

@@ -90,11 +90,13 @@ test('units start through one mo-init --serve: P is its child and leads the unit
   const [p1, p2] = [await h.running('a-1'), await h.running('a-2')];
   const [server] = servers();
   assert.equal(servers().length, 1, 'one spawn server');
-  for (const pid of [p1, p2]) {
+  for (const [name, pid] of [['a-1', p1] as const, ['a-2', p2] as const]) {
     const outer = outerOf(pid);
     assert.notEqual(outer, pid, 'the command runs under its init, in its P group');
     assert.equal(readStat(outer)!.ppid, server, `P ${outer} is the server's child`);
-    assert.match(cmdlineOf(outer), /mo-init/);
+    // ps shows what P and its init are, not the `mo-init --serve` they were forked from.
+    const init = readStat(pid)!.ppid;
+    for (const p of [outer, init]) assert.equal(cmdlineOf(p).trim(), `mo-init --pid ${name}`);
     assert.equal(fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), 'sleep');
   }
   const talk = await h.final('talk-1');
