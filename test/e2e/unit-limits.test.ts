@@ -517,6 +517,9 @@ for (const v of nsVariants) {
       await waitUntil(() => sup.get('cold-1')?.phase === 'Running', 5000, 'cold-1 Running');
       const cold = sup.get('cold-1')!.pid!;
       assert.match(statusOf(cold), new RegExp(`^NSpid:\\s+\\d+\\s+${v.mainInner}$`, 'm'));
+      // Under util-linux the pid is known before the init's subshell execs the command: /proc/PID/environ
+      // reads empty while the exec swaps the process's memory. Read it once the command runs.
+      await waitUntil(() => fs.readFileSync(`/proc/${cold}/comm`, 'utf8').trim() === 'sleep', 5000, 'cold-1 to be sleep');
       assert.ok(fs.readFileSync(`/proc/${cold}/environ`, 'utf8').split('\0').includes('MO_UNIT_NAME=cold-1'));
       assert.deepEqual(problems, []);
       // A sandbox whose cgroup cannot become the unit's (a directory of that name is in the way): it is
