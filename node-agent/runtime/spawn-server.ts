@@ -197,7 +197,6 @@ export class SpawnServer {
   private sendQueued(): void {
     while (this.queued.length > 0 && this.starting.size < MAX_STARTING) {
       const { id, request } = this.queued.shift()!;
-      if (!this.units.has(id)) continue;
       this.starting.add(id);
       this.ensure().stdin!.write(request);
     }
@@ -220,10 +219,7 @@ export class SpawnServer {
     this.child = child;
     if (child.pid !== undefined) this.opts.onStart?.(child.pid);
     child.stdin!.on('error', () => {}); // EPIPE after it died: its exit says what happened
-    let startedAny = false;
-    child.stdout!.on('data', (b: Buffer) => {
-      if (this.read(b)) startedAny = true;
-    });
+    child.stdout!.on('data', (b: Buffer) => this.read(b));
     let gone = false;
     const lost = (why: string): void => {
       if (gone) return;
@@ -242,7 +238,8 @@ export class SpawnServer {
         else p.reaped(null, 'SIGKILL');
       }
       if (this.closed) return;
-      this.failures = startedAny ? 1 : this.failures + 1;
+      // A unit started since the last death reset the count ('p').
+      this.failures++;
       this.opts.onProblem?.(`the spawn server (${this.opts.initPath} --serve) ${why}; ${orphans.length} unit(s) lost with it`, !this.usable);
     };
     child.on('error', (err) => lost(`could not start: ${err.message}`));
@@ -250,14 +247,13 @@ export class SpawnServer {
     return child;
   }
 
-  /** Frames from the server; true when one of them started a unit. */
-  private read(b: Buffer): boolean {
+  /** Frames from the server. */
+  private read(b: Buffer): void {
     this.pending.push(b);
     this.pendingBytes += b.length;
-    if (this.pendingBytes < 9) return false;
-    let buf = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingBytes);
+    if (this.pendingBytes < 9) return;
+    const buf = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingBytes);
     let at = 0;
-    let started = false;
     while (buf.length - at >= 9) {
       const len = buf.readUInt32LE(at + 5);
       if (buf.length - at - 9 < len) break;
@@ -269,7 +265,7 @@ export class SpawnServer {
       if (!p) continue;
       switch (kind) {
         case 'o':
-          p.stdout.write(Buffer.from(payload)); // a copy: the frame's buffer is reused by the next read
+          p.stdout.write(Buffer.from(payload)); // a copy: a view would keep the whole read alive in the log's queue
           break;
         case 'e':
           p.stderr.write(Buffer.from(payload));
@@ -289,7 +285,6 @@ export class SpawnServer {
           this.started(id);
           break;
         case 'p':
-          started = true;
           this.failures = 0;
           p.started(Number(payload.toString()));
           break;
@@ -310,6 +305,5 @@ export class SpawnServer {
     const rest = buf.subarray(at);
     this.pending = rest.length > 0 ? [Buffer.from(rest)] : [];
     this.pendingBytes = rest.length;
-    return started;
   }
 }
