@@ -13,7 +13,7 @@ import { SeededRandom } from '../../shared/random.ts';
 import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import type { Command } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../../control-plane/agent-server.ts';
-import { commitGated, Controller, IDLE_SWEEP_MAX_GAP_MS, idleResyncsSkipped } from '../../control-plane/controller/controller.ts';
+import { commitGated, Controller, IDLE_SWEEP_MAX_GAP_MS, idleResyncsSkipped, LAZY_PASS_SPACING_MS, MIN_PASS_SPACING_MS } from '../../control-plane/controller/controller.ts';
 import { EventLog } from '../../control-plane/events.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
 import { Scheduler } from '../../control-plane/scheduler/index.ts';
@@ -471,6 +471,54 @@ test('under a stream of reports, a pass waits 4x the time its predecessor spent 
   await h.advance(1);
   assert.ok(starts.length > quiet, 'a pass after the quiet moment');
   assert.ok(starts[quiet].at - at <= 1, `it started ${starts[quiet].at - at} ms after the change`);
+  h.controller.stop();
+});
+
+test("reports that can only move a calm deployment's counts: a pass at most every LAZY_PASS_SPACING_MS; a scale or a crash meanwhile is acted on at once", async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(300);
+  const [unit] = [...h.store.state.units.values()];
+  const report = h.registry.nodes.get(unit.nodeName!)!.units.get(unit.name)!;
+  // Calm now (both Running, nothing to do): a report every 5 ms for 1 s, each flipping readiness.
+  const from = h.passes.length;
+  const t0 = h.clock.now();
+  for (let i = 0; i < 200; i++) {
+    h.registry.unitStatus(unit.nodeName!, { ...report, ready: i % 2 === 0 });
+    await h.advance(5);
+  }
+  const stream = h.passes.slice(from);
+  assert.ok(stream.length >= 5, `passes during the stream: ${stream.length}`);
+  // One more may come from the 1 s resync tick (a sweep is not lazy), and so may one gap shorter than the spacing.
+  assert.ok(stream.length <= 1000 / LAZY_PASS_SPACING_MS + 2, `passes during 1 s of reports: ${stream.length}`);
+  const short = stream.slice(1).filter((at, i) => at - stream[i] < LAZY_PASS_SPACING_MS - 1e-6);
+  assert.ok(short.length <= 1, `passes sooner than LAZY_PASS_SPACING_MS after the one before: ${short.length}`);
+  assert.ok(stream[0] - t0 < LAZY_PASS_SPACING_MS + 5, 'the first report after a quiet moment got its pass at once');
+  // Mid-stream, a scale to 3: the new unit's spawn is sent within the ordinary spacing, not the lazy one.
+  const spawnsBefore = spawns(h.sent).length;
+  h.registry.unitStatus(unit.nodeName!, { ...report, ready: true });
+  await h.advance(1);
+  const at = h.clock.now();
+  await h.store.propose({ type: 'deployment.scale', at: Math.floor(at), name: 'web', replicas: 3 });
+  await h.advance(MIN_PASS_SPACING_MS + 5);
+  const added = spawns(h.sent).slice(spawnsBefore);
+  assert.equal(added.length, 1, 'the scale was acted on');
+  assert.ok(added[0].at - at <= MIN_PASS_SPACING_MS + 1, `its spawn went ${added[0].at - at} ms after the scale`);
+  h.running(added[0].node, added[0].cmd);
+  await h.advance(300);
+  // Calm again, a report, then at once a crash: the crash does not wait behind the lazy pass.
+  h.registry.unitStatus(unit.nodeName!, { ...report, ready: false });
+  await h.advance(2);
+  const crashAt = h.clock.now();
+  const before = spawns(h.sent).length;
+  h.registry.unitStatus(unit.nodeName!, { ...report, ready: false, phase: 'Failed', signal: 'SIGKILL', finishedAt: Math.floor(crashAt) });
+  await h.advance(5);
+  const replaced = spawns(h.sent).slice(before);
+  assert.equal(replaced.length, 1, 'the crashed unit was replaced');
+  assert.ok(replaced[0].at - crashAt <= 1, `its replacement's spawn went ${replaced[0].at - crashAt} ms after the crash`);
   h.controller.stop();
 });
 
