@@ -15,7 +15,7 @@ import https from 'node:https';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { parseCommandLine, signedInteger, wholeNumber } from '../shared/flags.ts';
-import { makeLogger } from '../shared/log.ts';
+import { makeLogger, writeOut } from '../shared/log.ts';
 import { AgentServer } from './agent-server.ts';
 import { ApiServer } from './api/http-server.ts';
 import { Controller, DEFAULT_CONTROLLER_OPTIONS } from './controller/controller.ts';
@@ -120,7 +120,7 @@ function config(): Config {
     // One-shot: make (or keep) the cluster CA in DIR and exit, so processes can trust it from their start (NODE_EXTRA_CA_CERTS).
     const dir = path.resolve(values['make-ca']);
     ensureCa(dir);
-    process.stdout.write(`cluster CA in ${path.join(dir, 'ca.crt')}\n`);
+    writeOut(`cluster CA in ${path.join(dir, 'ca.crt')}\n`);
     process.exit(0);
   }
   const id = values.id ?? env.MO_ID;

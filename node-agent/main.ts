@@ -19,7 +19,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
 import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/protocol/messages.ts';
-import { timestamp } from '../shared/log.ts';
+import { makeLogger } from '../shared/log.ts';
 import { AgentCore } from './agent-core.ts';
 import { AgentFigures } from './agent-figures.ts';
 import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS } from '../shared/protocol/messages.ts';
@@ -58,9 +58,7 @@ async function main(): Promise<void> {
   const config = parsed.config;
   // One line per event with its time, like the replicas' (the launcher and
   // docker compose prefix each line with the process's name).
-  const log = (line: string): void => {
-    process.stdout.write(`${timestamp()} ${line}\n`);
-  };
+  const log = makeLogger();
 
   try {
     fs.mkdirSync(config.stateDir, { recursive: true });
@@ -129,7 +127,7 @@ async function main(): Promise<void> {
     onProbeResult: (kind, ok) => figures.probe(kind, ok),
     onChange: (report, change) => {
       if (change === 'phase') figures.unitPhase(report.name, report.phase, performance.now());
-      // The report first: the log line is a synchronous write to a pipe or terminal.
+      // The report first, then the log line.
       broadcast(core.unitStatus(report));
       logTransition(report, change);
       if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);

@@ -707,8 +707,9 @@ export class Controller {
     for (const name of this.lastFailure.keys()) if (!state.units.has(name)) this.lastFailure.delete(name);
     // Lesson 1's printed diff (docs/lessons.md); a no-op pass is told once, not every pass.
     // It is logged once the pass's first writes are on their way to the disk (a microtask
-    // queued after the store's, below): a line on stdout is a synchronous write, and a
-    // crash's fsync waited for it. The scheduler's lines, after the commits, still follow it.
+    // queued after the store's, below): a crash's fsync starts before anything else this
+    // pass does (when stdout was written line by line, it had waited for the line). The
+    // scheduler's lines, after the commits, still follow it.
     const diffLines: string[] = [];
     for (const d of plan.diffs) {
       const line = formatDiff(d);
