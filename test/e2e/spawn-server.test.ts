@@ -132,6 +132,24 @@ test('units start through one mo-init --serve: P is its child and leads the unit
   assert.deepEqual(h.problems, []);
 });
 
+test('a command whose exec fails in the unit ends Failed with exit code 127 and the reason on its stderr, never Running', { skip }, async (t) => {
+  const h = harness(t);
+  // Executable on the host (the agent finds it), but its interpreter is nowhere: execve fails with ENOENT.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-serve-exec-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const script = path.join(dir, 'broken');
+  fs.writeFileSync(script, '#!/nonexistent/interpreter\n', { mode: 0o755 });
+  h.start('broken-1', spec([script]));
+  const end = await h.final('broken-1');
+  assert.equal(end.phase, 'Failed');
+  assert.equal(end.exitCode, 127, JSON.stringify(end));
+  assert.ok(!h.reports.some((r) => r.name === 'broken-1' && r.phase === 'Running'), 'never reported Running');
+  const err = h.records('broken-1').filter((r) => r.stream === 'stderr');
+  assert.equal(err.length, 1, JSON.stringify(err));
+  assert.match(err[0].text, /^mini-orchestrator: .*broken: No such file or directory$/);
+  assert.deepEqual(h.problems, []);
+});
+
 test('a SIGKILLed spawn server takes its units along; they are reported killed, and the next start gets a new server', { skip }, async (t) => {
   const h = harness(t);
   h.start('b-1', spec(['sleep', '30']));
