@@ -148,7 +148,7 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     try {
       const r = await request('PUT', `${applyUrl}/v1/deployments/burst`, c.token, JSON.stringify(webManifest('burst', units, { cpu: '10m', memory: '8Mi' })));
       if (r.status !== 201) throw new Error(`apply answered ${r.status} ${r.text}`);
-      applyMs = (await w.until(() => w.running('burst').length === units, 120000)) - a0;
+      applyMs = (await w.until(() => w.runningCount('burst') === units, 120000)) - a0;
     } catch (e) {
       applyError = `${(e as Error).message} (${w.running('burst').length} of ${units} Running after ${((performance.now() - a0) / 1000).toFixed(0)} s)`;
     }

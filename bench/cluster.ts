@@ -37,8 +37,12 @@ export interface WatchedUnit {
 }
 
 /** Follow the units watch stream; resolve waiters when a predicate holds. */
+const isRunning = (u: WatchedUnit): boolean => u.status.phase === 'Running' && Boolean(u.status.pid);
+
 export class UnitWatch {
   readonly units = new Map<string, WatchedUnit>();
+  /** Running units per deployment, kept as events come: a waiter's check per event reads a number, not every unit. */
+  private readonly runningCounts = new Map<string, number>();
   private waiters: Array<{ pred: () => boolean; resolve: (t: number) => void }> = [];
   private ac = new AbortController();
   constructor(private c: Cluster) {}
@@ -68,9 +72,8 @@ export class UnitWatch {
           const line = buf.slice(0, i).trim();
           buf = buf.slice(i + 1);
           if (!line) continue;
-          const ev = JSON.parse(line);
-          if (ev.type === 'DELETED') this.units.delete(ev.object.metadata.name);
-          else this.units.set(ev.object.metadata.name, ev.object);
+          const ev = JSON.parse(line) as { type: string; object: WatchedUnit };
+          this.put(ev.object.metadata.name, ev.type === 'DELETED' ? undefined : ev.object);
         }
         this.wake();
       }
@@ -78,6 +81,16 @@ export class UnitWatch {
       /* aborted, or the replica went away */
     }
     if (follow && !this.ac.signal.aborted) await this.resume();
+  }
+
+  private put(name: string, u: WatchedUnit | undefined): void {
+    const was = this.units.get(name);
+    if (was && isRunning(was)) this.runningCounts.set(was.spec.deployment, (this.runningCounts.get(was.spec.deployment) ?? 1) - 1);
+    if (u === undefined) this.units.delete(name);
+    else {
+      this.units.set(name, u);
+      if (isRunning(u)) this.runningCounts.set(u.spec.deployment, (this.runningCounts.get(u.spec.deployment) ?? 0) + 1);
+    }
   }
 
   private wake(): void {
@@ -99,7 +112,8 @@ export class UnitWatch {
             const r = await fetch(`${url}/v1/units?watch=1&resourceVersion=${encodeURIComponent(body.metadata.resourceVersion)}`, { headers: auth, signal: this.ac.signal });
             if (r.status === 200) {
               this.units.clear();
-              for (const u of body.items) this.units.set(u.metadata.name, u);
+              this.runningCounts.clear();
+              for (const u of body.items) this.put(u.metadata.name, u);
               this.wake();
               void this.read(r, true);
               return;
@@ -126,7 +140,11 @@ export class UnitWatch {
     });
   }
   running(dep: string): WatchedUnit[] {
-    return [...this.units.values()].filter((u) => u.spec.deployment === dep && u.status.phase === 'Running' && u.status.pid);
+    return [...this.units.values()].filter((u) => u.spec.deployment === dep && isRunning(u));
+  }
+  /** How many units of `dep` are Running with a pid (what running(dep).length says, without walking every unit). */
+  runningCount(dep: string): number {
+    return this.runningCounts.get(dep) ?? 0;
   }
   stop(): void {
     this.ac.abort();
@@ -334,7 +352,7 @@ export async function benchApply(
       const t0 = performance.now();
       const r = await c.api('PUT', '/v1/deployments/load', webManifest('load', n, { cpu: '10m', memory: '8Mi' }));
       if (r.status !== 201) throw new Error(r.text);
-      const t1 = await w.until(() => w.running('load').length === n, 120000);
+      const t1 = await w.until(() => w.runningCount('load') === n, 120000);
       const clusterMs = t1 - t0;
       await sleep(300);
       const cpRss = rssMiB(c.cps[0].pid);
