@@ -86,7 +86,7 @@ import type { UnitPortStatus, UnitReport, UnitSpec } from '../../shared/model.ts
 import { joinArgv, type UnitCgroups } from './cgroups.ts';
 import { enterArgv, exitSignal, findMainPid, initArgv, MAIN_INNER_PID, MAIN_INNER_PID_MO_INIT, namespaceArgv, type Namespaces } from './namespaces.ts';
 import { SandboxPool, type WarmSandbox } from './sandbox-pool.ts';
-import { findExecutable, resolveExecutable, signalGroup } from './exec-util.ts';
+import { ExecutableCache, findExecutable, signalGroup } from './exec-util.ts';
 import { OrphanGuard } from './orphan-guard.ts';
 import { ServedProcess, SpawnServer } from './spawn-server.ts';
 import { UnitProber } from './prober.ts';
@@ -219,6 +219,8 @@ export class UnitSupervisor {
   /** Cgroup removals under way (shutdown waits for them). */
   private readonly removals = new Set<Promise<boolean>>();
   private readonly units = new Map<string, UnitRecord>();
+  /** Programs found on PATH lately (a burst of starts of the same program looks it up once a second). */
+  private readonly executables = new ExecutableCache();
   /** Finished unit names, oldest first (for the MAX_FINISHED_UNITS bound). */
   private readonly finishedOrder: string[] = [];
 
@@ -360,7 +362,7 @@ export class UnitSupervisor {
       this.finish(rec, { phase: 'Failed', reason: 'StartError', message: 'spawn ENOENT: empty command' });
       return { ok: true, created: true, report: { ...rec.report } };
     }
-    const resolved = resolveExecutable(program, env.PATH ?? '', this.unitsDir);
+    const resolved = this.executables.resolve(program, env.PATH ?? '', this.unitsDir);
     if (!resolved.ok) {
       this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program} ${resolved.errno}` });
       return { ok: true, created: true, report: { ...rec.report } };
