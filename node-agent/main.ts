@@ -377,6 +377,8 @@ async function main(): Promise<void> {
       ? `namespaces: each unit gets its own PID (unless hostPID), UTS, IPC and mount (private /tmp), made by ${namespaces.initPath !== null ? `mo-init (${namespaces.initPath}), cold starts through one mo-init --serve` : 'util-linux unshare'}`
       : `namespaces: none (${namespaces.condition.message.replace(/^units share the node's namespaces: /, '')})`,
   );
+  // The spawn server up before the first unit (0.7 MiB, statically linked); its pid is in the guard.
+  supervisor.startSpawnServer();
   // A dead agent of this node may have left unit cgroups: kill what is in
   // them and remove them before this agent takes any command.
   void cgroups.cleanLeftovers().then(({ removed, stuck }) => {

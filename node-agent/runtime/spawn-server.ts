@@ -207,6 +207,11 @@ export class SpawnServer {
     if (this.starting.delete(id)) this.sendQueued();
   }
 
+  /** Start the server now rather than at the first unit's start (which then pays for its spawn). */
+  start(): void {
+    if (this.usable) this.ensure();
+  }
+
   /** End the server's stdin: it exits, and any P still its own dies with it. */
   close(): void {
     this.closed = true;
