@@ -36,9 +36,10 @@ export interface WatchedUnit {
   status: { phase: string; pid: number; ready: boolean };
 }
 
-/** Follow the units watch stream; resolve waiters when a predicate holds. */
+/** Running, with its pid known: what the benchmarks wait for. */
 const isRunning = (u: WatchedUnit): boolean => u.status.phase === 'Running' && Boolean(u.status.pid);
 
+/** Follow the units watch stream; resolve waiters when a predicate holds. */
 export class UnitWatch {
   readonly units = new Map<string, WatchedUnit>();
   /** Running units per deployment, kept as events come: a waiter's check per event reads a number, not every unit. */

@@ -38,7 +38,15 @@ import {
 import { rolloutStatus, statusChanged } from '../reconcile/rollout-status.ts';
 import type { NodeRegistry, RegistryChange } from '../registry/node-registry.ts';
 import { ClusterSnapshot, Scheduler, type NodeState, type SchedulingDecision, type UnitRequest } from '../scheduler/index.ts';
-import { MAX_RECORDED_NODES, type ChangeKind, type DeploymentStatusRecord, type SchedulingRecord, type StoreCommand, type UnitRecord } from '../store/desired-state.ts';
+import {
+  MAX_RECORDED_NODES,
+  type BackoffRecord,
+  type ChangeKind,
+  type DeploymentStatusRecord,
+  type SchedulingRecord,
+  type StoreCommand,
+  type UnitRecord,
+} from '../store/desired-state.ts';
 import type { ReplicatedStore } from '../store/store.ts';
 
 export interface ControllerOptions {
@@ -226,7 +234,7 @@ export class Controller {
    * those changes, or a unit of theirs ends, or a unit's binding changes,
    * a trigger for one of them is lazy (LAZY_PASS_SPACING_MS).
    */
-  private readonly calm = new Map<string, { generation: number; backoff: unknown }>();
+  private readonly calm = new Map<string, { generation: number; backoff: BackoffRecord | null }>();
   /** A trigger that was not lazy came since the last pass took its scope. */
   private eager = true;
 
