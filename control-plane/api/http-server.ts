@@ -16,6 +16,7 @@ import type { NodeRegistry } from '../registry/node-registry.ts';
 import type { ApplyResult, StoreCommand } from '../store/desired-state.ts';
 import { NoQuorumError, NotLeaderError, type ReplicatedStore } from '../store/store.ts';
 import { GoneError, WatchHub } from './watch.ts';
+import { sendPieces } from './send-pieces.ts';
 import { ViewCache, renderAll, type Rendered } from './view-cache.ts';
 import {
   allDeploymentViews,
@@ -240,9 +241,9 @@ export class ApiServer {
       if (name === undefined) {
         // What is not rendered yet is rendered in slices first: a big first list never stops the loop.
         await this.views.warm(resource, () => this.src());
-        const text = this.hub.listJson(resource, `${KIND[resource]}List`);
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-        return void res.end(text);
+        // And a big answer goes out in slices (send-pieces.ts).
+        const { head, items, tail } = this.hub.listParts(resource, `${KIND[resource]}List`);
+        return sendPieces(res, 200, { 'content-type': 'application/json' }, head, items, tail);
       }
       return sendJson(res, 200, this.one(resource, name));
     }

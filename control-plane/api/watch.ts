@@ -78,12 +78,22 @@ export class WatchHub {
    * deployments are ~11 MiB of JSON).
    */
   listJson(resource: string, kind: string): string {
+    const { head, items, tail } = this.listParts(resource, kind);
+    return head + items.join(',') + tail;
+  }
+
+  /** The same answer in parts, for a writer that sends a big one in slices (send-pieces.ts): `head + items.join(',') + tail`. */
+  listParts(resource: string, kind: string): { head: string; items: readonly string[]; tail: string } {
     if (resource === 'events') {
       const { items, resourceVersion } = this.list(resource);
-      return JSON.stringify({ kind, metadata: { resourceVersion }, items });
+      return {
+        head: `{"kind":${JSON.stringify(kind)},"metadata":{"resourceVersion":${JSON.stringify(resourceVersion)}},"items":[`,
+        items: items.map((o) => JSON.stringify(o)),
+        tail: ']}',
+      };
     }
     const { texts, version } = this.refresh(resource);
-    return `{"kind":${JSON.stringify(kind)},"metadata":{"resourceVersion":${JSON.stringify(version)}},"items":[${texts.join(',')}]}`;
+    return { head: `{"kind":${JSON.stringify(kind)},"metadata":{"resourceVersion":${JSON.stringify(version)}},"items":[`, items: texts, tail: ']}' };
   }
 
   /** A list answer: the items and the resourceVersion to watch from. */
