@@ -35,7 +35,7 @@ import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
 import { isDnsLabel } from '../shared/notation.ts';
 import { followLeadership, nodeRegistrar } from './leadership.ts';
-import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, setOwnAutogroup, setOwnPriority } from './priority.ts';
+import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, setOwnPriority } from './priority.ts';
 
 const log = makeLogger();
 /** How long a restarted replica waits for agents to reconnect (on top of the
@@ -196,8 +196,7 @@ function config(): Config {
 async function main(): Promise<void> {
   const cfg = config();
   // Ahead of the workload on shared CPUs (priority.ts): first, so every thread made later inherits it.
-  const threads = setOwnPriority(cfg.nice);
-  log(describePriority(cfg.nice, threads, threads.ok ? setOwnAutogroup(cfg.nice) : { kind: 'absent' }));
+  log(describePriority(cfg.nice, setOwnPriority(cfg.nice)));
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   // How long this process's event loop stops, per second (for `npm run bench`).

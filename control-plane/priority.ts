@@ -18,21 +18,6 @@
 // threads made later (libuv's pool, which writes the WAL) inherit it from
 // the thread that makes them. A lower value needs root or CAP_SYS_NICE;
 // without it the replica runs as it was started and says so once.
-//
-// Autogroups: with CONFIG_SCHED_AUTOGROUP on (most distributions' kernels)
-// and the process in the root cpu cgroup (no systemd slice or container
-// giving it one of its own), the kernel first shares the CPUs between
-// sessions, one autogroup per setsid(), and a thread's nice value ranks it
-// only inside its own session. `npm start` runs every replica and agent in
-// a session of its own, and each unit's cgroup is one more group of the
-// same weight: the replica's nice value then changed nothing. Measured on a
-// 2-core machine with autogroups on (a 1,000-unit apply, 3 runs each way,
-// alternated): the replica waited for a CPU 0.6-1.4 s of the worst 2 s and
-// its event loop stopped up to 161-178 ms; with its autogroup at the same
-// nice value, 0.3 s and 51-114 ms. So a replica that leads its own session
-// gives its autogroup (/proc/self/autogroup) the same value. One whose
-// session it shares with the process that started it leaves it alone: that
-// would raise the shell or test runner that started it as well.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -83,75 +68,8 @@ function currentNice(pid: number): number {
   }
 }
 
-/**
- * What became of this process's autogroup: `absent` (a kernel without
- * them, or not Linux), `off` (sched_autogroup_enabled is 0), `shared` (this
- * process does not lead its session, so the group is not its own), `set`,
- * or `refused` with the error.
- */
-export type AutogroupOutcome = { kind: 'absent' | 'off' | 'shared' } | { kind: 'set'; nice: number } | { kind: 'refused'; error: string };
-
-/** Where /proc is, for tests. */
-export interface ProcFiles {
-  read(file: string): string;
-  write(file: string, text: string): void;
-}
-const realProc: ProcFiles = { read: (f) => fs.readFileSync(f, 'utf8'), write: (f, t) => fs.writeFileSync(f, t) };
-
-/** The session id of process `pid` (field 6 of /proc/PID/stat), or null. */
-export function sessionOf(stat: string): number | null {
-  // The command name (field 2) is in parentheses and may hold spaces and parentheses itself.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const sid = Number(fields[3]);
-  return Number.isInteger(sid) ? sid : null;
-}
-
-/** This process's autogroup to `nice`, when it leads its own session (see above). */
-export function setOwnAutogroup(nice: number, proc: ProcFiles = realProc, pid = process.pid): AutogroupOutcome {
-  let current: string;
-  try {
-    current = proc.read('/proc/self/autogroup');
-  } catch {
-    return { kind: 'absent' };
-  }
-  try {
-    if (proc.read('/proc/sys/kernel/sched_autogroup_enabled').trim() === '0') return { kind: 'off' };
-  } catch {
-    // Not said: autogroups exist (the file above), so count them as on.
-  }
-  let sid: number | null;
-  try {
-    sid = sessionOf(proc.read(`/proc/${pid}/stat`));
-  } catch {
-    sid = null;
-  }
-  if (sid !== pid) return { kind: 'shared' };
-  if (new RegExp(`\\bnice ${nice}\\s*$`).test(current)) return { kind: 'set', nice };
-  try {
-    proc.write('/proc/self/autogroup', String(nice));
-    return { kind: 'set', nice };
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    return { kind: 'refused', error: e.code ?? e.message };
-  }
-}
-
 /** The line a replica logs about it. */
-export function describePriority(wanted: number, r: PriorityOutcome, group: AutogroupOutcome = { kind: 'absent' }): string {
-  const of = (g: AutogroupOutcome): string => {
-    switch (g.kind) {
-      case 'set':
-        return `, and its session's autogroup at nice ${g.nice}`;
-      case 'refused':
-        return `; its session's autogroup stays as it was (${g.error})`;
-      case 'shared':
-        return `; its session is its starter's, whose autogroup it leaves alone (the kernel ranks sessions before threads: start it in a session of its own, as npm start does, for its nice value to count against units)`;
-      case 'absent':
-      case 'off':
-        return '';
-    }
-  };
-  if (r.ok)
-    return `priority: nice ${r.nice} on ${r.threads} thread${r.threads === 1 ? '' : 's'}${of(group)} (--nice ${wanted}): the control plane runs ahead of agents and units on shared CPUs`;
+export function describePriority(wanted: number, r: PriorityOutcome): string {
+  if (r.ok) return `priority: nice ${r.nice} on ${r.threads} thread${r.threads === 1 ? '' : 's'} (--nice ${wanted}): the control plane runs ahead of agents and units on shared CPUs`;
   return `priority: stays at nice ${r.nice}: --nice ${wanted} was refused (${r.error}; a lower value needs root or CAP_SYS_NICE)`;
 }

@@ -7,9 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import os from 'node:os';
-import fs from 'node:fs';
 import { readStat, threadNices } from '../../shared/proc.ts';
-import { sessionOf } from '../../control-plane/priority.ts';
 import WebSocket from 'ws';
 import { Cluster, pidAlive, waitFor, webManifest } from '../helpers/cluster.ts';
 
@@ -62,32 +60,6 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
       c.cps[0].output.some((l) => /priority: nice -5 on \d+ threads/.test(l)),
       `the replica says so: ${c.cps[0].output.slice(0, 5).join(' | ')}`,
     );
-    // It leads a session of its own (as npm start runs it), so where the kernel groups the CPUs by
-    // session first (autogroups) its own group is at -5 too; this test's session keeps its value.
-    const cpPid = c.cps[0].pid;
-    assert.equal(sessionOf(fs.readFileSync(`/proc/${cpPid}/stat`, 'utf8')), cpPid, 'the replica leads its own session');
-    const autogroup = (pid: number | 'self'): string | null => {
-      try {
-        return fs.readFileSync(`/proc/${pid}/autogroup`, 'utf8').trim();
-      } catch {
-        return null;
-      }
-    };
-    const enabled = (() => {
-      try {
-        return fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() !== '0';
-      } catch {
-        return true;
-      }
-    })();
-    if (autogroup('self') !== null && enabled) {
-      assert.match(autogroup(cpPid) ?? '', / nice -5$/, "the replica's autogroup");
-      assert.notEqual(autogroup(cpPid), autogroup('self'), "not this test's autogroup");
-      assert.ok(
-        c.cps[0].output.some((l) => l.includes("and its session's autogroup at nice -5")),
-        'and it says so',
-      );
-    }
   } else {
     assert.ok(
       c.cps[0].output.some((l) => l.includes('priority: stays at nice')),

@@ -13,7 +13,6 @@ import { fileURLToPath } from 'node:url';
 import type { NodeInfo } from '../../shared/model.ts';
 import { bundleProcesses, ENTRIES } from '../../launcher/bundle.ts';
 import { REPLICA_ENV, REPLICA_V8_FLAGS } from '../../launcher/command-lines.ts';
-import { PDEATHSIG_WRAPPER, pdeathsigWrapperWorks } from '../../launcher/supervisor.ts';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -83,32 +82,18 @@ const BUNDLE_OF: Record<string, string> = {
   [ENTRIES.nodeAgent.entry]: ENTRIES.nodeAgent.out,
 };
 
-let wrapper: readonly string[] | null = null;
-/** `setpriv --pdeathsig TERM --` where it works (asked once), else nothing. */
-function pdeathsigWrapper(): readonly string[] {
-  wrapper ??= pdeathsigWrapperWorks() ? PDEATHSIG_WRAPPER : [];
-  return wrapper;
-}
-
 /** Start an entry script as its own OS process (the bundle when one exists
- *  for it; call ensureBundles() first). A replica runs as `npm start` runs it
- *  (launcher/supervisor.ts): in a session of its own, where its --nice
- *  counts against the units' (control-plane/priority.ts, autogroups), and
- *  with the parent-death signal set, so that it stops with this process even
- *  when the terminal's Ctrl-C no longer reaches it. */
+ *  for it; call ensureBundles() first). */
 export function startProcess(name: string, script: string, args: string[], env: Record<string, string> = {}): Proc {
   const bundle = BUNDLE_OF[script];
   // MO_CPU_PROF=<dir>: every replica and agent writes a V8 CPU profile there when it exits (README.md, Benchmarks).
   const prof = process.env.MO_CPU_PROF && bundle ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
-  const replica = script === ENTRIES.controlPlane.entry;
-  const command = replica ? [...pdeathsigWrapper(), process.execPath] : [process.execPath];
-  const child = spawn(command[0], [...command.slice(1), ...argv], {
+  const child = spawn(process.execPath, argv, {
     cwd: REPO,
-    env: { ...(replica ? REPLICA_ENV : {}), ...process.env, ...env },
+    env: { ...(script === ENTRIES.controlPlane.entry ? REPLICA_ENV : {}), ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
-    detached: replica,
   });
   const output: string[] = [];
   const collect = (buf: Buffer) => {
