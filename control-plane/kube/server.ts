@@ -43,7 +43,8 @@ import { KUBE_VERSION, apiGroup, apiGroupList, apiVersions, resourceList } from 
 import { PatchError, isObject, jsonPatch, mergePatch } from './patch.ts';
 import { SCHEMAS, strategicMerge } from './strategic-merge.ts';
 import { SelectorError, matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.ts';
-import { table, tableRow, tableText, type IncludeObject } from './tables.ts';
+import { table, tableHead, tableRow, type IncludeObject } from './tables.ts';
+import { sendPieces } from '../api/send-pieces.ts';
 import { KubeWatchHub, kubeRendered } from './watch.ts';
 
 export const MAX_KUBE_WATCHERS = 256;
@@ -641,7 +642,7 @@ export class KubeApi {
         meta.continue = Buffer.from(JSON.stringify({ after: selected[selected.length - 1].name }), 'utf8').toString('base64url');
       }
     }
-    let text: string;
+    // A big answer goes out in slices too (api/send-pieces.ts): head, the items' JSON, `]}`.
     if (tableInc) {
       const now = this.deps.now();
       const rows: string[] = [];
@@ -649,12 +650,17 @@ export class KubeApi {
         if (slicer.due()) await slicer.pause();
         rows.push(JSON.stringify(tableRow(info.kind, it.obj!, now, tableInc)));
       }
-      text = tableText(info.kind, meta, rows);
-    } else {
-      const head = JSON.stringify({ kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata: meta, items: [] });
-      text = `${head.slice(0, -2)}${selected.map((it) => it.text).join(',')}]}`;
+      return sendPieces(res, 200, { 'content-type': 'application/json' }, tableHead(info.kind, meta), rows, ']}');
     }
-    sendText(res, 200, text);
+    const head = JSON.stringify({ kind: `${info.kind}List`, apiVersion: info.apiVersion, metadata: meta, items: [] });
+    return sendPieces(
+      res,
+      200,
+      { 'content-type': 'application/json' },
+      head.slice(0, -2),
+      selected.map((it) => it.text),
+      ']}',
+    );
   }
 
   private async logs(name: string, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {

@@ -261,13 +261,16 @@ export function table(kind: string, items: KubeObject[], now: number, meta: Reco
   );
 }
 
-/** A Table of rows made by tableRow (or their JSON, as `rowTexts`: tableText). */
+/** A Table of rows made by tableRow (its JSON without the rows: tableHead). */
 function tableOfRows(kind: string, meta: Record<string, unknown>, rows: unknown[]): Record<string, unknown> {
   return { kind: 'Table', apiVersion: 'meta.k8s.io/v1', metadata: meta, columnDefinitions: tableColumns(kind), rows };
 }
 
-/** JSON.stringify(table(...)) from each row's JSON: a big list's rows are made in slices, the whole never stringified at once. */
-export function tableText(kind: string, meta: Record<string, unknown>, rowTexts: string[]): string {
-  const head = JSON.stringify(tableOfRows(kind, meta, []));
-  return `${head.slice(0, -2)}${rowTexts.join(',')}]}`;
+/**
+ * The Table's JSON up to its rows' `[`: with each row's JSON after it,
+ * joined by commas, and `]}`, it is JSON.stringify(table(...)), so a big
+ * list's rows are made (and sent) in slices, never stringified at once.
+ */
+export function tableHead(kind: string, meta: Record<string, unknown>): string {
+  return JSON.stringify(tableOfRows(kind, meta, [])).slice(0, -2);
 }

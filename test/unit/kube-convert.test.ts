@@ -10,7 +10,7 @@ import { DesiredState } from '../../control-plane/store/desired-state.ts';
 import { deploymentView, unitView } from '../../control-plane/api/views.ts';
 import { deploymentIn, kubeDeployment, kubePod, kubeReplicaSets, replicaSetName, serviceIn } from '../../control-plane/kube/convert.ts';
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from '../../control-plane/kube/selectors.ts';
-import { humanDuration, table } from '../../control-plane/kube/tables.ts';
+import { humanDuration, table, tableHead, tableRow } from '../../control-plane/kube/tables.ts';
 
 const manifest = (command = ['sleep', '3600']) => ({
   apiVersion: 'apps/v1',
@@ -108,6 +108,11 @@ test('one ReplicaSet per revision, owned by the deployment; pods point at theirs
     ['Name', 'Ready', 'Status', 'Restarts', 'Age'],
   );
   assert.deepEqual((t.rows as Array<{ cells: unknown[] }>)[0].cells.slice(0, 4), [unit.name, '0/1', 'Pending', 0]);
+  // What a big list sends in slices (kube/server.ts): the head, each row's JSON, `]}`: the same text.
+  const at = Date.parse('2023-11-14T22:30:00Z');
+  const meta = { resourceVersion: '7' };
+  const rows = [pod, pod].map((p) => JSON.stringify(tableRow('Pod', p, at, 'Metadata')));
+  assert.equal(`${tableHead('Pod', meta)}${rows.join(',')}]}`, JSON.stringify(table('Pod', [pod, pod], at, meta, 'Metadata')));
 });
 
 test('label and field selectors as kubectl and drain send them; unknown fields are refused', () => {

@@ -18,6 +18,7 @@ import { KubeApi } from '../../control-plane/kube/server.ts';
 import type { KubeWatchHub } from '../../control-plane/kube/watch.ts';
 import { kubeDeployment, kubePod, kubeReplicaSets, type KubeObject } from '../../control-plane/kube/convert.ts';
 import { table } from '../../control-plane/kube/tables.ts';
+import { BODY_SLICE_CHARS } from '../../control-plane/api/send-pieces.ts';
 import { apply, randomHistory, T0 } from '../helpers/random-history.ts';
 
 /** A KubeApi over `state` and `registry`, its views from a ViewCache told of every change (as the API server wires it). */
@@ -292,4 +293,41 @@ test('kept pods and Deployments are forgotten once no client has asked for them 
   }
   assert.deepEqual({ pods: api.render('pods').map((r) => r.text), deployments: api.render('deployments').map((r) => r.text) }, first);
   assert.deepEqual(api.kept, { pods: 2, deployments: 1 });
+});
+
+test('a big list (200 pods, a Table of them) goes out in slices and is the list made whole', async (t) => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  const api = kubeApi(state, registry, () => T0);
+  webOnNodeA(state, registry, 200);
+  for (let k = 1; k <= 200; k++)
+    registry.unitStatus('node-a', { name: `web-${k}`, deployment: 'web', phase: 'Running', pid: 1000 + k, resources: { cpu: 10, memory: 8 }, term: 1, ready: true, startedAt: T0 });
+  const whole = listed(api, 'pods');
+  const server = http.createServer(api.handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => server.close(() => r())));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1/namespaces/default/pods`;
+  const get = (asTable: boolean) =>
+    new Promise<{ headers: http.IncomingHttpHeaders; text: string }>((resolve, reject) => {
+      const headers = { authorization: 'Bearer secret', ...(asTable ? { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' } : {}) };
+      http
+        .get(base, { headers }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (text += d));
+          res.on('end', () => resolve({ headers: res.headers, text }));
+        })
+        .on('error', reject);
+    });
+  const plain = await get(false);
+  assert.ok(plain.text.length > BODY_SLICE_CHARS, `${plain.text.length} characters: more than one slice`);
+  assert.equal(plain.headers['transfer-encoding'], 'chunked');
+  const items = (JSON.parse(plain.text) as { items: KubeObject[] }).items;
+  assert.deepEqual(new Map(items.map((p) => [p.metadata.name, p])), whole);
+  const asTable = await get(true);
+  const rows = (JSON.parse(asTable.text) as { rows: Array<{ cells: unknown[] }> }).rows;
+  assert.deepEqual(
+    rows.map((r) => r.cells[0]),
+    items.map((p) => p.metadata.name),
+  );
 });
