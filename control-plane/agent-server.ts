@@ -20,7 +20,7 @@ import { MAX_FRAME_BYTES, type AgentStats, type Command, type ControlPlaneMessag
 import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 import { AgentOutbox } from './agent-outbox.ts';
-import { corkForThisTick } from '../shared/ws-cork.ts';
+import { sendInRun } from '../shared/ws-cork.ts';
 
 export const HELLO_TIMEOUT_MS = 5000;
 
@@ -170,9 +170,8 @@ export class AgentServer {
 
   private sendTo(ws: WebSocket, msg: ControlPlaneMessage): boolean {
     if (ws.readyState !== ws.OPEN) return false;
-    // A pass's spawn commands to one agent, one after another: one write (shared/ws-cork.ts).
-    corkForThisTick(ws);
-    return this.outbox.send(ws, encodeMessage(msg));
+    // A pass's spawn commands to one agent, one after another: the first at once, the rest in one write (shared/ws-cork.ts).
+    return sendInRun(ws, () => this.outbox.send(ws, encodeMessage(msg)));
   }
 
   /** Send a command to a node's agent; false if it is not connected here. */

@@ -17,7 +17,7 @@ import pRetry from 'p-retry';
 import { decodeControlPlaneMessage, encodeMessage } from '../shared/protocol/codec.ts';
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import { zeroMask } from '../shared/ws-mask.ts';
-import { corkForThisTick } from '../shared/ws-cork.ts';
+import { sendInRun } from '../shared/ws-cork.ts';
 
 export const MIN_RECONNECT_DELAY_MS = 50;
 export const MAX_RECONNECT_DELAY_MS = 1000;
@@ -103,8 +103,7 @@ export class ControlPlaneLink {
       ws.terminate();
       return false;
     }
-    corkForThisTick(ws);
-    ws.send(encodeMessage(msg));
+    sendInRun(ws, () => ws.send(encodeMessage(msg)));
     return true;
   }
 

@@ -1,14 +1,15 @@
-// corkForThisTick: the frames sent on a WebSocket in one synchronous run
-// reach the socket as one write, and all of them arrive, in order.
+// sendInRun: of the frames sent on a WebSocket in one synchronous run, the
+// first reaches the socket at once and the rest as one write at the end of
+// the run; all of them arrive, in order.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import WebSocket, { WebSocketServer } from 'ws';
-import { corkForThisTick } from '../../shared/ws-cork.ts';
+import { sendInRun } from '../../shared/ws-cork.ts';
 
-test('frames sent in one run are one write to the socket, delivered whole and in order; a later run is another write', async (t) => {
+test('the first frame of a run is written at once, the rest of the run in one write; all delivered whole and in order', async (t) => {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
   await new Promise((r) => server.once('listening', r));
@@ -25,29 +26,39 @@ test('frames sent in one run are one write to the socket, delivered whole and in
   socket._write = (...a: unknown[]) => (writes++, write(...a));
   socket._writev = (...a: unknown[]) => (writes++, writev(...a));
 
-  const burst = (from: number, n: number, cork: boolean) => {
+  // Returns the writes seen right after the run's first frame, before the run ends.
+  const burst = (from: number, n: number, batched: boolean): number => {
+    let afterFirst = -1;
     for (let i = from; i < from + n; i++) {
-      if (cork) corkForThisTick(ws);
-      ws.send(`frame ${i}`);
+      if (batched) sendInRun(ws, () => ws.send(`frame ${i}`));
+      else ws.send(`frame ${i}`);
+      if (i === from) afterFirst = writes;
     }
+    return afterFirst;
   };
-  burst(0, 50, true);
+  assert.equal(burst(0, 50, true), 1, 'the first frame of a run is written before the run goes on');
+  assert.equal(writes, 1, 'the other 49 wait for the end of the run');
   await new Promise((r) => setImmediate(r));
-  assert.equal(writes, 1, 'fifty frames in one run: one write');
-  burst(50, 10, true);
+  assert.equal(writes, 2, 'fifty frames in one run: two writes');
+  assert.equal(burst(50, 1, true), 3, 'a lone frame: written at once');
   await new Promise((r) => setImmediate(r));
-  assert.equal(writes, 2, 'a later run: its own write');
-  // Without it, ws writes each frame by itself (what the test would see if corking did nothing).
+  assert.equal(writes, 3, 'and nothing more at the end of its run');
+  burst(51, 9, true);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(writes, 5, 'a later run: its own two writes');
+  // Without it, ws writes each frame by itself (what the test would see if batching did nothing).
   burst(60, 10, false);
   await new Promise((r) => setImmediate(r));
-  assert.equal(writes, 12);
+  assert.equal(writes, 15);
   const deadline = Date.now() + 10_000;
   while (got.length < 70 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
   assert.deepEqual(
     got,
     Array.from({ length: 70 }, (_, i) => `frame ${i}`),
   );
-  // A closed socket is left alone.
+  // A closed socket is left alone: the frame is handed to send as it is.
   ws.terminate();
-  assert.doesNotThrow(() => corkForThisTick(ws));
+  let called = 0;
+  assert.doesNotThrow(() => sendInRun(ws, () => called++));
+  assert.equal(called, 1);
 });
