@@ -167,6 +167,11 @@ export class SpawnServer {
     return !this.closed && this.failures < MAX_FAILURES;
   }
 
+  /** Whether units are being started: requests queued, or sent and not yet forked on. */
+  get busy(): boolean {
+    return this.queued.length > 0 || this.starting.size > 0;
+  }
+
   /** The server's pid while it runs (tests, diagnostics). */
   get pid(): number | undefined {
     return this.child?.pid;

@@ -260,6 +260,8 @@ export class UnitSupervisor {
             setprivPath: this.setprivPath,
             cwd: this.unitsDir,
             guard: this.guard,
+            // Units the spawn server is starting (a burst): it starts them for less than a sandbox costs.
+            busy: () => this.server?.busy === true,
             ...(this.cgroups?.enabled ? { join: (sb: WarmSandbox) => this.joinWarm(sb), release: (cg: string) => this.removeCgroup(cg) } : {}),
             ...(options.onSandboxProblem ? { onProblem: options.onSandboxProblem } : {}),
           })
@@ -388,7 +390,7 @@ export class UnitSupervisor {
       rec.pidNs = req.spec.hostPID !== true;
     }
     // A warm sandbox when one is ready and its claim can say the unit (claimFields, claimScript).
-    const claim = rec.pidNs && this.pool ? this.pool.claimFor(req.name, env, command) : null;
+    const claim = rec.pidNs && this.pool && this.pool.readyCount > 0 ? this.pool.claimFor(req.name, env, command) : null;
     let warm = claim !== null ? this.pool!.take() : null;
     let procs: string[] = [];
     // A sandbox whose processes already sit in a cgroup of their own: that cgroup becomes the unit's.

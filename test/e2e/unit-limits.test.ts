@@ -370,6 +370,50 @@ test(
   },
 );
 
+test('no sandbox is made while units are being started (a burst): the refill waits until the pool is told none is, then makes one', { skip: nsVariants[0].skip }, async () => {
+  const launched: number[] = [];
+  let busy = false;
+  let asked = 0;
+  const pool = new SandboxPool({
+    size: 1,
+    initPath: nsSupport.initPath,
+    unsharePath: nsSupport.unsharePath!,
+    setprivPath: null,
+    cwd: os.tmpdir(),
+    guard: { add: (pid) => launched.push(pid), remove: () => {} },
+    busy: () => (asked++, busy),
+  });
+  let taken: number | null = null;
+  try {
+    await waitUntil(() => pool.readyCount === 1, 10000, 'the first sandbox');
+    assert.equal(launched.length, 1);
+    // A burst begins: its first unit takes the sandbox.
+    busy = true;
+    asked = 0;
+    const warm = pool.take();
+    assert.ok(warm, 'a ready sandbox to take');
+    taken = warm.pid;
+    pool.replenish();
+    // The refill asks, is told a burst is on, and asks again later, several times, making nothing.
+    await waitUntil(() => asked >= 4, 10000, 'the refill asking again while busy');
+    assert.equal(launched.length, 1, 'no sandbox made during the burst');
+    assert.equal(pool.readyCount, 0);
+    busy = false;
+    await waitUntil(() => pool.readyCount === 1, 10000, 'the sandbox made once the burst is over');
+    assert.equal(launched.length, 2);
+  } finally {
+    if (taken !== null) {
+      try {
+        process.kill(-taken, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    pool.close();
+    await pool.settled();
+  }
+});
+
 // ---- warm sandboxes (node-agent/runtime/sandbox-pool.ts) --------------------
 
 const warmSkip = skip || nsSkip;
