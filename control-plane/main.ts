@@ -30,6 +30,7 @@ import { serveUnitLog } from './api/logs.ts';
 import { ReplicaMetrics } from './api/metrics.ts';
 import { makeDashboard } from './api/dashboard.ts';
 import { EventLoopWindows } from './event-loop-windows.ts';
+import { startRestCollection } from './rest-collect.ts';
 import { ensureCa, servingCert } from './kube/certs.ts';
 import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
@@ -202,6 +203,8 @@ async function main(): Promise<void> {
   // How long this process's event loop stops, per second (for `npm run bench`).
   const loopWindows = new EventLoopWindows();
   loopWindows.start();
+  // A burst's garbage given back once the replica rests (rest-collect.ts).
+  const stopRestCollection = startRestCollection(log);
   const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `${cfg.tls ? 'wss' : 'ws'}://${cfg.host}:${cfg.port}`]]);
   const caDir = cfg.kube?.caDir ?? path.resolve(process.env.MO_CA_DIR ?? path.dirname(cfg.dataDir));
   const mainTls = cfg.tls ? mainPortTls(cfg, caDir) : undefined;
@@ -444,6 +447,7 @@ async function main(): Promise<void> {
     stopping = true;
     log(`${cfg.id} stopping (${sig})`);
     clearInterval(liveness);
+    stopRestCollection();
     controller.stop();
     agents.close();
     server.closeAllConnections();

@@ -1,0 +1,49 @@
+// rest-collect.ts: when a replica at rest collects its garbage (the
+// decision, with made-up readings), and that the collection it uses is V8's
+// full one (a real object, unreachable, is gone after it).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fullCollection, RestCollector } from '../../control-plane/rest-collect.ts';
+
+const opts = { minWorkMs: 1000, quietMs: 5000, maxBusy: 0.05 };
+
+/** Feed one reading a second from `from` (s): busy shares, one per second; returns the seconds at which it said collect. */
+function feed(c: RestCollector, from: number, busy: number[]): number[] {
+  const said: number[] = [];
+  busy.forEach((b, i) => {
+    if (c.tick((from + i) * 1000, b, 1000)) said.push(from + i);
+  });
+  return said;
+}
+
+test('after a burst, one collection once the loop has been quiet for quietMs; none again until the next burst', () => {
+  const c = new RestCollector(opts);
+  // A start with nothing done: quiet for a minute, no collection.
+  assert.deepEqual(feed(c, 0, Array(60).fill(0.02)), []);
+  // A burst: 4 s at 60% (2.4 s of work), then quiet.
+  const said = feed(c, 60, [0.6, 0.6, 0.6, 0.6, ...Array(30).fill(0.02)]);
+  assert.deepEqual(said, [64 + 5], 'once, when the quiet that began at 64 s has lasted 5 s');
+  // Quiet goes on: nothing more.
+  assert.deepEqual(feed(c, 94, Array(120).fill(0.01)), []);
+});
+
+test('a busy second resets the quiet; work too small to be a burst is never worth a collection', () => {
+  const c = new RestCollector(opts);
+  // 0.9 s of work in all, in sparse busy seconds: under minWorkMs.
+  assert.deepEqual(feed(c, 0, [0.3, 0.02, 0.02, 0.3, 0.02, 0.3, ...Array(20).fill(0.02)]), []);
+  // 0.2 s more: the burst is now 1.1 s; quiet must then last 5 s after the last busy second (30 s).
+  assert.deepEqual(feed(c, 26, [0.2, 0.02, 0.02, 0.02, 0.6, 0.02, 0.02, 0.02, 0.02, 0.02, 0.02]), [31 + 5], 'quiet from 31 s, after the last busy second');
+});
+
+test('fullCollection is V8 full collection: an unreachable object is gone after it', async () => {
+  const collect = fullCollection();
+  let held: object | null = { payload: new Array(1000).fill('x') };
+  const ref = new WeakRef(held);
+  held = null;
+  // A WeakRef's target lives until the end of the job that made it.
+  await new Promise((r) => setImmediate(r));
+  collect();
+  assert.equal(ref.deref(), undefined);
+  assert.equal(typeof (globalThis as { gc?: unknown }).gc, 'undefined', 'no gc() left on the global object');
+});
