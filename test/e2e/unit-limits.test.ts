@@ -338,6 +338,11 @@ test(
   },
 );
 
+/** A pool of one sandbox made by this machine's maker, in the temp directory (each test adds its guard and hooks). */
+function onePool(): Omit<ConstructorParameters<typeof SandboxPool>[0], 'guard'> {
+  return { size: 1, initPath: nsSupport.initPath, unsharePath: nsSupport.unsharePath!, setprivPath: null, cwd: os.tmpdir() };
+}
+
 test(
   'a pool closed while a sandbox joins its cgroup releases that cgroup once joined, and settled() waits for it (an agent stopping then removes its cgroup parent)',
   { skip: nsVariants[0].skip },
@@ -345,11 +350,7 @@ test(
     const joining: Array<() => void> = [];
     const released: string[] = [];
     const pool = new SandboxPool({
-      size: 1,
-      initPath: nsSupport.initPath,
-      unsharePath: nsSupport.unsharePath!,
-      setprivPath: null,
-      cwd: os.tmpdir(),
+      ...onePool(),
       guard: { add: () => {}, remove: () => {} },
       // The join (a cgroup made and three moves) is still going when the pool closes.
       join: () => new Promise<string | null>((resolve) => joining.push(() => resolve('warm@test'))),
@@ -375,11 +376,7 @@ test('no sandbox is made while units are being started (a burst): the refill wai
   let busy = false;
   let asked = 0;
   const pool = new SandboxPool({
-    size: 1,
-    initPath: nsSupport.initPath,
-    unsharePath: nsSupport.unsharePath!,
-    setprivPath: null,
-    cwd: os.tmpdir(),
+    ...onePool(),
     guard: { add: (pid) => launched.push(pid), remove: () => {} },
     busy: () => (asked++, busy),
   });
