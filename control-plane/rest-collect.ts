@@ -8,8 +8,8 @@
 // cluster rests. An ad-hoc probe of the big-state fill, 30 s at rest with
 // nothing asking: every replica still held 34-36 MiB of dead buffers
 // (external memory: the compacted log's entries, the snapshot's bytes) and
-// the leader ~26 MiB of dead heap, 158-172 MiB RSS; after one collection
-// external memory was 2.6-3.8 MiB and the leader 108 MiB. Go's runtime,
+// the leader ~26 MiB of dead heap, 158-172 MiB RSS; after a collection (a
+// heap snapshot's) external memory was 2.6-3.8 MiB. Go's runtime,
 // which the Kubernetes control plane runs on, forces a collection when none
 // ran for two minutes for the same reason.
 //
@@ -17,10 +17,10 @@
 // readings that were not quiet, since the last collection here), once the
 // loop has been quiet (busy under maxBusy of each reading) for quietMs, so
 // no client or burst is waiting; then not again before the next burst. A
-// full collection is one pause, logged with what it gave back: 35-51 ms
-// in that probe (10,000 deployments), under the election timeout's
-// 250-500 ms and about one heartbeat; the leader then held 144 MiB, the
-// followers 108-112. Under load V8's incremental collections do the work
+// full collection is one pause, logged with what it gave back: 35-60 ms
+// in two such probes (10,000 deployments), under the election timeout's
+// 250-500 ms and about one heartbeat; the leader then held 134-144 MiB,
+// the followers 108-118. Under load V8's incremental collections do the work
 // and this never runs (the 5,000-agent fleet keeps the loop ~25% busy).
 //
 // RestCollector is the decision, pure (unit-tested with made-up readings);
@@ -109,10 +109,13 @@ export function startRestCollection(log: (line: string) => void, o: RestCollectO
     const ms = performance.now() - t0;
     const after = reading();
     const mib = (n: number) => (n / 1048576).toFixed(1);
-    log(
-      `memory: collected at rest in ${ms.toFixed(0)} ms: heap ${mib(before.used_heap_size)} -> ${mib(after.used_heap_size)} MiB used, ` +
-        `${mib(before.total_heap_size)} -> ${mib(after.total_heap_size)} MiB held, external ${mib(before.external_memory)} -> ${mib(after.external_memory)} MiB`,
-    );
+    // Dead buffers' memory is given back after the pause (V8 frees their backing stores in the background): read it a second later.
+    setTimeout(() => {
+      log(
+        `memory: collected at rest in ${ms.toFixed(0)} ms: heap ${mib(before.used_heap_size)} -> ${mib(after.used_heap_size)} MiB used, ` +
+          `${mib(before.total_heap_size)} -> ${mib(after.total_heap_size)} MiB held; external ${mib(before.external_memory)} -> ${mib(reading().external_memory)} MiB a second later`,
+      );
+    }, 1000).unref();
     // What the collection itself took is not work.
     last = performance.eventLoopUtilization();
     lastAt = performance.now();
