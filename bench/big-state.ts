@@ -34,7 +34,7 @@ export interface BigStateResult {
   applyError?: string;
   firstTerm: number;
   fill: ReplicaPhase[];
-  /** Every replica's RSS 30 s later, the cluster idle meanwhile: what it holds at rest (V8 collects its garbage when the allocations stop). */
+  /** Every replica's RSS 30 s later, the cluster idle meanwhile: what it holds at rest (a replica collects a burst's garbage once it has been quiet for 5 s: control-plane/rest-collect.ts). */
   rest: Array<{ id: string; rssMiB: number }>;
   /** One GET /metrics of each replica in turn with the deployments stored: each answer's time and size, and the loops meanwhile. */
   scrape: { ms: number[]; bytes: number[]; loop: ReplicaPhase[] };
