@@ -34,8 +34,13 @@ export interface BigStateResult {
   applyError?: string;
   firstTerm: number;
   fill: ReplicaPhase[];
-  /** Every replica's RSS 30 s later, the cluster idle meanwhile: what it holds at rest (a replica collects a burst's garbage once it has been quiet for 5 s: control-plane/rest-collect.ts). */
-  rest: Array<{ id: string; rssMiB: number }>;
+  /**
+   * Every replica's RSS 30 s later, the cluster idle meanwhile: what it
+   * holds at rest (a replica collects a burst's garbage once it has been
+   * quiet for 5 s: control-plane/rest-collect.ts); and its loop over those
+   * 30 s, whose longest stop is that collection's pause.
+   */
+  rest: ReplicaPhase[];
   /** One GET /metrics of each replica in turn with the deployments stored: each answer's time and size, and the loops meanwhile. */
   scrape: { ms: number[]; bytes: number[]; loop: ReplicaPhase[] };
   apply: ReplicaPhase[];
@@ -117,8 +122,9 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     const count = JSON.parse((await request('GET', `${url}/v1/deployments`, c.token)).text).items.length as number;
     await sleep(2000); // statuses flushed, garbage collected as it would be at rest
     const fill = await phase(c, fillFrom);
+    const restFrom = Date.now();
     await sleep(REST_MS); // a measurement window: nothing to wait for but time without work
-    const rest = fill.map((p, i) => ({ id: p.id, rssMiB: rssMiB(c.cps[i].pid) }));
+    const rest = await phase(c, restFrom);
 
     onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill, rest });
 

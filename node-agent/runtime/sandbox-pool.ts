@@ -47,9 +47,9 @@
 // was taken by the next unit of the burst, and its take made the next one,
 // so the agent forked itself all through the burst for starts its spawn
 // server makes for one write each (a CPU profile of an agent in a 200-unit
-// apply: 179 ms of its 888 ms busy in those spawns). A sandbox that dies unused is
-// not replaced in a loop: after MAX_FAILURES in a row the pool gives up and
-// says why (units then start the cold way).
+// apply: 179 ms of its 888 ms busy in those spawns). A sandbox that dies
+// unused is not replaced in a loop: after MAX_FAILURES in a row the pool
+// gives up and says why (units then start the cold way).
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
