@@ -41,6 +41,8 @@ export interface BigStateResult {
    * 30 s, whose longest stop is that collection's pause.
    */
   rest: ReplicaPhase[];
+  /** Each replica's collections at rest by then, as it logged them (their pauses, ms). */
+  restCollections: Array<{ id: string; pausesMs: number[] }>;
   /** One GET /metrics of each replica in turn with the deployments stored: each answer's time and size, and the loops meanwhile. */
   scrape: { ms: number[]; bytes: number[]; loop: ReplicaPhase[] };
   apply: ReplicaPhase[];
@@ -65,7 +67,7 @@ async function phase(c: Cluster, since: number): Promise<ReplicaPhase[]> {
   );
 }
 
-export type FillResult = Pick<BigStateResult, 'deployments' | 'fillWritesPerSec' | 'failedWrites' | 'firstFailure' | 'firstTerm' | 'fill' | 'rest'>;
+export type FillResult = Pick<BigStateResult, 'deployments' | 'fillWritesPerSec' | 'failedWrites' | 'firstFailure' | 'firstTerm' | 'fill' | 'rest' | 'restCollections'>;
 
 /** `onFill`: told the fill's figures before the apply starts (so they are printed even if the apply fails). */
 export async function benchBigState(deployments = 10000, units = 1000, onFill?: (r: FillResult) => void): Promise<BigStateResult> {
@@ -125,8 +127,15 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     const restFrom = Date.now();
     await sleep(REST_MS); // a measurement window: nothing to wait for but time without work
     const rest = await phase(c, restFrom);
+    const restCollections = rest.map((p, i) => ({
+      id: p.id,
+      pausesMs: c.cps[i].output.flatMap((l) => {
+        const m = /memory: collected at rest in (\d+) ms/.exec(l);
+        return m ? [Number(m[1])] : [];
+      }),
+    }));
 
-    onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill, rest });
+    onFill?.({ deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, firstTerm, fill, rest, restCollections });
 
     // A Prometheus scrape of every replica (a series per deployment).
     const scrapeFrom = Date.now();
@@ -160,7 +169,21 @@ export async function benchBigState(deployments = 10000, units = 1000, onFill?: 
     }
     await sleep(2000);
     const apply = await phase(c, applyFrom);
-    return { deployments: count, fillWritesPerSec: written / (fillMs / 1000), failedWrites: failed, firstFailure, units, applyMs, applyError, firstTerm, fill, rest, scrape, apply };
+    return {
+      deployments: count,
+      fillWritesPerSec: written / (fillMs / 1000),
+      failedWrites: failed,
+      firstFailure,
+      units,
+      applyMs,
+      applyError,
+      firstTerm,
+      fill,
+      rest,
+      restCollections,
+      scrape,
+      apply,
+    };
   } finally {
     w.stop();
     await c.stop();

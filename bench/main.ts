@@ -224,7 +224,7 @@ if (want('big-state')) {
     );
     const restTerms = maxTerm(fill.rest) - maxTerm(fill.fill);
     say(
-      `big state: event loop over the 30 s at rest (each replica's collection at rest falls in it): ${loop(fill.rest)} (longest stop ${f(maxStop(fill.rest), 0)} ms; target < 125 ms: ${verdict(maxStop(fill.rest) < 125)}; ${restTerms === 0 ? 'no election' : `${restTerms} ELECTIONS`})`,
+      `big state: event loop over the 30 s at rest: ${loop(fill.rest)} (longest stop ${f(maxStop(fill.rest), 0)} ms; target < 125 ms: ${verdict(maxStop(fill.rest) < 125)}; ${restTerms === 0 ? 'no election' : `${restTerms} ELECTIONS`}); collections at rest, as each replica logged them: ${fill.restCollections.map((x) => `${x.id} ${x.pausesMs.length === 0 ? 'none' : x.pausesMs.map((ms) => `${ms} ms`).join(', ')}`).join('; ')}`,
     );
   });
   const scrapeTerms = maxTerm(r.scrape.loop) - maxTerm(r.rest);

@@ -17,11 +17,12 @@
 // readings that were not quiet, since the last collection here), once the
 // loop has been quiet (busy under maxBusy of each reading) for quietMs, so
 // no client or burst is waiting; then not again before the next burst. A
-// full collection is one pause, logged with what it gave back: 35-60 ms
-// in two such probes (10,000 deployments), under the election timeout's
-// 250-500 ms and about one heartbeat; the leader then held 134-144 MiB,
-// the followers 108-118. Under load V8's incremental collections do the work
-// and this never runs (the 5,000-agent fleet keeps the loop ~25% busy).
+// full collection is one pause, logged with what it gave back: 28-60 ms
+// in such probes and in `npm run bench -- --only big-state` (10,000
+// deployments), under the election timeout's 250-500 ms and about one
+// heartbeat; the leader then held 134-148 MiB, the followers 106-118.
+// Under load V8's incremental collections do the work and this never runs
+// (the 5,000-agent fleet keeps the loop ~25% busy).
 //
 // RestCollector is the decision, pure (unit-tested with made-up readings);
 // startRestCollection is the shell: the readings, the timer, the collection.
