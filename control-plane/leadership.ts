@@ -4,8 +4,9 @@
 // (sim/host-sim.ts) runs the same way.
 //
 // Only the leader acts. A new leader forgets in-flight commands (it never
-// sent them), gives every node of the desired state a startup grace before
-// it can turn NotReady (their agents are reconnecting to it), registers the
+// sent them), gives every node of the desired state (and each one its log
+// brings in after the election) a startup grace before it can turn NotReady
+// (their agents are reconnecting to it), registers the
 // nodes its own agents announced, and runs a pass at once. Every role change
 // tells every agent the leader and its term (fencing).
 
@@ -57,6 +58,17 @@ export function nodeRegistrar(d: Pick<LeadershipDeps, 'store' | 'registry' | 'no
 /** Follows the store's role changes as described above; `registerNode` is nodeRegistrar's. */
 export function followLeadership(d: LeadershipDeps, registerNode: (name: string) => void): void {
   let wasLeader = false;
+  let graceUntil = 0;
+  // A restarted replica applies its log only once the first entry of its new
+  // term commits, after the election: a node whose registration is in that
+  // log reaches the desired state after the seeding below. It gets the same
+  // grace, or the first pass would find its units on a node "not registered"
+  // and replace them all while their agent is still reconnecting.
+  d.store.state.onChange((kind, name) => {
+    if (kind !== 'node' || !wasLeader) return;
+    const rec = d.store.state.nodes.get(name);
+    if (rec) d.registry.seed(rec.info, graceUntil);
+  });
   d.store.onRoleChange(() => {
     const s = d.store.status();
     d.agents.broadcastLeader(s.term, s.leaderId);
@@ -65,7 +77,8 @@ export function followLeadership(d: LeadershipDeps, registerNode: (name: string)
       wasLeader = true;
       d.onElected?.(s);
       d.controller.resetInFlight();
-      for (const rec of d.store.state.nodes.values()) d.registry.seed(rec.info, d.now() + STARTUP_GRACE_MS);
+      graceUntil = d.now() + STARTUP_GRACE_MS;
+      for (const rec of d.store.state.nodes.values()) d.registry.seed(rec.info, graceUntil);
       for (const name of d.registry.nodes.keys()) registerNode(name);
       d.controller.trigger();
     } else if (s.role !== 'leader' && wasLeader) {

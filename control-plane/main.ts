@@ -39,8 +39,6 @@ import { followLeadership, nodeRegistrar } from './leadership.ts';
 import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, setOwnPriority } from './priority.ts';
 
 const log = makeLogger();
-/** How long a restarted replica waits for agents to reconnect (on top of the
- *  NotReady timeout) before their units count as lost. */
 
 function usage(msg: string): never {
   process.stderr.write(

@@ -228,18 +228,29 @@ test('bad input is refused with a clear error and nothing crashes', { timeout: 6
 
 test('desired state survives a restart of the control plane with the same data dir', { timeout: 60000 }, async (t) => {
   const c = await Cluster.start({ nodes: [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }] });
-  t.after(() => c.stop());
+  const agent = c.agents.get('node-a')!;
+  t.after(async () => {
+    if (pidAlive(agent.pid)) agent.child.kill('SIGCONT');
+    await c.stop();
+  });
   let r = await c.api('PUT', '/v1/deployments/web', webManifest('web', 2, { cpu: '100m', memory: '64Mi' }));
   assert.equal(r.status, 201);
   const units = await waitFor('2 running', async () => {
     const u = await c.running('web');
     return u.length === 2 ? u : null;
   });
+  // The agent is held (SIGSTOP) until the restarted replica has applied its
+  // log and made its first pass: a slow reconnect, as on a busy machine. The
+  // node's registration reaches the new leader's state only with that log,
+  // after its election, and must get the same startup grace as the rest.
+  agent.child.kill('SIGSTOP');
   const cp = c.cps[0];
   cp.child.kill('SIGKILL');
   await cp.exited;
-  c.startReplica(1);
+  const again = c.startReplica(1);
   await waitFor('the replica back', () => c.healthy(), 20000);
+  await waitFor('its first pass', () => again.output.some((l) => /reconcile web:/.test(l)), 20000);
+  agent.child.kill('SIGCONT');
   r = await waitFor('web restored', async () => {
     const x = await c.api('GET', '/v1/deployments/web');
     return x.status === 200 ? x : null;

@@ -141,7 +141,11 @@ test('without a quorum writes fail fast with "no quorum" and nothing is started;
 
 test('a full stop and restart with the same data dirs brings back every deployment and binding', { timeout: 120000 }, async (t) => {
   const c = await Cluster.start({ replicas: 3, nodes: TWO_NODES });
-  t.after(() => c.stop());
+  const agents = [...c.agents.values()];
+  t.after(async () => {
+    for (const a of agents) if (pidAlive(a.pid)) a.child.kill('SIGCONT');
+    await c.stop();
+  });
   assert.equal((await c.api('PUT', '/v1/deployments/web', small('web', 3))).status, 201);
   assert.equal((await c.api('PATCH', '/v1/nodes/node-b', { unschedulable: true })).status, 200);
   const units = await waitFor(
@@ -153,10 +157,16 @@ test('a full stop and restart with the same data dirs brings back every deployme
     30000,
   );
   const bindings = units.map((u) => `${u.metadata.name}@${u.spec.nodeName}`).sort();
+  // The agents are held (SIGSTOP) until the new leader has applied the log
+  // and made its first pass: the nodes' registrations reach its state only
+  // then, after its election, and must get the startup grace all the same.
+  for (const a of agents) a.child.kill('SIGSTOP');
   for (const p of c.cps) p.child.kill('SIGKILL');
   await Promise.all(c.cps.map((p) => p.exited));
   for (let i = 1; i <= 3; i++) c.startReplica(i);
-  await leaderOf(c);
+  const leader = await leaderOf(c);
+  await waitFor('its first pass', () => c.cps[leader.index - 1].output.some((l) => /reconcile web:/.test(l)), 20000);
+  for (const a of agents) a.child.kill('SIGCONT');
   const back = await waitFor(
     'the same units reported again',
     async () => {
