@@ -25,7 +25,7 @@ function harness(): { state: DesiredState; registry: NodeRegistry; become: (role
         state,
         propose: () => Promise.resolve({ ok: true }),
         status: () => status,
-        onRoleChange: (fn) => listeners.push(fn),
+        onRoleChange: (fn: () => void) => listeners.push(fn),
       } as never,
       registry,
       agents: { broadcastLeader: () => {} },
