@@ -255,7 +255,15 @@ async function main(): Promise<void> {
     // A leader whose timers wait behind a long round of I/O callbacks still heartbeats.
     onFrame: () => raftStore.pulse(),
   });
-  const services = new ServicePublisher({ state: store.state, registry, agents, isLeader: () => store.isLeader(), term: () => store.term(), id: cfg.id });
+  const services = new ServicePublisher({
+    state: store.state,
+    registry,
+    agents,
+    isLeader: () => store.isLeader(),
+    caughtUp: () => store.caughtUp(),
+    term: () => store.term(),
+    id: cfg.id,
+  });
   const controller = new Controller({
     store,
     registry,

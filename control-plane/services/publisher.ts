@@ -4,7 +4,10 @@
 // table and, when it differs from what it last sent, sends it to every
 // connected agent; an agent that says hello gets it at once. The message
 // carries the leader's term, so an agent never goes back to an older
-// leader's table. Followers send nothing.
+// leader's table. Followers send nothing, and neither does a leader that
+// has not yet applied its log through an entry of its own term: a restarted
+// control plane applies its log only then, and its table from the state
+// before that would close every proxy's listeners until the next table.
 
 import type { ServicesMessage } from '../../shared/protocol/messages.ts';
 import type { AgentServer } from '../agent-server.ts';
@@ -17,13 +20,19 @@ export interface ServicePublisherDeps {
   registry: NodeRegistry;
   agents: AgentServer;
   isLeader: () => boolean;
+  /** Leads, and has applied everything committed, through an entry of its own term (RaftStore.caughtUp). */
+  caughtUp: () => boolean;
   term: () => number;
   id: string;
 }
 
+/** How often a leader that has not caught up yet looks again (its first commit takes a round trip and an fsync). */
+export const CAUGHT_UP_RETRY_MS = 5;
+
 export class ServicePublisher {
   private last = '';
   private scheduled = false;
+  private retry: NodeJS.Timeout | null = null;
 
   constructor(private readonly deps: ServicePublisherDeps) {}
 
@@ -40,6 +49,12 @@ export class ServicePublisher {
   /** A (re)connected agent gets the current table. */
   hello(node: string): void {
     if (!this.deps.isLeader()) return;
+    if (!this.deps.caughtUp()) {
+      // Everyone gets the table once it is current, this agent with them.
+      this.last = '';
+      this.changed();
+      return;
+    }
     this.deps.agents.sendServices(node, this.message(this.table()));
   }
 
@@ -59,6 +74,13 @@ export class ServicePublisher {
 
   private publish(): void {
     if (!this.deps.isLeader()) return;
+    if (!this.deps.caughtUp()) {
+      this.retry ??= setTimeout(() => {
+        this.retry = null;
+        this.changed();
+      }, CAUGHT_UP_RETRY_MS);
+      return;
+    }
     const table = this.table();
     const json = JSON.stringify(table);
     if (json === this.last) return;

@@ -114,3 +114,31 @@ test('a NodePort Service answers every request through unit, agent and leader ki
   assert.ok(ok > 100, `the client really ran (${ok} requests)`);
   assert.ok(seen.size >= 3, 'answers came from several units as they moved');
 });
+
+test('a control plane restarted whole never sends the proxies a table older than its log: the listener stays open throughout', { timeout: 90000 }, async (t) => {
+  const c = await Cluster.start({ replicas: 3, nodes: [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }] });
+  t.after(() => c.stop());
+  const applied = await runMo(c, ['apply', '-f', 'examples/web-service.yaml']);
+  assert.equal(applied.code, 0, applied.err);
+  const agent = c.agents.get('node-a')!;
+  const proxyLines = () => agent.output.filter((l) => /proxy: /.test(l));
+  await waitFor('the proxy listening', () => proxyLines().some((l) => /on 127\.[\d.]+:30080/.test(l)), 30000);
+  await waitFor('3 ready', async () => (await c.running('hello')).filter((u) => u.status.ready).length === 3, 30000);
+  // Every replica SIGKILLed and started again: the Service is in their logs,
+  // which a new leader applies only once an entry of its term commits.
+  for (const p of c.cps) p.child.kill('SIGKILL');
+  await Promise.all(c.cps.map((p) => p.exited));
+  for (let i = 1; i <= 3; i++) c.startReplica(i);
+  // A command of the new leader: every Services table it sent before it
+  // reached the agent first (one connection, in order).
+  await waitFor('an API again', () => c.healthy(), 30000);
+  assert.equal((await c.api('PATCH', '/v1/deployments/hello/scale', { replicas: 4 })).status, 200);
+  await waitFor('the 4th unit started', () => agent.output.some((l) => /started hello-4 /.test(l)), 30000);
+  assert.deepEqual(
+    proxyLines().filter((l) => /closed/.test(l)),
+    [],
+    `the listener was never closed; the agent's proxy lines:\n${proxyLines().join('\n')}`,
+  );
+  const r = await get(c.nodeAddress('node-a'), 30080);
+  assert.ok(r.ok, r.body);
+});
