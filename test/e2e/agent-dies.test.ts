@@ -424,7 +424,7 @@ test('bad flags print one line naming the cause and exit 2', async () => {
       const p = spawn(process.execPath, ['--import', 'tsx', 'node-agent/main.ts', ...args], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       p.stderr!.on('data', (c) => (err += c));
-      p.on('exit', (code) => resolve({ code, err }));
+      p.on('close', (code) => resolve({ code, err }));
     });
   const r = await run(['--name', 'node-x', '--control-plane', 'http://nope', '--token', 't']);
   assert.equal(r.code, 2);

@@ -22,7 +22,7 @@ function mo(c: Cluster, args: string[], input?: string): Promise<{ code: number 
     let err = '';
     p.stdout.on('data', (b) => (out += b));
     p.stderr.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
+    p.on('close', (code) => resolve({ code, out, err }));
     p.stdin.end(input ?? '');
   });
 }

@@ -41,7 +41,7 @@ function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: str
     let out = '';
     p.stdout.on('data', (b) => (out += b));
     p.stderr.on('data', (b) => (out += b));
-    p.on('exit', (code) => resolve({ code, out }));
+    p.on('close', (code) => resolve({ code, out }));
   });
 }
 

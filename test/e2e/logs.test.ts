@@ -28,7 +28,8 @@ function moStart(servers: string[], token: string, args: string[]): Run {
   let err = '';
   child.stdout!.on('data', (b) => (out += b));
   child.stderr!.on('data', (b) => (err += b));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // 'close': after the output is read to its end ('exit' may come first).
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   return { child, out: () => out, err: () => err, exited };
 }
 

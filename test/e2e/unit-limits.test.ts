@@ -319,7 +319,8 @@ test(
       let err = '';
       let said = '';
       child.stderr!.on('data', (b: Buffer) => (err += b.toString()));
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      // 'close', not 'exit': the line may still be unread in the stderr pipe when the exit is seen (a busy machine).
+      const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
       try {
         // The claim goes in once the sandbox says it is ready, as the agent's does.
         await new Promise<void>((resolve) =>

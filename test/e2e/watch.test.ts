@@ -107,7 +107,7 @@ test('mo get -w against a cluster with no replica left exits 1 within a few seco
     });
     let err = '';
     p.stderr!.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, err }));
+    p.on('close', (code) => resolve({ code, err }));
   });
   assert.equal(r.code, 1);
   assert.match(r.err, /unreachable servers/);

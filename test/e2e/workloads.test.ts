@@ -134,7 +134,7 @@ function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: str
     let err = '';
     p.stdout.on('data', (b) => (out += b));
     p.stderr.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
+    p.on('close', (code) => resolve({ code, out, err }));
   });
 }
 

@@ -314,7 +314,7 @@ export function runMo(c: Cluster, args: string[], input = ''): Promise<{ code: n
     let err = '';
     p.stdout!.on('data', (b) => (out += b));
     p.stderr!.on('data', (b) => (err += b));
-    p.on('exit', (code) => resolve({ code, out, err }));
+    p.on('close', (code) => resolve({ code, out, err }));
     p.stdin!.end(input);
   });
 }
