@@ -5,26 +5,13 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Cluster, REPO, waitFor } from '../helpers/cluster.ts';
+import { Cluster, REPO, runMo, waitFor } from '../helpers/cluster.ts';
 
-function mo(c: Cluster, args: string[], input?: string): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    // The package's bin, as users run it (the prebuilt bundle, dist/mo.mjs).
-    const p = spawn(process.execPath, ['cli/mo.js', ...args], {
-      cwd: REPO,
-      env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token, NO_COLOR: '1' },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    p.on('close', (code) => resolve({ code, out, err }));
-    p.stdin.end(input ?? '');
-  });
+/** The package's bin, as users run it (the prebuilt bundle, dist/mo.mjs). */
+function mo(c: Cluster, args: string[], input = ''): Promise<{ code: number | null; out: string; err: string }> {
+  return runMo(c, args, input, { NO_COLOR: '1' });
 }
 
 test('mo drives a real cluster: apply, get, describe with the decision, scale, cluster status, and "no quorum" with exit 1', { timeout: 120000 }, async (t) => {

@@ -10,8 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import { spawn } from 'node:child_process';
-import { Cluster, REPO, pidAlive, waitFor } from '../helpers/cluster.ts';
+import { Cluster, pidAlive, runMo, waitFor } from '../helpers/cluster.ts';
 import * as path from 'node:path';
 import { UnitCgroups, agentCgroupName } from '../../node-agent/runtime/cgroups.ts';
 import { detectNamespaces } from '../../node-agent/runtime/namespaces.ts';
@@ -31,18 +30,9 @@ function limited(name: string, command: string[], limits: Record<string, string>
   };
 }
 
-function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', 'cli/mo.ts', ...args], {
-      cwd: REPO,
-      env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token, NO_COLOR: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (out += b));
-    p.on('close', (code) => resolve({ code, out }));
-  });
+async function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: string }> {
+  const r = await runMo(c, args, '', { NO_COLOR: '1' });
+  return { code: r.code, out: r.out + r.err };
 }
 
 test('limits on a real cluster: node conditions, a unit in its own cgroup, OOMKilled, and a SIGKILLed agent leaves no unit or cgroup behind', async (t) => {

@@ -12,10 +12,9 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { childrenOf, pidAlive } from '../../shared/proc.ts';
-import { Cluster, REPO, sleep, waitFor } from '../helpers/cluster.ts';
+import { Cluster, runMo, sleep, waitFor } from '../helpers/cluster.ts';
 
 /** A unit that takes 300 ms to stop after SIGTERM, so stopping processes are visible in /proc. */
 const SLOW_STOP = ['sh', '-c', 'trap "sleep 0.3; exit 0" TERM; while true; do sleep 0.1; done'];
@@ -123,21 +122,6 @@ async function rolledOut(c: Cluster, name: string, revision: number): Promise<bo
   );
 }
 
-function mo(c: Cluster, args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['cli/mo.js', ...args], {
-      cwd: REPO,
-      env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (b) => (out += b));
-    p.stderr.on('data', (b) => (err += b));
-    p.on('close', (code) => resolve({ code, out, err }));
-  });
-}
-
 test(
   'a rolling update (maxUnavailable 1, maxSurge 0) never has fewer than 4 available or more than 5 alive, ends with the new env in every process, and undo goes back the same way',
   { timeout: 120000 },
@@ -159,21 +143,21 @@ test(
       assert.equal(environOf(pid).MO_REVISION, '2');
     }
 
-    let r = await mo(c, ['rollout', 'history', 'deployment/roll']);
+    let r = await runMo(c, ['rollout', 'history', 'deployment/roll']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /^1\s+apply/m);
     assert.match(r.out, /^2\s+\*\s+apply/m);
 
-    r = await mo(c, ['rollout', 'undo', 'deployment/roll']);
+    r = await runMo(c, ['rollout', 'undo', 'deployment/roll']);
     assert.equal(r.code, 0, r.err);
     const back = await sample(c, 'roll', () => rolledOut(c, 'roll', 3), 60000);
     assert.ok(back.minAvailable >= 4 && back.maxAlive <= 5, `undo within the same bounds (min ${back.minAvailable} available, max ${back.maxAlive} alive)`);
     for (const pid of aliveByOs(c, 'roll')) assert.equal(environOf(pid).GREETING, 'hello', 'undo brings back the first template');
 
-    r = await mo(c, ['rollout', 'status', 'deployment/roll', '--timeout', '10s']);
+    r = await runMo(c, ['rollout', 'status', 'deployment/roll', '--timeout', '10s']);
     assert.equal(r.code, 0, r.err);
     assert.match(r.out, /successfully rolled out/);
-    r = await mo(c, ['rollout', 'undo', 'deployment/roll', '--to-revision', '9']);
+    r = await runMo(c, ['rollout', 'undo', 'deployment/roll', '--to-revision', '9']);
     assert.equal(r.code, 1);
     assert.match(r.err, /^error: revision 9 of deployment roll not found \(revisions: 2, 3\)\n$/);
   },
@@ -238,9 +222,9 @@ test('crash loops back off and stay bounded while a healthy deployment is still 
     15000,
   );
   assert.match(typo.status.message, /StartError.*sleeeep.*ENOENT/, typo.status.message);
-  const g = await mo(c, ['get', 'units']);
+  const g = await runMo(c, ['get', 'units']);
   assert.match(g.out, /^typo-\d+\s+typo\s+0\/1\s+CrashLoopBackOff/m);
-  const gd = await mo(c, ['get', 'deployments']);
+  const gd = await runMo(c, ['get', 'deployments']);
   assert.match(gd.out, /^bad\s+0\/3\s+3\s+0\s+CrashLoopBackOff/m);
 
   // Let them loop a while; a healthy unit's kill -9 is replaced in the meantime, at once.
@@ -306,7 +290,7 @@ test('a readiness probe that never passes stops the rollout with ProgressDeadlin
   const before = (await c.running('web')).map((u) => u.status.pid).sort();
 
   await c.api('PUT', '/v1/deployments/web', manifest({ exec: { command: ['false'] }, periodSeconds: 1 }));
-  const r = await mo(c, ['rollout', 'status', 'deployment/web', '--timeout', '60s']);
+  const r = await runMo(c, ['rollout', 'status', 'deployment/web', '--timeout', '60s']);
   assert.equal(r.code, 1, r.out + r.err);
   assert.match(r.err, /^error: deployment "web" exceeded its progress deadline\n$/);
   const d = (await c.api('GET', '/v1/deployments/web')).json;
@@ -333,11 +317,11 @@ test('a readiness probe that never passes stops the rollout with ProgressDeadlin
   // A unit that ignores SIGTERM goes within its --grace-period (1 s), not its template's 60 s.
   const victim = (await c.running('web'))[0];
   const t0 = Date.now();
-  const del = await mo(c, ['delete', 'unit', victim.metadata.name, '--grace-period', '1']);
+  const del = await runMo(c, ['delete', 'unit', victim.metadata.name, '--grace-period', '1']);
   assert.equal(del.code, 0, del.err);
   await waitFor(`pid ${victim.status.pid} to die`, () => !pidAlive(victim.status.pid), 20000, 20);
   const took = Date.now() - t0;
   assert.ok(took >= 900 && took < 10000, `stopped after ${took} ms: SIGTERM ignored, SIGKILL after the 1 s grace`);
-  const bad = await mo(c, ['delete', 'unit', 'web-1', '--grace-period', '-1']);
+  const bad = await runMo(c, ['delete', 'unit', 'web-1', '--grace-period', '-1']);
   assert.equal(bad.code, 2);
 });
