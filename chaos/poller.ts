@@ -82,7 +82,9 @@ export class Poller {
     this.snapshotBusy = true;
     try {
       const [deps, units, nodes] = await Promise.all([this.api.read('/v1/deployments'), this.api.read('/v1/units'), this.api.read('/v1/nodes')]);
-      if (!deps || !units || !nodes) return false;
+      // Answers that come back after stop() may show the cluster being shut
+      // down (its agents stopping their units): not an observation of the run.
+      if (!deps || !units || !nodes || this.stopped) return false;
       const t = this.o.now();
       const pc = this.o.procChecks;
       const nodeObs: NodeObservation[] = (nodes.json?.items ?? []).map((n) => {
