@@ -58,6 +58,7 @@ export function nodeRegistrar(d: Pick<LeadershipDeps, 'store' | 'registry' | 'no
 /** Follows the store's role changes as described above; `registerNode` is nodeRegistrar's. */
 export function followLeadership(d: LeadershipDeps, registerNode: (name: string) => void): void {
   let wasLeader = false;
+  let electedAt = 0;
   let graceUntil = 0;
   // A restarted replica applies its log only once the first entry of its new
   // term commits, after the election: a node whose registration is in that
@@ -67,7 +68,7 @@ export function followLeadership(d: LeadershipDeps, registerNode: (name: string)
   d.store.state.onChange((kind, name) => {
     if (kind !== 'node' || !wasLeader) return;
     const rec = d.store.state.nodes.get(name);
-    if (rec) d.registry.seed(rec.info, graceUntil);
+    if (rec) d.registry.seed(rec.info, electedAt, graceUntil);
   });
   d.store.onRoleChange(() => {
     const s = d.store.status();
@@ -77,8 +78,9 @@ export function followLeadership(d: LeadershipDeps, registerNode: (name: string)
       wasLeader = true;
       d.onElected?.(s);
       d.controller.resetInFlight();
-      graceUntil = d.now() + STARTUP_GRACE_MS;
-      for (const rec of d.store.state.nodes.values()) d.registry.seed(rec.info, graceUntil);
+      electedAt = d.now();
+      graceUntil = electedAt + STARTUP_GRACE_MS;
+      for (const rec of d.store.state.nodes.values()) d.registry.seed(rec.info, electedAt, graceUntil);
       for (const name of d.registry.nodes.keys()) registerNode(name);
       d.controller.trigger();
     } else if (s.role !== 'leader' && wasLeader) {

@@ -27,8 +27,10 @@ export interface ObservedNodeState {
   notReadySinceMs: number | null;
   units: Map<string, UnitReport>;
   highestTerm: number;
-  /** When this replica first heard the current agent process (its pid). */
+  /** When this replica first heard the current agent process (its pid); for a seeded node, when it was seeded. */
   reportsSince?: number;
+  /** A node seeded by a new leader before its agent was heard: when (its election). */
+  seededAt?: number;
   /** When the agent's connection to this replica closed (null while connected). */
   disconnectedAtMs?: number | null;
 }
@@ -89,7 +91,11 @@ export class NodeRegistry {
       this.nodes.set(info.name, n);
     }
     if (fresh || n.agentPid !== agentPid) {
-      n.reportsSince = now; // a new agent process
+      // A new agent process. For a node seeded at this replica's election, the
+      // first agent it hears may well be the one that ran before: what this
+      // leader bound since the election was never sent, not lost with an agent.
+      n.reportsSince = n.agentPid === 0 && n.seededAt !== undefined ? n.seededAt : now;
+      n.seededAt = undefined;
       this.agentStarts++;
     }
     const infoChanged = fresh || JSON.stringify(n.info) !== JSON.stringify(info);
@@ -119,11 +125,12 @@ export class NodeRegistry {
    *  `graceUntil` + notReadyAfterMs, so a restarted control plane gives agents
    *  time to reconnect instead of replacing every unit at once (the
    *  Kubernetes node controller's startup grace period). */
-  seed(info: NodeInfo, graceUntil: number): void {
+  seed(info: NodeInfo, seededAt: number, graceUntil: number): void {
     if (this.nodes.has(info.name)) return;
     this.nodes.set(info.name, {
       name: info.name,
       info,
+      seededAt,
       agentPid: 0,
       connected: false,
       ready: true,

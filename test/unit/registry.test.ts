@@ -149,3 +149,22 @@ test("reportsOf and reportedDeployments match every node's reports through 2,000
     assert.deepEqual([...r.reportedDeployments()].sort(), [...want.keys()].filter((d) => d !== '').sort(), `step ${step}: deployments reported`);
   }
 });
+
+test("a node seeded at an election counts its agent's reports from the election, not from its first hello; a later new agent process from its hello", () => {
+  const r = new NodeRegistry(1000);
+  r.seed(INFO, 1_000, 6_000);
+  assert.equal(r.nodes.get('node-a')!.reportsSince, undefined);
+  // The first agent heard may be the one that ran all along: a unit this leader bound at 1,500,
+  // before the agent reconnected to it, was never sent, not lost with an agent.
+  r.hello(INFO, 4242, [], 1, 2_000);
+  assert.equal(r.nodes.get('node-a')!.reportsSince, 1_000);
+  // The same process again: nothing changes. Another process: its hello starts the count.
+  r.hello(INFO, 4242, [], 1, 3_000);
+  assert.equal(r.nodes.get('node-a')!.reportsSince, 1_000);
+  r.hello(INFO, 4343, [], 1, 4_000);
+  assert.equal(r.nodes.get('node-a')!.reportsSince, 4_000);
+  // A node no election seeded: its first hello.
+  const fresh = new NodeRegistry(1000);
+  fresh.hello(INFO, 4242, [], 1, 2_000);
+  assert.equal(fresh.nodes.get('node-a')!.reportsSince, 2_000);
+});
