@@ -17,10 +17,10 @@
 // readings that were not quiet, since the last collection here), once the
 // loop has been quiet (busy under maxBusy of each reading) for quietMs, so
 // no client or burst is waiting; then not again before the next burst. A
-// full collection is one pause, logged with what it gave back: 28-60 ms
+// full collection is one pause, logged with what it gave back: 28-68 ms
 // in such probes and in `npm run bench -- --only big-state` (10,000
-// deployments), under the election timeout's 250-500 ms and about one
-// heartbeat; the leader then held 134-148 MiB, the followers 106-118.
+// deployments), under the election timeout's 250-500 ms; the leader then
+// held 134-154 MiB, the followers 105-118.
 // Under load V8's incremental collections do the work and this never runs
 // (the 5,000-agent fleet keeps the loop ~25% busy).
 //

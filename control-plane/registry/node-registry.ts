@@ -27,9 +27,9 @@ export interface ObservedNodeState {
   notReadySinceMs: number | null;
   units: Map<string, UnitReport>;
   highestTerm: number;
-  /** When this replica first heard the current agent process (its pid); for a seeded node, when it was seeded. */
+  /** When this replica first heard the current agent process (its pid); for the first agent a seeded node hears, its seededAt. */
   reportsSince?: number;
-  /** A node seeded by a new leader before its agent was heard: when (its election). */
+  /** A node seeded by a new leader and not heard yet: when (its election); cleared by the first hello. */
   seededAt?: number;
   /** When the agent's connection to this replica closed (null while connected). */
   disconnectedAtMs?: number | null;
@@ -94,7 +94,7 @@ export class NodeRegistry {
       // A new agent process. For a node seeded at this replica's election, the
       // first agent it hears may well be the one that ran before: what this
       // leader bound since the election was never sent, not lost with an agent.
-      n.reportsSince = n.agentPid === 0 && n.seededAt !== undefined ? n.seededAt : now;
+      n.reportsSince = n.seededAt ?? now;
       n.seededAt = undefined;
       this.agentStarts++;
     }
