@@ -18,19 +18,37 @@
 // threads made later (libuv's pool, which writes the WAL) inherit it from
 // the thread that makes them. A lower value needs root or CAP_SYS_NICE;
 // without it the replica runs as it was started and says so once.
+//
+// Linux's autogroups (kernel.sched_autogroup_enabled=1, the default of most
+// distributions' kernels) make a thread's nice value count only against the
+// threads of its own session while it is in the root cpu cgroup: the
+// scheduler first shares the CPUs between sessions, each with the weight of
+// its autogroup's nice value. Every unit leads its own session (it is spawned
+// detached), and so does a replica that `npm start` started, so without more
+// a replica at nice -5 weighed no more than one starting unit: during a
+// 1,000-unit apply the leader's main thread waited for a CPU for most of each
+// second (docs/benchmarks.md). A replica that leads its session therefore
+// gives its autogroup the same nice value (/proc/self/autogroup). One that
+// shares its session (started from a shell without setsid) leaves the
+// group alone, since that would raise its neighbours too, and says so.
 
 import fs from 'node:fs';
 import os from 'node:os';
+import { readStat } from '../shared/proc.ts';
 
 /** The nice value a replica asks for unless --nice says otherwise (weight 3,121 against a default process's 1,024). */
 export const DEFAULT_REPLICA_NICE = -5;
 export const MIN_NICE = -20;
 export const MAX_NICE = 19;
 
-export type PriorityOutcome = { ok: true; nice: number; threads: number } | { ok: false; nice: number; error: string };
+/** What became of the session's autogroup: set to the nice value, left (shared with other processes of the session, or refused), or none here (no autogroups, or not in the root cpu cgroup). */
+export type AutogroupOutcome = { kind: 'set' } | { kind: 'shared'; session: number } | { kind: 'refused'; error: string } | { kind: 'none' };
+
+export type ThreadsOutcome = { ok: true; nice: number; threads: number } | { ok: false; nice: number; error: string };
+export type PriorityOutcome = (ThreadsOutcome & { ok: false }) | (ThreadsOutcome & { ok: true; autogroup: AutogroupOutcome });
 
 /** Every thread of process `pid` to `nice` (only `pid` itself where /proc has no task list). */
-export function setPriorityOf(pid: number, nice: number): PriorityOutcome {
+export function setPriorityOf(pid: number, nice: number): ThreadsOutcome {
   let tids: number[];
   try {
     tids = fs
@@ -55,9 +73,37 @@ export function setPriorityOf(pid: number, nice: number): PriorityOutcome {
   return { ok: true, nice, threads: moved };
 }
 
-/** Every thread of this process to `nice`. */
+/** Every thread of this process to `nice`, and its autogroup too when it leads its session. */
 export function setOwnPriority(nice: number): PriorityOutcome {
-  return setPriorityOf(process.pid, nice);
+  const r = setPriorityOf(process.pid, nice);
+  return r.ok ? { ...r, autogroup: setOwnAutogroup(nice) } : r;
+}
+
+/** The nice value in a /proc/PID/autogroup line (`/autogroup-123 nice -5`), or null. Pure. */
+export function autogroupNice(line: string): number | null {
+  const m = /^\/autogroup-\d+ nice (-?\d+)\s*$/.exec(line);
+  return m ? Number(m[1]) : null;
+}
+
+/** The autogroup of this process's session to `nice`, when autogroups apply to it and it leads the session. */
+function setOwnAutogroup(nice: number): AutogroupOutcome {
+  let line: string;
+  try {
+    if (fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() !== '1') return { kind: 'none' };
+    line = fs.readFileSync('/proc/self/autogroup', 'utf8');
+  } catch {
+    return { kind: 'none' };
+  }
+  // The kernel shows a process outside the root cpu cgroup (a container, a systemd slice) no autogroup.
+  if (autogroupNice(line) === null) return { kind: 'none' };
+  const session = readStat(process.pid)?.session ?? 0;
+  if (session !== process.pid) return { kind: 'shared', session };
+  try {
+    fs.writeFileSync('/proc/self/autogroup', String(nice));
+    return { kind: 'set' };
+  } catch (err) {
+    return { kind: 'refused', error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };
+  }
 }
 
 function currentNice(pid: number): number {
@@ -70,6 +116,17 @@ function currentNice(pid: number): number {
 
 /** The line a replica logs about it. */
 export function describePriority(wanted: number, r: PriorityOutcome): string {
-  if (r.ok) return `priority: nice ${r.nice} on ${r.threads} thread${r.threads === 1 ? '' : 's'} (--nice ${wanted}): the control plane runs ahead of agents and units on shared CPUs`;
+  if (r.ok) {
+    const a = r.autogroup;
+    const group =
+      a.kind === 'set'
+        ? `, and its session's autogroup too`
+        : a.kind === 'shared'
+          ? ` (its autogroup is left alone: the replica shares session ${a.session} with other processes, so the nice value counts only against them; start it in its own session, e.g. with setsid, to run ahead of units)`
+          : a.kind === 'refused'
+            ? ` (its session's autogroup refused it: ${a.error})`
+            : '';
+    return `priority: nice ${r.nice} on ${r.threads} thread${r.threads === 1 ? '' : 's'}${group} (--nice ${wanted}): the control plane runs ahead of agents and units on shared CPUs`;
+  }
   return `priority: stays at nice ${r.nice}: --nice ${wanted} was refused (${r.error}; a lower value needs root or CAP_SYS_NICE)`;
 }

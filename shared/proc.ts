@@ -10,6 +10,8 @@ export interface ProcStat {
   state: string; // R, S, D, Z (zombie), X (dead), ...
   ppid: number;
   pgid: number;
+  /** The session id (a process that leads its session has its own pid here). */
+  session: number;
   startTicks: string; // start time, clock ticks since boot: with the pid, a process identity
   nice: number; // of the thread read (Linux keeps it per thread)
 }
@@ -20,7 +22,7 @@ export function readStat(pid: number): ProcStat | null {
     const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
     const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), startTicks: rest[19], nice: Number(rest[16]) };
+    return { state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), session: Number(rest[3]), startTicks: rest[19], nice: Number(rest[16]) };
   } catch {
     return null;
   }

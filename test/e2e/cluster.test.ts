@@ -5,9 +5,11 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import { readStat, threadNices } from '../../shared/proc.ts';
+import { autogroupNice } from '../../control-plane/priority.ts';
 import WebSocket from 'ws';
 import { Cluster, pidAlive, waitFor, webManifest } from '../helpers/cluster.ts';
 
@@ -67,6 +69,26 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
     );
   }
   for (const a of c.agents.values()) assert.deepEqual(new Set(threadNices(a.pid).map((x) => x.nice)), new Set([ours]), `agent ${a.name} keeps nice ${ours}`);
+  // Where the kernel shares the CPUs between sessions first (autogroups), a thread's nice value
+  // counts only inside its session: the replica leads its own (as npm start starts it) and gives
+  // its session's group the same value; the agents' group (this test's session) keeps its own.
+  const groupNice = (pid: number | 'self') => {
+    try {
+      return autogroupNice(fs.readFileSync(`/proc/${pid}/autogroup`, 'utf8'));
+    } catch {
+      return null;
+    }
+  };
+  const ourGroup = groupNice('self');
+  if (process.getuid?.() === 0 && ourGroup !== null && fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1') {
+    assert.equal(readStat(c.cps[0].pid)?.session, c.cps[0].pid, 'the replica leads its own session');
+    assert.equal(groupNice(c.cps[0].pid), -5, `the replica's autogroup: ${fs.readFileSync(`/proc/${c.cps[0].pid}/autogroup`, 'utf8').trim()}`);
+    assert.ok(
+      c.cps[0].output.some((l) => /priority: nice -5 on \d+ threads, and its session's autogroup too/.test(l)),
+      `the replica says so: ${c.cps[0].output.slice(0, 5).join(' | ')}`,
+    );
+    for (const a of c.agents.values()) assert.equal(groupNice(a.pid), ourGroup, `agent ${a.name}'s autogroup keeps nice ${ourGroup}`);
+  }
   for (const u of units) assert.equal(readStat(u.status.pid)?.nice, ours, `unit ${u.metadata.name} keeps nice ${ours}`);
 
   // scale to 5

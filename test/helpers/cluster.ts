@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { NodeInfo } from '../../shared/model.ts';
 import { bundleProcesses, ENTRIES } from '../../launcher/bundle.ts';
 import { REPLICA_ENV, REPLICA_V8_FLAGS } from '../../launcher/command-lines.ts';
+import { PDEATHSIG_WRAPPER, pdeathsigWrapperWorks } from '../../launcher/supervisor.ts';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -90,10 +91,16 @@ export function startProcess(name: string, script: string, args: string[], env: 
   const prof = process.env.MO_CPU_PROF && bundle ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
-  const child = spawn(process.execPath, argv, {
+  // A replica leads its own session, as `npm start` starts it, so that its priority covers its
+  // autogroup (control-plane/priority.ts); setpriv's parent-death signal stops it should this
+  // process die without stopping it. Where setpriv is missing it stays in this session.
+  const ownSession = script === ENTRIES.controlPlane.entry && ownSessionWorks();
+  const cmd = ownSession ? [...PDEATHSIG_WRAPPER, process.execPath, ...argv] : [process.execPath, ...argv];
+  const child = spawn(cmd[0], cmd.slice(1), {
     cwd: REPO,
     env: { ...(script === ENTRIES.controlPlane.entry ? REPLICA_ENV : {}), ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: ownSession,
   });
   const output: string[] = [];
   const collect = (buf: Buffer) => {
@@ -105,6 +112,12 @@ export function startProcess(name: string, script: string, args: string[], env: 
   child.stderr!.on('data', collect);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   return { name, child, pid: child.pid!, output, exited };
+}
+
+let ownSession: boolean | undefined;
+/** Whether replicas can run in their own session and still die with this process (setpriv --pdeathsig works). */
+function ownSessionWorks(): boolean {
+  return (ownSession ??= pdeathsigWrapperWorks());
 }
 
 export interface ClusterOptions {
