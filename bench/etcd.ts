@@ -8,17 +8,18 @@
 // the v3 JSON gateway through bench/http.ts (the same client our
 // cluster gets). Without an etcd binary the bench says so and skips the row.
 // Each member runs at the nice value our replicas give themselves
-// (control-plane/priority.ts), every thread of it, so neither side is ahead
-// of the load generator that the other is not.
+// (control-plane/priority.ts), every thread of it, in its own session whose
+// autogroup has that value too, so neither side is ahead of the load
+// generator that the other is not.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Etcd3 } from 'etcd3';
-import { freeBasePort, sleep, waitFor } from '../test/helpers/cluster.ts';
+import { freeBasePort, inOwnSession, sleep, waitFor } from '../test/helpers/cluster.ts';
 import { requestText } from './http.ts';
-import { DEFAULT_REPLICA_NICE, setPriorityOf } from '../control-plane/priority.ts';
+import { DEFAULT_REPLICA_NICE, setAutogroupOf, setPriorityOf } from '../control-plane/priority.ts';
 
 /** The etcd binary: $MO_ETCD, else `etcd` on PATH; null when there is none. */
 export function etcdBinary(): string | null {
@@ -81,34 +82,32 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
   try {
     const errs: string[] = [];
     for (let i = 0; i < members; i++) {
-      const k = spawn(
+      const run = inOwnSession([
         bin,
-        [
-          '--name',
-          `m${i}`,
-          '--data-dir',
-          path.join(dir, `m${i}`),
-          '--listen-client-urls',
-          client(i),
-          '--advertise-client-urls',
-          client(i),
-          '--listen-peer-urls',
-          peer(i),
-          '--initial-advertise-peer-urls',
-          peer(i),
-          '--initial-cluster',
-          initial,
-          '--initial-cluster-state',
-          'new',
-          '--initial-cluster-token',
-          `mo-bench-${base}`,
-          '--logger',
-          'zap',
-          '--log-level',
-          'error',
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
-      );
+        '--name',
+        `m${i}`,
+        '--data-dir',
+        path.join(dir, `m${i}`),
+        '--listen-client-urls',
+        client(i),
+        '--advertise-client-urls',
+        client(i),
+        '--listen-peer-urls',
+        peer(i),
+        '--initial-advertise-peer-urls',
+        peer(i),
+        '--initial-cluster',
+        initial,
+        '--initial-cluster-state',
+        'new',
+        '--initial-cluster-token',
+        `mo-bench-${base}`,
+        '--logger',
+        'zap',
+        '--log-level',
+        'error',
+      ]);
+      const k = spawn(run.argv[0], run.argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], detached: run.detached });
       k.stderr!.on('data', (b) => {
         errs.push(String(b));
         if (errs.length > 50) errs.shift();
@@ -135,7 +134,10 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
       50,
     );
     // Threads made later inherit it from the threads that make them.
-    for (const k of kids) setPriorityOf(k.pid!, DEFAULT_REPLICA_NICE);
+    for (const k of kids) {
+      setPriorityOf(k.pid!, DEFAULT_REPLICA_NICE);
+      setAutogroupOf(k.pid!, DEFAULT_REPLICA_NICE);
+    }
     return { clients, leader, pids: kids.map((k) => k.pid!), stop };
   } catch (e) {
     await stop();

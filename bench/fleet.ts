@@ -37,7 +37,7 @@ import { build } from 'esbuild';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { Cluster, REPO, sleep, waitFor } from '../test/helpers/cluster.ts';
+import { Cluster, inOwnSession, REPO, sleep, waitFor } from '../test/helpers/cluster.ts';
 import { rssMiB } from '../shared/proc.ts';
 import type { FleetWorkerReport } from './fleet-agents.ts';
 import { parseCommandLine } from '../shared/flags.ts';
@@ -173,11 +173,24 @@ class Workers {
       const count = Math.min(per, agents - first);
       if (count <= 0) break;
       // sh raises the descriptor limit to the hard limit, then becomes the worker (exec: the pid is the worker's).
-      const child = spawn(
+      // In its own session, as each replica is, so that the worker's priority covers its autogroup
+      // as theirs does (fleet-agents.ts).
+      const run = inOwnSession([
         'sh',
-        ['-c', 'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"', process.execPath, script, '--urls', urls, '--token', c.token, '--first', String(first), '--count', String(count)],
-        { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] },
-      );
+        '-c',
+        'ulimit -n "$(ulimit -Hn)" && exec "$0" "$@"',
+        process.execPath,
+        script,
+        '--urls',
+        urls,
+        '--token',
+        c.token,
+        '--first',
+        String(first),
+        '--count',
+        String(count),
+      ]);
+      const child = spawn(run.argv[0], run.argv.slice(1), { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: run.detached });
       child.on('message', (m: FleetWorkerReport) => {
         if (m?.type !== 'report') return;
         this.last.set(w, m);

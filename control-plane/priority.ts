@@ -76,7 +76,7 @@ export function setPriorityOf(pid: number, nice: number): ThreadsOutcome {
 /** Every thread of this process to `nice`, and its autogroup too when it leads its session. */
 export function setOwnPriority(nice: number): PriorityOutcome {
   const r = setPriorityOf(process.pid, nice);
-  return r.ok ? { ...r, autogroup: setOwnAutogroup(nice) } : r;
+  return r.ok ? { ...r, autogroup: setAutogroupOf(process.pid, nice) } : r;
 }
 
 /** The nice value in a /proc/PID/autogroup line (`/autogroup-123 nice -5`), or null. Pure. */
@@ -85,21 +85,27 @@ export function autogroupNice(line: string): number | null {
   return m ? Number(m[1]) : null;
 }
 
-/** The autogroup of this process's session to `nice`, when autogroups apply to it and it leads the session. */
-function setOwnAutogroup(nice: number): AutogroupOutcome {
+/**
+ * The autogroup of process `pid`'s session to `nice`, when the kernel has
+ * autogroups and `pid` leads its session (the group is then its own and its
+ * children's). The kernel uses a session's autogroup only while its tasks
+ * are in the root cpu cgroup; elsewhere (a container, a systemd slice with
+ * the cpu controller) the value is kept but weighs nothing, and the cgroup's
+ * own weight counts instead.
+ */
+export function setAutogroupOf(pid: number, nice: number): AutogroupOutcome {
   let line: string;
   try {
     if (fs.readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() !== '1') return { kind: 'none' };
-    line = fs.readFileSync('/proc/self/autogroup', 'utf8');
+    line = fs.readFileSync(`/proc/${pid}/autogroup`, 'utf8');
   } catch {
     return { kind: 'none' };
   }
-  // The kernel shows a process outside the root cpu cgroup (a container, a systemd slice) no autogroup.
   if (autogroupNice(line) === null) return { kind: 'none' };
-  const session = readStat(process.pid)?.session ?? 0;
-  if (session !== process.pid) return { kind: 'shared', session };
+  const session = readStat(pid)?.session ?? 0;
+  if (session !== pid) return { kind: 'shared', session };
   try {
-    fs.writeFileSync('/proc/self/autogroup', String(nice));
+    fs.writeFileSync(`/proc/${pid}/autogroup`, String(nice));
     return { kind: 'set' };
   } catch (err) {
     return { kind: 'refused', error: (err as NodeJS.ErrnoException).code ?? (err as Error).message };

@@ -92,15 +92,13 @@ export function startProcess(name: string, script: string, args: string[], env: 
   const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
   // A replica leads its own session, as `npm start` starts it, so that its priority covers its
-  // autogroup (control-plane/priority.ts); setpriv's parent-death signal stops it should this
-  // process die without stopping it. Where setpriv is missing it stays in this session.
-  const ownSession = script === ENTRIES.controlPlane.entry && ownSessionWorks();
-  const cmd = ownSession ? [...PDEATHSIG_WRAPPER, process.execPath, ...argv] : [process.execPath, ...argv];
-  const child = spawn(cmd[0], cmd.slice(1), {
+  // autogroup (control-plane/priority.ts).
+  const run = script === ENTRIES.controlPlane.entry ? inOwnSession([process.execPath, ...argv]) : { argv: [process.execPath, ...argv], detached: false };
+  const child = spawn(run.argv[0], run.argv.slice(1), {
     cwd: REPO,
     env: { ...(script === ENTRIES.controlPlane.entry ? REPLICA_ENV : {}), ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
-    detached: ownSession,
+    detached: run.detached,
   });
   const output: string[] = [];
   const collect = (buf: Buffer) => {
@@ -114,10 +112,16 @@ export function startProcess(name: string, script: string, args: string[], env: 
   return { name, child, pid: child.pid!, output, exited };
 }
 
-let ownSession: boolean | undefined;
-/** Whether replicas can run in their own session and still die with this process (setpriv --pdeathsig works). */
-function ownSessionWorks(): boolean {
-  return (ownSession ??= pdeathsigWrapperWorks());
+let pdeathsigWorks: boolean | undefined;
+/**
+ * `argv` to spawn in its own session (so in its own autogroup, as npm start
+ * runs a replica: control-plane/priority.ts), wrapped in setpriv's
+ * parent-death signal so that it still dies with this process; unchanged,
+ * in this session, where setpriv is missing.
+ */
+export function inOwnSession(argv: string[]): { argv: string[]; detached: boolean } {
+  pdeathsigWorks ??= pdeathsigWrapperWorks();
+  return pdeathsigWorks ? { argv: [...PDEATHSIG_WRAPPER, ...argv], detached: true } : { argv, detached: false };
 }
 
 export interface ClusterOptions {
