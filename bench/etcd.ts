@@ -8,9 +8,9 @@
 // the v3 JSON gateway through bench/http.ts (the same client our
 // cluster gets). Without an etcd binary the bench says so and skips the row.
 // Each member runs at the nice value our replicas give themselves
-// (control-plane/priority.ts), every thread of it, in its own session whose
-// autogroup has that value too, so neither side is ahead of the load
-// generator that the other is not.
+// (control-plane/priority.ts), every thread of it, and runs in a session as
+// they do (its own, whose autogroup gets that value too, or the bench's), so
+// neither side is ahead of the load generator that the other is not.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -58,7 +58,8 @@ export interface EtcdCluster {
 }
 
 /** A 3-member etcd cluster on 127.0.0.1, its data in a temp dir that stop() removes. */
-export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> {
+/** `session` as our replicas' (test/helpers/cluster.ts, ClusterOptions.replicaSession): 'own', or 'shared' with this process. */
+export async function startEtcd(bin: string, members = 3, session: 'own' | 'shared' = 'own'): Promise<EtcdCluster> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-bench-etcd-'));
   const base = await freeBasePort(members * 2);
   const client = (i: number) => `http://127.0.0.1:${base + 1 + i}`;
@@ -82,7 +83,7 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
   try {
     const errs: string[] = [];
     for (let i = 0; i < members; i++) {
-      const run = inOwnSession([
+      const argv = [
         bin,
         '--name',
         `m${i}`,
@@ -106,7 +107,8 @@ export async function startEtcd(bin: string, members = 3): Promise<EtcdCluster> 
         'zap',
         '--log-level',
         'error',
-      ]);
+      ];
+      const run = session === 'own' ? inOwnSession(argv) : { argv, detached: false };
       const k = spawn(run.argv[0], run.argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'], detached: run.detached });
       k.stderr!.on('data', (b) => {
         errs.push(String(b));

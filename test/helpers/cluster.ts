@@ -85,15 +85,15 @@ const BUNDLE_OF: Record<string, string> = {
 
 /** Start an entry script as its own OS process (the bundle when one exists
  *  for it; call ensureBundles() first). */
-export function startProcess(name: string, script: string, args: string[], env: Record<string, string> = {}): Proc {
+export function startProcess(name: string, script: string, args: string[], env: Record<string, string> = {}, session: 'own' | 'shared' = 'own'): Proc {
   const bundle = BUNDLE_OF[script];
   // MO_CPU_PROF=<dir>: every replica and agent writes a V8 CPU profile there when it exits (README.md, Benchmarks).
   const prof = process.env.MO_CPU_PROF && bundle ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
   // A replica leads its own session, as `npm start` starts it, so that its priority covers its
-  // autogroup (control-plane/priority.ts).
-  const run = script === ENTRIES.controlPlane.entry ? inOwnSession([process.execPath, ...argv]) : { argv: [process.execPath, ...argv], detached: false };
+  // autogroup (control-plane/priority.ts), unless `session` says 'shared'.
+  const run = script === ENTRIES.controlPlane.entry && session === 'own' ? inOwnSession([process.execPath, ...argv]) : { argv: [process.execPath, ...argv], detached: false };
   const child = spawn(run.argv[0], run.argv.slice(1), {
     cwd: REPO,
     env: { ...(script === ENTRIES.controlPlane.entry ? REPLICA_ENV : {}), ...process.env, ...env },
@@ -129,6 +129,14 @@ export interface ClusterOptions {
   replicas?: number;
   cpArgs?: string[];
   agentArgs?: string[];
+  /**
+   * 'own' (the default): each replica leads its own session, as npm start
+   * runs it; 'shared': in this process's session, where a replica's nice
+   * value counts against this process's threads alone (the writes
+   * benchmark: a load generator in this process is then not starved by
+   * three groups at nice -5, and etcd runs the same way).
+   */
+  replicaSession?: 'own' | 'shared';
 }
 
 export class Cluster {
@@ -144,7 +152,7 @@ export class Cluster {
   ) {}
 
   static async start(opts: ClusterOptions = {}): Promise<Cluster> {
-    const full: Required<ClusterOptions> = { nodes: LESSON, replicas: 1, cpArgs: [], agentArgs: [], ...opts };
+    const full: Required<ClusterOptions> = { nodes: LESSON, replicas: 1, cpArgs: [], agentArgs: [], replicaSession: 'own', ...opts };
     await ensureBundles();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-test-'));
     const c = new Cluster(dir, await freeBasePort(full.replicas), full);
@@ -185,19 +193,25 @@ export class Cluster {
   }
 
   startReplica(i: number): Proc {
-    const p = startProcess(`cp-${i}`, 'control-plane/main.ts', [
-      '--id',
+    const p = startProcess(
       `cp-${i}`,
-      '--listen',
-      `127.0.0.1:${this.basePort + i}`,
-      '--peers',
-      this.peersArg(),
-      '--data-dir',
-      path.join(this.dir, `cp-${i}`),
-      '--token',
-      this.token,
-      ...this.opts.cpArgs,
-    ]);
+      'control-plane/main.ts',
+      [
+        '--id',
+        `cp-${i}`,
+        '--listen',
+        `127.0.0.1:${this.basePort + i}`,
+        '--peers',
+        this.peersArg(),
+        '--data-dir',
+        path.join(this.dir, `cp-${i}`),
+        '--token',
+        this.token,
+        ...this.opts.cpArgs,
+      ],
+      {},
+      this.opts.replicaSession,
+    );
     this.cps[i - 1] = p;
     return p;
   }
