@@ -71,7 +71,7 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
   for (const a of c.agents.values()) assert.deepEqual(new Set(threadNices(a.pid).map((x) => x.nice)), new Set([ours]), `agent ${a.name} keeps nice ${ours}`);
   // Where the kernel shares the CPUs between sessions first (autogroups), a thread's nice value
   // counts only inside its session: the replica leads its own (as npm start starts it) and gives
-  // its session's group the same value; the agents' group (this test's session) keeps its own.
+  // its session's group the same value; each agent leads its own too, and its group keeps nice 0.
   const groupNice = (pid: number | 'self') => {
     try {
       return autogroupNice(fs.readFileSync(`/proc/${pid}/autogroup`, 'utf8'));
@@ -87,7 +87,10 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
       c.cps[0].output.some((l) => /priority: nice -5 on \d+ threads, and its session's autogroup too/.test(l)),
       `the replica says so: ${c.cps[0].output.slice(0, 5).join(' | ')}`,
     );
-    for (const a of c.agents.values()) assert.equal(groupNice(a.pid), ourGroup, `agent ${a.name}'s autogroup keeps nice ${ourGroup}`);
+    for (const a of c.agents.values()) {
+      assert.equal(readStat(a.pid)?.session, a.pid, `agent ${a.name} leads its own session`);
+      assert.equal(groupNice(a.pid), 0, `agent ${a.name}'s autogroup keeps nice 0`);
+    }
   }
   for (const u of units) assert.equal(readStat(u.status.pid)?.nice, ours, `unit ${u.metadata.name} keeps nice ${ours}`);
 

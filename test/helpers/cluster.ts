@@ -91,9 +91,9 @@ export function startProcess(name: string, script: string, args: string[], env: 
   const prof = process.env.MO_CPU_PROF && bundle ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
-  // A replica leads its own session, as `npm start` starts it, so that its priority covers its
-  // autogroup (control-plane/priority.ts), unless `session` says 'shared'.
-  const run = script === ENTRIES.controlPlane.entry && session === 'own' ? inOwnSession([process.execPath, ...argv]) : { argv: [process.execPath, ...argv], detached: false };
+  // Each process leads its own session, as `npm start` starts it (so a replica's priority covers
+  // its autogroup: control-plane/priority.ts), unless `session` says 'shared'.
+  const run = session === 'own' ? inOwnSession([process.execPath, ...argv]) : { argv: [process.execPath, ...argv], detached: false };
   const child = spawn(run.argv[0], run.argv.slice(1), {
     cwd: REPO,
     env: { ...(script === ENTRIES.controlPlane.entry ? REPLICA_ENV : {}), ...process.env, ...env },
@@ -131,7 +131,7 @@ export interface ClusterOptions {
   agentArgs?: string[];
   /**
    * 'own' (the default): each replica leads its own session, as npm start
-   * runs it; 'shared': in this process's session, where a replica's nice
+   * runs it (agents always do); 'shared': in this process's session, where a replica's nice
    * value counts against this process's threads alone (the writes
    * benchmark: a load generator in this process is then not starved by
    * three groups at nice -5, and etcd runs the same way).
