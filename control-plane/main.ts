@@ -201,8 +201,10 @@ async function main(): Promise<void> {
   // How long this process's event loop stops, per second (for `npm run bench`).
   const loopWindows = new EventLoopWindows();
   loopWindows.start();
-  // A burst's garbage given back once the replica rests (rest-collect.ts).
-  const stopRestCollection = startRestCollection(log);
+  // A burst's garbage given back once the replica rests (rest-collect.ts), with the
+  // renderings no watch needs (set once the API is up).
+  let releaseAtRest: () => string | null = () => null;
+  const stopRestCollection = startRestCollection(log, () => releaseAtRest());
   const peers = cfg.peers.size > 0 ? cfg.peers : new Map([[cfg.id, `${cfg.tls ? 'wss' : 'ws'}://${cfg.host}:${cfg.port}`]]);
   const caDir = cfg.kube?.caDir ?? path.resolve(process.env.MO_CA_DIR ?? path.dirname(cfg.dataDir));
   const mainTls = cfg.tls ? mainPortTls(cfg, caDir) : undefined;
@@ -373,6 +375,7 @@ async function main(): Promise<void> {
     terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
     unitLog: (req, res, name, query) => serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
   });
+  releaseAtRest = () => api.releaseRenderings((kubeApi?.watchesOpen ?? 0) > 0);
   const replicaStatus = () => {
     const s = store.status();
     return { id: cfg.id, role: s.role, term: s.term, commitIndex: s.commitIndex, appliedIndex: s.appliedIndex, leader: s.leaderId, pid: process.pid } satisfies ReplicaSelfView;

@@ -402,6 +402,19 @@ export class ApiServer {
     return renderAll(this.list(resource));
   }
 
+  /**
+   * At rest (rest-collect.ts): the watch histories no watch follows go, and
+   * when no watch is open at all (`othersWatching`: the Kubernetes API's),
+   * every object's JSON too; the next list renders afresh. Returns what
+   * went, for the log, or null.
+   */
+  releaseRenderings(othersWatching: boolean): string | null {
+    const unwatched = this.hub.release();
+    if (!unwatched || othersWatching) return null;
+    this.views.release();
+    return 'renderings released (no watch open)';
+  }
+
   /** Lists with resourceVersions and exact, resumable watches (watch.ts). */
   private readonly hub = new WatchHub({
     render: (resource) => this.render(resource as Resource),

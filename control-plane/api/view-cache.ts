@@ -415,6 +415,24 @@ export class ViewCache {
   private order: number[] = [];
 
   /**
+   * Forget every object's JSON and the last units rendering (the counts,
+   * small, stay): the next rendering makes each object again. For a replica
+   * at rest with no watch open (WatchHub.release): after a list of 10,000
+   * deployments these texts are ~18 MiB that nothing reads until the next
+   * list, which then renders cold, in slices (warm()).
+   */
+  release(): void {
+    this.bound.clear();
+    this.orphans.clear();
+    this.deployments.clear();
+    this.lastUnits = null;
+    this.unitsAll = true;
+    this.unitsDirty.clear();
+    this.gathered = [];
+    this.order = [];
+  }
+
+  /**
    * `out` in allUnitViews' order: by name prefix, then number. The same
    * names gathered in the same order sort the same way (the sort is
    * stable), so a rendering without a unit come or gone reuses the last

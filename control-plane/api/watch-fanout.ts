@@ -46,6 +46,11 @@ export class WatchFanout<W extends { end(): void }> {
     return this.sets.get(resource) ?? [];
   }
 
+  /** Whether a watch of `resource` is open. */
+  watching(resource: string): boolean {
+    return (this.sets.get(resource)?.size ?? 0) > 0;
+  }
+
   /** Adds a watcher; returns what removes it. */
   add(resource: string, w: W): () => void {
     let set = this.sets.get(resource);

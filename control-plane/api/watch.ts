@@ -50,13 +50,36 @@ export class WatchHub {
     this.fanout = new WatchFanout(deps, (resource) => this.refresh(resource));
   }
 
+  /** Histories released so far: each new one gets the next number in its epoch, so no version of a released one resumes on it. */
+  private released = 0;
+
   private history(resource: string): WatchHistory {
     let h = this.histories.get(resource);
     if (!h) {
-      h = new WatchHistory(`${this.epoch}-${resource}`);
+      h = new WatchHistory(`${this.epoch}-${resource}${this.released > 0 ? `-${this.released}` : ''}`);
       this.histories.set(resource, h);
     }
     return h;
+  }
+
+  /**
+   * Drop the history of every resource no watch follows, and say whether
+   * none is left (then nothing holds a rendering's texts). A history holds
+   * each object's last JSON and up to MAX_WATCH_HISTORY changes; a replica
+   * at rest with no watcher gives them back (rest-collect.ts). A watch from
+   * a version of a dropped history is then refused as too old, and the
+   * client lists again, as a Kubernetes client does on 410 Gone.
+   */
+  release(): boolean {
+    let kept = false;
+    for (const resource of [...this.histories.keys()]) {
+      if (this.fanout.watching(resource)) kept = true;
+      else {
+        this.histories.delete(resource);
+        this.released++;
+      }
+    }
+    return !kept;
   }
 
   /** Render the list, take it into the history (telling watchers what changed), return its objects' JSON with its version. */

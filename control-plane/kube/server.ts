@@ -159,6 +159,11 @@ export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' 
 export class KubeApi {
   private readonly hub: KubeWatchHub;
 
+  /** Watches open on this API. */
+  get watchesOpen(): number {
+    return this.hub.open;
+  }
+
   constructor(private readonly deps: KubeDeps) {
     this.hub = new KubeWatchHub({
       render: (r) => this.render(r),

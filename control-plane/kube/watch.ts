@@ -83,8 +83,7 @@ export class KubeWatchHub {
 
   /** Whether a watch of `resource` is open. */
   watching(resource: string): boolean {
-    for (const _ of this.fanout.watchers(resource)) return true;
-    return false;
+    return this.fanout.watching(resource);
   }
 
   private entry(resource: string) {

@@ -2,7 +2,8 @@
 // deployments (control-plane/api/view-cache.ts) equal the uncached views
 // (views.ts allUnitViews, allDeploymentViews) after every step of seeded
 // random histories of the desired state and the agents' reports, clock
-// included; and an object whose inputs did not change is not rendered again.
+// included, with everything rendered given back now and then (release());
+// and an object whose inputs did not change is not rendered again.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,6 +23,8 @@ function history(seed: number, steps: number): ViewCache['unitRenderings'] {
   tracked.follow(state, registry);
   randomHistory(seed, steps, state, registry, ({ step, now, pick, next }) => {
     const src: ViewSource = { state, observed: registry.nodes, now };
+    // Now and then everything rendered is given back, as a replica at rest does (release()).
+    if (step % 17 === 9) tracked.release();
     const list = (rendered: Array<{ text: string }>) => `[${rendered.map((x) => x.text).join(',')}]`;
     const want = JSON.stringify(allUnitViews(src));
     assert.equal(list(cache.units(src)), want, `seed ${seed} step ${step}: units`);
