@@ -16,11 +16,14 @@
 // When: after a burst (at least minWorkMs of event-loop time busy in the
 // readings that were not quiet, since the last collection here), once the
 // loop has been quiet (busy under maxBusy of each reading) for quietMs, so
-// no client or burst is waiting; then not again before the next burst. A
-// full collection is one pause, logged with what it gave back: 28-68 ms
-// in such probes and in `npm run bench -- --only big-state` (10,000
-// deployments), under the election timeout's 250-500 ms; the leader then
-// held 134-154 MiB, the followers 105-118.
+// no client or burst is waiting; then not again before the next burst,
+// unless the heap still holds far more than it uses (fragmented pages: the
+// collection compacts only a bounded share, compactingCollection): then
+// again at each quiet tick, up to REST_COLLECTIONS_MAX. Each full
+// collection is one pause, logged with what it gave back: 28-68 ms in such
+// probes and in `npm run bench -- --only big-state` (10,000 deployments),
+// under the election timeout's 250-500 ms; the leader then held 134-154
+// MiB, the followers 105-118, before the compaction and the release below.
 // Under load V8's incremental collections do the work and this never runs
 // (the 5,000-agent fleet keeps the loop ~25% busy).
 //
@@ -54,24 +57,41 @@ export class RestCollector {
   private work = 0;
   /** Since when (ms) the loop has been quiet, or null. */
   private quietSince: number | null = null;
+  /** Collections made in this rest, while another may follow (0: none will). */
+  private inRest = 0;
 
   constructor(private readonly o: RestCollectOptions = REST_COLLECT_DEFAULTS) {}
 
   /**
    * One reading: the clock (ms), and the loop's busy share over the `spanMs`
-   * since the last reading. True: collect now (the work counted is then
-   * done with).
+   * since the last reading. 'first': a rest after a burst, collect now (the
+   * work counted is then done with); 'again': another collection of the
+   * same rest (collected() asked for one, and the loop stayed quiet); null:
+   * none.
    */
-  tick(nowMs: number, busy: number, spanMs: number): boolean {
+  tick(nowMs: number, busy: number, spanMs: number): 'first' | 'again' | null {
     if (busy >= this.o.maxBusy) {
       this.work += busy * spanMs;
       this.quietSince = null;
-      return false;
+      this.inRest = 0; // work ends the rest: V8 collects as it allocates
+      return null;
     }
+    if (this.inRest > 0) return 'again';
     this.quietSince ??= nowMs;
-    if (nowMs - this.quietSince < this.o.quietMs || this.work < this.o.minWorkMs) return false;
+    if (nowMs - this.quietSince < this.o.quietMs || this.work < this.o.minWorkMs) return null;
     this.work = 0;
-    return true;
+    return 'first';
+  }
+
+  /**
+   * After a collection this rest: the heap held beyond what is used
+   * (bytes). Past REST_SLACK_BYTES the next quiet tick collects again, up to
+   * REST_COLLECTIONS_MAX in one rest. Returns the number of this collection.
+   */
+  collected(first: boolean, slackBytes: number): number {
+    const n = first ? 1 : this.inRest + 1;
+    this.inRest = n < REST_COLLECTIONS_MAX && slackBytes > REST_SLACK_BYTES ? n : 0;
+    return n;
   }
 }
 
@@ -97,10 +117,38 @@ function reading(): HeapReading {
   return v8.getHeapStatistics() as HeapReading;
 }
 
+/**
+ * A collection that compacts: V8's full collections move live objects out
+ * of fragmented pages only within a budget (V8 11: pages at least 70% free,
+ * ~4 MB moved), so after the garbage of a burst is freed the heap keeps its
+ * half-empty pages committed. While V8 optimizes for memory it takes pages
+ * at least 20% free and moves up to ~12 MB, so the collection is given that
+ * mode for its duration alone (the flag is unset again at once). An ad-hoc
+ * probe after the big-state fill: the leader's heap held 70.4 MiB (38.9
+ * used) after a plain collection and 61.9 after this one, which paused it
+ * 62 ms against 49; with V8's compaction of every page instead, 41.6 MiB
+ * but a 219-241 ms pause, near the election timeout.
+ */
+export function compactingCollection(collect: () => void): () => void {
+  return () => {
+    v8.setFlagsFromString('--optimize-for-size');
+    try {
+      collect();
+    } finally {
+      v8.setFlagsFromString('--no-optimize-for-size');
+    }
+  };
+}
+
+/** Heap held beyond what is used (bytes) past which one rest's collection is followed by another, a tick later. */
+export const REST_SLACK_BYTES = 16 * 1048576;
+/** Most collections in one rest (each one bounded pause, a tick apart, only while the loop stays quiet). */
+export const REST_COLLECTIONS_MAX = 4;
+
 /** Read every tickMs, collect when RestCollector says so, log what it gave back. Returns the stop. */
 export function startRestCollection(log: (line: string) => void, release: () => string | null = () => null, o: RestCollectOptions = REST_COLLECT_DEFAULTS, tickMs = 1000): () => void {
   const decide = new RestCollector(o);
-  const collect = fullCollection();
+  const collect = compactingCollection(fullCollection());
   let last: EventLoopUtilization = performance.eventLoopUtilization();
   let lastAt = performance.now();
   const timer = setInterval(() => {
@@ -109,19 +157,21 @@ export function startRestCollection(log: (line: string) => void, release: () => 
     const busy = performance.eventLoopUtilization(now, last).utilization;
     const span = at - lastAt;
     [last, lastAt] = [now, at];
-    if (!decide.tick(at, busy, span)) return;
+    const due = decide.tick(at, busy, span);
+    if (due === null) return;
     // What only a later list or watch would read goes first, so the collection takes it too.
-    const released = release();
+    const released = due === 'first' ? release() : null;
     const before = reading();
     const t0 = performance.now();
     collect();
     const ms = performance.now() - t0;
     const after = reading();
-    const mib = (n: number) => (n / 1048576).toFixed(1);
+    const n = decide.collected(due === 'first', after.total_heap_size - after.used_heap_size);
+    const mib = (b: number) => (b / 1048576).toFixed(1);
     // Dead buffers' memory is given back after the pause (V8 frees their backing stores in the background): read it a second later.
     setTimeout(() => {
       log(
-        `memory: collected at rest in ${ms.toFixed(0)} ms: heap ${mib(before.used_heap_size)} -> ${mib(after.used_heap_size)} MiB used, ` +
+        `memory: collected at rest in ${ms.toFixed(0)} ms${n > 1 ? ` (${n} of this rest)` : ''}: heap ${mib(before.used_heap_size)} -> ${mib(after.used_heap_size)} MiB used, ` +
           `${mib(before.total_heap_size)} -> ${mib(after.total_heap_size)} MiB held; external ${mib(before.external_memory)} -> ${mib(reading().external_memory)} MiB a second later` +
           (released === null ? '' : `; ${released}`),
       );

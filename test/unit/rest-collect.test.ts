@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fullCollection, RestCollector } from '../../control-plane/rest-collect.ts';
+import { fullCollection, REST_COLLECTIONS_MAX, REST_SLACK_BYTES, RestCollector } from '../../control-plane/rest-collect.ts';
 
 const opts = { minWorkMs: 1000, quietMs: 5000, maxBusy: 0.05 };
 
@@ -12,7 +12,7 @@ const opts = { minWorkMs: 1000, quietMs: 5000, maxBusy: 0.05 };
 function feed(c: RestCollector, from: number, busy: number[]): number[] {
   const said: number[] = [];
   busy.forEach((b, i) => {
-    if (c.tick((from + i) * 1000, b, 1000)) said.push(from + i);
+    if (c.tick((from + i) * 1000, b, 1000) !== null) said.push(from + i);
   });
   return said;
 }
@@ -34,6 +34,36 @@ test('a busy second resets the quiet; work too small to be a burst is never wort
   assert.deepEqual(feed(c, 0, [0.3, 0.02, 0.02, 0.3, 0.02, 0.3, ...Array(20).fill(0.02)]), []);
   // 0.2 s more: the burst is now 1.1 s; quiet must then last 5 s after the last busy second (30 s).
   assert.deepEqual(feed(c, 26, [0.2, 0.02, 0.02, 0.02, 0.6, 0.02, 0.02, 0.02, 0.02, 0.02, 0.02]), [31 + 5], 'quiet from 31 s, after the last busy second');
+});
+
+test('a collection that leaves the heap holding much more than it uses is followed by another at each quiet tick, up to the most per rest; work ends it', () => {
+  const c = new RestCollector(opts);
+  const slack = REST_SLACK_BYTES + 1;
+  // A burst, then quiet: the first collection at 4 + 5 s.
+  assert.deepEqual(feed(c, 0, [0.6, 0.6, 0.6, 0.6, ...Array(6).fill(0.02)]), [9]);
+  assert.equal(c.collected(true, slack), 1);
+  // Still fragmented: the next quiet ticks collect again, each told what it left.
+  assert.equal(c.tick(10_000, 0.01, 1000), 'again');
+  assert.equal(c.collected(false, slack), 2);
+  assert.equal(c.tick(11_000, 0.01, 1000), 'again');
+  assert.equal(c.collected(false, slack), 3);
+  assert.equal(c.tick(12_000, 0.01, 1000), 'again');
+  assert.equal(c.collected(false, slack), REST_COLLECTIONS_MAX);
+  // The most in one rest: no more, however much is held.
+  assert.deepEqual(feed(c, 13, Array(60).fill(0.01)), []);
+
+  // A collection that leaves little held beyond use ends the rest at once.
+  const d = new RestCollector(opts);
+  assert.deepEqual(feed(d, 0, [0.6, 0.6, 0.6, 0.6, ...Array(6).fill(0.02)]), [9]);
+  assert.equal(d.collected(true, REST_SLACK_BYTES), 1);
+  assert.deepEqual(feed(d, 10, Array(30).fill(0.01)), []);
+
+  // Work between two collections of a rest ends it: V8 collects as it allocates.
+  const e = new RestCollector(opts);
+  assert.deepEqual(feed(e, 0, [0.6, 0.6, 0.6, 0.6, ...Array(6).fill(0.02)]), [9]);
+  e.collected(true, slack);
+  assert.equal(e.tick(10_000, 0.3, 1000), null);
+  assert.deepEqual(feed(e, 11, Array(3).fill(0.01)), [], 'no collection of the ended rest (the 0.3 s of work is no burst)');
 });
 
 test('fullCollection is V8 full collection: an unreachable object is gone after it', async () => {
