@@ -10,19 +10,24 @@ import { GoneError, WatchHub } from '../../control-plane/api/watch.ts';
 import { renderAll } from '../../control-plane/api/view-cache.ts';
 import type { ApiObject } from '../../control-plane/api/views.ts';
 
-test('listJson is JSON.stringify of the list, with the version of the rendering it took in', () => {
-  let objects: ApiObject[] = [
-    { kind: 'Deployment', metadata: { name: 'a', labels: { x: '"quoted"' } }, spec: { replicas: 0 } },
-    { kind: 'Deployment', metadata: { name: 'b\u2028' }, status: { ok: true } },
-  ];
-  const hub = new WatchHub({
-    render: () => renderAll(objects),
+/** A hub whose every resource renders the objects `objects()` gives at the time. */
+function hubOf(objects: () => ApiObject[]): WatchHub {
+  return new WatchHub({
+    render: () => renderAll(objects()),
     events: () => [],
     onEvent: () => () => {},
     eventView: () => ({ kind: 'Event', metadata: { name: 'e' } }),
     subscribe: () => () => {},
     isLeader: () => true,
   });
+}
+
+test('listJson is JSON.stringify of the list, with the version of the rendering it took in', () => {
+  let objects: ApiObject[] = [
+    { kind: 'Deployment', metadata: { name: 'a', labels: { x: '"quoted"' } }, spec: { replicas: 0 } },
+    { kind: 'Deployment', metadata: { name: 'b\u2028' }, status: { ok: true } },
+  ];
+  const hub = hubOf(() => objects);
   const first = hub.listJson('deployments', 'DeploymentList');
   const { items, resourceVersion } = hub.list('deployments');
   assert.equal(first, JSON.stringify({ kind: 'DeploymentList', metadata: { resourceVersion }, items }));
@@ -35,14 +40,7 @@ test('listJson is JSON.stringify of the list, with the version of the rendering 
 
 test('at rest a history no watch follows is released: its versions are refused as gone, the next list starts a new one; a followed one stays', () => {
   let objects: ApiObject[] = [{ kind: 'Deployment', metadata: { name: 'a' }, spec: { replicas: 1 } }];
-  const hub = new WatchHub({
-    render: () => renderAll(objects),
-    events: () => [],
-    onEvent: () => () => {},
-    eventView: () => ({ kind: 'Event', metadata: { name: 'e' } }),
-    subscribe: () => () => {},
-    isLeader: () => true,
-  });
+  const hub = hubOf(() => objects);
   // A watch as the HTTP server opens one: what it writes is kept; closing the request ends it.
   const open = (resource: string, from: string | null) => {
     const req = new EventEmitter() as unknown as http.IncomingMessage;
