@@ -41,11 +41,12 @@ export const DEFAULT_REPLICA_NICE = -5;
 export const MIN_NICE = -20;
 export const MAX_NICE = 19;
 
-/** What became of the session's autogroup: set to the nice value, left (shared with other processes of the session, or refused), or none here (no autogroups, or not in the root cpu cgroup). */
+/** What became of the session's autogroup: set to the nice value, left (shared with other processes of the session, or refused), or none here (autogroups off, or no /proc). The kernel shows it outside the root cpu cgroup too, where it weighs nothing (setAutogroupOf). */
 export type AutogroupOutcome = { kind: 'set' } | { kind: 'shared'; session: number } | { kind: 'refused'; error: string } | { kind: 'none' };
 
-export type ThreadsOutcome = { ok: true; nice: number; threads: number } | { ok: false; nice: number; error: string };
-export type PriorityOutcome = (ThreadsOutcome & { ok: false }) | (ThreadsOutcome & { ok: true; autogroup: AutogroupOutcome });
+type Refused = { ok: false; nice: number; error: string };
+export type ThreadsOutcome = { ok: true; nice: number; threads: number } | Refused;
+export type PriorityOutcome = { ok: true; nice: number; threads: number; autogroup: AutogroupOutcome } | Refused;
 
 /** Every thread of process `pid` to `nice` (only `pid` itself where /proc has no task list). */
 export function setPriorityOf(pid: number, nice: number): ThreadsOutcome {
