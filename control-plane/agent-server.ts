@@ -21,6 +21,7 @@ import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 import { AgentOutbox } from './agent-outbox.ts';
 import { sendInRun } from '../shared/ws-cork.ts';
+import { receiveAsFragments, takeFrame } from '../shared/ws-frames.ts';
 
 export const HELLO_TIMEOUT_MS = 5000;
 
@@ -100,7 +101,10 @@ export class AgentServer {
       socket.end('HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\ninvalid or missing token\n');
       return true;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req.socket.remoteAddress ?? '?'));
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      receiveAsFragments(ws);
+      this.accept(ws, req.socket.remoteAddress ?? '?');
+    });
     return true;
   }
 
@@ -123,8 +127,8 @@ export class AgentServer {
     ws.on('message', (data, isBinary) => {
       this.deps.onFrame?.();
       if (!isBinary) return this.reject(ws, node ?? peer, 'text frame (expected binary msgpack)');
-      // ws hands binary frames over as Buffers: no copy (Buffer.from(buffer) would make one per frame).
-      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer);
+      // Taken so the socket keeps nothing of the frame (shared/ws-frames.ts); no copy.
+      const buf = takeFrame(data, ws);
       const decoded = decodeAgentMessage(buf);
       if (!decoded.ok) return this.reject(ws, node ?? peer, decoded.error);
       const msg = decoded.msg;

@@ -18,6 +18,7 @@ import { decodeControlPlaneMessage, encodeMessage } from '../shared/protocol/cod
 import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import { zeroMask } from '../shared/ws-mask.ts';
 import { sendInRun } from '../shared/ws-cork.ts';
+import { receiveAsFragments, takeFrame } from '../shared/ws-frames.ts';
 
 export const MIN_RECONNECT_DELAY_MS = 50;
 export const MAX_RECONNECT_DELAY_MS = 1000;
@@ -194,6 +195,7 @@ export class ControlPlaneLink {
         // No masking between an agent and a replica (shared/ws-mask.ts).
         generateMask: zeroMask,
       });
+      receiveAsFragments(ws);
       let opened = false;
       ws.on('error', (err) => {
         if (!opened) reject(new Error(err.message || String(err)));
@@ -239,7 +241,7 @@ export class ControlPlaneLink {
   private receive(ws: WebSocket, data: WebSocket.RawData, isBinary: boolean): void {
     if (this.ws !== ws) return;
     if (!isBinary) return this.reject(ws, 'text frame (expected binary msgpack)');
-    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+    const buf = takeFrame(data, ws);
     const decoded = decodeControlPlaneMessage(buf);
     if (!decoded.ok) return this.reject(ws, decoded.error);
     this.handlers.onMessage(this, decoded.msg);

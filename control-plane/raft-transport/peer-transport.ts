@@ -13,6 +13,7 @@ import pRetry from 'p-retry';
 import WebSocket, { WebSocketServer } from 'ws';
 import { packFrame, unpackFrame } from '../../shared/codec.ts';
 import { zeroMask } from '../../shared/ws-mask.ts';
+import { receiveAsFragments, takeFrame } from '../../shared/ws-frames.ts';
 import type { Message } from '../raft/index.ts';
 import { validateMessage } from '../raft/validate.ts';
 import type { Transport } from './transport.ts';
@@ -105,6 +106,7 @@ export class PeerTransport implements Transport {
 
   private accept(ws: WebSocket, who: string, peer: string | null): void {
     this.inbound.add(ws);
+    receiveAsFragments(ws);
     ws.on('close', () => {
       this.inbound.delete(ws);
       if (peer !== null && !this.closed) this.opts.onPeerClosed?.(peer);
@@ -114,7 +116,7 @@ export class PeerTransport implements Transport {
       let m: unknown;
       try {
         if (!isBinary) throw new Error('text frame (expected binary msgpack)');
-        m = unpackFrame(Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer));
+        m = unpackFrame(takeFrame(data, ws));
       } catch (e) {
         this.opts.log(`raft: frame from ${who} refused: undecodable: ${(e as Error).message}; closing`);
         ws.close(1008, 'undecodable frame');
