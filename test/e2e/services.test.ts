@@ -132,7 +132,21 @@ test('a control plane restarted whole never sends the proxies a table older than
   // A command of the new leader: every Services table it sent before it
   // reached the agent first (one connection, in order).
   await waitFor('an API again', () => c.healthy(), 30000);
-  assert.equal((await c.api('PATCH', '/v1/deployments/hello/scale', { replicas: 4 })).status, 200);
+  // One replica knowing the new leader does not mean the one asked does yet:
+  // that one refuses the write with a 503 that says it never applied. Scaling
+  // to 4 is idempotent, so ask again until accepted. Any other answer fails
+  // at once, a 503 whose outcome is unknown (proposed, then no commit within
+  // the proposal timeout) among them.
+  const scaled = await waitFor(
+    'the scale to 4 accepted',
+    async () => {
+      const r = await c.api('PATCH', '/v1/deployments/hello/scale', { replicas: 4 });
+      if (r.status === 503 && r.json?.outcome !== 'unknown') throw new Error(`503 ${r.text}`);
+      return r;
+    },
+    30000,
+  );
+  assert.equal(scaled.status, 200, scaled.text);
   await waitFor('the 4th unit started', () => agent.output.some((l) => /started hello-4 /.test(l)), 30000);
   assert.deepEqual(
     proxyLines().filter((l) => /closed/.test(l)),
