@@ -12,7 +12,10 @@
 // * Once a write has been sent, a lost connection or a missing answer is NOT
 //   retried elsewhere: its outcome is unknown and the user is told so.
 //   Reads are retried on the next replica, also on a 503 (a partitioned
-//   replica may know no leader while the others do).
+//   replica may know no leader while the others do). So is a write answered
+//   503 with outcome "refused": it never entered the log and never will, so
+//   sending it again elsewhere cannot apply it twice. A write whose outcome
+//   is unknown is not.
 // * Watch streams reconnect to the next replica when they break; events the
 //   user has already seen (same object and resourceVersion) are not repeated.
 
@@ -103,6 +106,15 @@ function errorMessageOf(status: number, body: string, origin: string): string {
   return `HTTP ${status} from ${origin}${snippet ? `: ${snippet}` : ''}`;
 }
 
+/** A 503 that says the write never entered the log (`{"outcome": "refused"}`). */
+function refusedWrite(body: string): boolean {
+  try {
+    return (JSON.parse(body) as { outcome?: unknown })?.outcome === 'refused';
+  } catch {
+    return false;
+  }
+}
+
 function oneLine(s: string): string {
   return s.replace(/\s*\n\s*/g, ' ').trim();
 }
@@ -169,7 +181,7 @@ export class Client {
           return { status: answer.status, body: parseBody<T>(answer.text, url.origin), server: url.origin };
         }
         const err = new ApiError(errorMessageOf(answer.status, answer.text, url.origin), answer.status, url.href);
-        if (answer.status === 503 && isRead) {
+        if (answer.status === 503 && (isRead || refusedWrite(answer.text))) {
           firstUnavailable ??= err;
           break;
         }

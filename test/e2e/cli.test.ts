@@ -600,6 +600,35 @@ describe('finding the leader and a reachable replica', () => {
     }
   });
 
+  test('a write one replica refused (503, outcome refused) is sent to the next; one of unknown outcome is not', async () => {
+    const refusal = { error: 'no quorum: no leader elected (cp-1 reaches 1 of 3 replicas); the write was refused and will never apply', outcome: 'refused' };
+    const unknown = { error: 'no quorum: the write was proposed at index 9 (term 2) but not committed within 5000 ms; its outcome is unknown', outcome: 'unknown' };
+    const minority = await startFake((_q, res) => sendJson(res, 503, refusal));
+    const stalled = await startFake((_q, res) => sendJson(res, 503, unknown));
+    const leader = await startFake(routes({ 'PATCH /v1/deployments/web/scale': (_q, res, body) => sendJson(res, 200, JSON.parse(body)) }));
+    try {
+      const run = await mo(['scale', 'deployment', 'web', '--replicas', '5'], envFor(minority, leader));
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(run.stdout, 'deployment.apps/web scaled\n');
+      assert.deepEqual(
+        [minority, leader].map((f) => f.seen.map((x) => `${x.method} ${x.path} ${x.body}`)),
+        [['PATCH /v1/deployments/web/scale {"replicas":5}'], ['PATCH /v1/deployments/web/scale {"replicas":5}']],
+      );
+      // Every replica refused: the first refusal is the one told.
+      const none = await mo(['scale', 'deployment', 'web', '--replicas', '5'], envFor(minority, minority));
+      assertOneLineError(none, 1, `error: ${refusal.error}`);
+      // Proposed and not committed: it may still apply, so it is not sent again.
+      const before = leader.seen.length;
+      const maybe = await mo(['scale', 'deployment', 'web', '--replicas', '5'], envFor(stalled, leader));
+      assertOneLineError(maybe, 1, `error: ${unknown.error}`);
+      assert.equal(leader.seen.length, before);
+    } finally {
+      await minority.close();
+      await stalled.close();
+      await leader.close();
+    }
+  });
+
   test('the config file names the servers and token; MO_TOKEN overrides the token', async () => {
     const up = await startFake(routes({ 'GET /v1/deployments': { kind: 'DeploymentList', items: [] } }));
     try {
