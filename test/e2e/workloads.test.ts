@@ -108,18 +108,42 @@ async function sample(c: Cluster, deployment: string, done: () => Promise<boolea
   }
 }
 
-async function rolledOut(c: Cluster, name: string, revision: number): Promise<boolean> {
+/** Null once deployment `name` has rolled out `revision` to 5 units alive in /proc; otherwise what is still missing. */
+async function notRolledOut(c: Cluster, name: string, revision: number): Promise<string | null> {
   const r = await c.api('GET', `/v1/deployments/${name}`);
-  if (r.status !== 200) return false;
+  if (r.status !== 200) return `GET /v1/deployments/${name}: ${r.status} ${r.text}`;
   const d = r.json;
-  return (
+  const alive = aliveByOs(c, name).length;
+  const rolled =
     d.metadata.annotations['deployment.kubernetes.io/revision'] === String(revision) &&
     d.status.observedGeneration === d.metadata.generation &&
     d.status.updatedReplicas === 5 &&
     d.status.availableReplicas === 5 &&
     d.status.oldReplicas === 0 &&
-    aliveByOs(c, name).length === 5
-  );
+    alive === 5;
+  if (rolled) return null;
+  return `revision ${d.metadata.annotations['deployment.kubernetes.io/revision']}, generation ${d.status.observedGeneration}/${d.metadata.generation}, updated ${d.status.updatedReplicas}, available ${d.status.availableReplicas}, old ${d.status.oldReplicas}, ${alive} alive in /proc`;
+}
+
+async function rolledOut(c: Cluster, name: string, revision: number): Promise<boolean> {
+  return (await notRolledOut(c, name, revision)) === null;
+}
+
+/** Waits for the rollout of `revision`; on a timeout the error says what was still missing and what the processes last said. */
+async function waitRolledOut(c: Cluster, name: string, revision: number, timeoutMs: number): Promise<void> {
+  try {
+    await waitFor(
+      `5 units of revision ${revision}`,
+      async () => {
+        const why = await notRolledOut(c, name, revision);
+        if (why !== null) throw new Error(why);
+        return true;
+      },
+      timeoutMs,
+    );
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\n${c.recentOutput()}`);
+  }
 }
 
 test(
@@ -129,7 +153,7 @@ test(
     const c = await Cluster.start({ replicas: 1 });
     t.after(() => c.stop());
     assert.equal((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'hello'))).status, 201);
-    await waitFor('5 units of revision 1', () => rolledOut(c, 'roll', 1), 20000);
+    await waitRolledOut(c, 'roll', 1, 20000);
 
     assert.equal((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'world'))).status, 200);
     const forward = await sample(c, 'roll', () => rolledOut(c, 'roll', 2), 60000);
@@ -168,7 +192,7 @@ test('the leader SIGKILLed mid-rollout: the next leader completes it within the 
   t.after(() => c.stop());
   // minReadySeconds 1 spaces the steps out, so the kill lands mid-way.
   assert.ok([200, 201].includes((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'hello', { minReadySeconds: 1 }))).status));
-  await waitFor('5 units of revision 1', () => rolledOut(c, 'roll', 1), 30000);
+  await waitRolledOut(c, 'roll', 1, 30000);
   assert.equal((await c.api('PUT', '/v1/deployments/roll', rollManifest('roll', 'world', { minReadySeconds: 1 }))).status, 200);
 
   let killed = '';

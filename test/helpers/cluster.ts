@@ -250,6 +250,12 @@ export class Cluster {
     return false;
   }
 
+  /** The last `lines` lines of every replica's and agent's output, labelled: for a failure's message. */
+  recentOutput(lines = 25): string {
+    const procs = [...this.cps.filter(Boolean), ...this.agents.values()];
+    return procs.map((p) => `--- ${p.name} (pid ${p.pid}), last ${lines} lines:\n${p.output.slice(-lines).join('\n')}`).join('\n');
+  }
+
   /** Call the API on the first replica that answers. */
   async api(method: string, p: string, body?: unknown, token: string | null = this.token): Promise<{ status: number; json: any; text: string }> {
     let lastErr: unknown;
