@@ -20,17 +20,9 @@ async function clusterStatus(c: Cluster): Promise<any> {
   return r.json;
 }
 
+/** The leader (not `notId`), once every reachable replica follows it: requests through any of them are then forwarded. */
 async function leaderOf(c: Cluster, notId?: string): Promise<{ id: string; term: number; index: number }> {
-  return waitFor(
-    'a leader',
-    async () => {
-      const s = await clusterStatus(c);
-      const l = s.replicas.find((r: any) => r.id === s.leader);
-      if (!l || l.id === notId) return null;
-      return { id: l.id as string, term: l.term as number, index: Number(l.id.split('-')[1]) };
-    },
-    10000,
-  );
+  return c.agreedLeader(notId, 10000);
 }
 
 test('SIGKILL of the leader: a new leader with a higher term, writes intact, new writes accepted, units untouched; the old one catches up', { timeout: 120000 }, async (t) => {

@@ -60,14 +60,7 @@ test('mo get units -w survives the death of the replica it watched through, and 
   await waitFor('the first units in the watch', () => out.includes('"w-3"'), 15000);
   // The leader dies; meanwhile the cluster changes: scale 3 -> 1 (two units go), then up to 4.
   process.kill(leader.pid, 'SIGKILL');
-  await waitFor(
-    'a new leader',
-    async () => {
-      const s = (await c.api('GET', '/v1/cluster')).json;
-      return s.leader && s.leader !== leader.id;
-    },
-    15000,
-  );
+  await c.agreedLeader(leader.id, 15000);
   assert.equal((await c.api('PATCH', '/v1/deployments/w/scale', { replicas: 1 })).status, 200);
   await waitFor('1 running', async () => (await c.units()).filter((u) => u.spec.deployment === 'w').length === 1, 20000);
   assert.equal((await c.api('PATCH', '/v1/deployments/w/scale', { replicas: 4 })).status, 200);

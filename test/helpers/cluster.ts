@@ -250,6 +250,33 @@ export class Cluster {
     return false;
   }
 
+  /**
+   * The leader, once `/v1/cluster` names one (not `notId`) and every replica
+   * it lists as reachable names the same one in its own `/readyz`. A
+   * follower learns of a new leader from its first append, a few ms after
+   * the election, and until then refuses what it would forward (503): a test
+   * that goes on through any replica waits for this, not for the first
+   * replica that knows. A paused replica is unreachable there and not asked.
+   */
+  async agreedLeader(notId?: string, timeoutMs = 20000): Promise<{ id: string; term: number; index: number }> {
+    return waitFor(
+      `every reachable replica to name the same leader${notId ? ` (not ${notId})` : ''}`,
+      async () => {
+        const s = (await this.api('GET', '/v1/cluster')).json;
+        const l = s?.replicas?.find((r: any) => r.id === s.leader);
+        if (!l || l.id === notId) return null;
+        for (const r of s.replicas) {
+          if (!r.reachable) continue;
+          const rz = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(2000) });
+          const named = rz.status === 200 ? (await rz.json()).leader : null;
+          if (named !== l.id) throw new Error(`${r.id} names ${named ?? 'no leader'}, /v1/cluster ${l.id}`);
+        }
+        return { id: l.id as string, term: l.term as number, index: Number(l.id.split('-')[1]) };
+      },
+      timeoutMs,
+    );
+  }
+
   /** The last `lines` lines of every replica's and agent's output, labelled: for a failure's message. */
   recentOutput(lines = 25): string {
     const procs = [...this.cps.filter(Boolean), ...this.agents.values()];
