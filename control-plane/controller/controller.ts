@@ -752,7 +752,7 @@ export class Controller {
             snap.forget(a.node, this.request(u));
           }
           const w = this.write({ type: 'unit.delete', at: now, name: a.unit, reason: a.reason }).then(() => {
-            // The pass knows why a unit is lost: its node is NotReady, or its agent restarted without it.
+            // The pass knows why a unit is lost: its node is NotReady, or its restarted agent does not run it.
             const lostWhy = plan.diffs.find((d) => d.deployment === a.deployment)?.detail[a.unit];
             const why =
               a.reason === 'lost'

@@ -442,7 +442,7 @@ export function reconcile(input: ReconcileInput): Plan {
     // would bring back an old name for a new process.
     if (node.reportsSince !== undefined && b.boundAt < node.reportsSince && !spawnFresh(b.name)) {
       w.diff.lost.push(b.name);
-      w.diff.detail[b.name] = `on ${b.nodeName}, whose agent restarted without it`;
+      w.diff.detail[b.name] = `on ${b.nodeName}, not run by its restarted agent`;
       w.bookkeeping.push({ type: 'unbind', unit: b.name, node: b.nodeName, deployment: b.deployment, reason: 'lost' });
       continue;
     }

@@ -744,6 +744,7 @@ test("A unit bound before its node's agent restarted, and not reported by the ne
   assert.ok(ofType(plan, 'unbind').every((a) => a.reason === 'lost'));
   assert.equal(ofType(plan, 'create').length, 2, 'two replacements, with new names');
   assert.equal(ofType(plan, 'spawn').length, 0, 'no old name is spawned again');
+  assert.equal(formatDiff(plan.diffs[0]!), 'web: desired=2 live=0 -> create 2 (lost: web-1, web-2 on node-a, not run by its restarted agent)');
   // A unit bound AFTER the new agent said hello is only waiting for its spawn.
   input.nodes.get('node-a')!.reportsSince = w.now - 10_000;
   const later = reconcile(input);
