@@ -23,7 +23,8 @@ import { EventLog } from './events.ts';
 import { ServicePublisher } from './services/publisher.ts';
 import { NodeRegistry } from './registry/node-registry.ts';
 import { Scheduler } from './scheduler/index.ts';
-import { RaftStore, SNAPSHOT_EVERY_ENTRIES } from './store/raft-store.ts';
+import { DEFAULT_RAFT_TIMING, RaftStore, SNAPSHOT_EVERY_ENTRIES } from './store/raft-store.ts';
+import { LeaderWait } from './store/leader-wait.ts';
 import type { ReplicatedStore } from './store/store.ts';
 import { forwardToLeader, gatherClusterStatus } from './api/leader-routing.ts';
 import { serveUnitLog } from './api/logs.ts';
@@ -230,6 +231,9 @@ async function main(): Promise<void> {
     observer: metrics.raftObserver,
   });
   const store: ReplicatedStore = raftStore;
+  // A follower that knows no leader holds a request for up to the longest
+  // election timeout before it refuses it (store/leader-wait.ts).
+  const leaderWait = new LeaderWait(store, 2 * DEFAULT_RAFT_TIMING.electionTimeoutTicks * DEFAULT_RAFT_TIMING.tickMs);
   const events = new EventLog(cfg.id, now, {
     ring: store.state.events,
     isLeader: () => store.isLeader(),
@@ -363,7 +367,7 @@ async function main(): Promise<void> {
     token: cfg.token,
     now,
     clusterStatus: () => gatherClusterStatus(peers, cfg.id, cfg.token, replicaStatus),
-    forward: (req, res, body) => forwardToLeader(req, res, body, { store, peers, selfId: cfg.id, reachable: () => raftStore.transport.connectedPeers().length + 1 }),
+    forward: (req, res, body) => forwardToLeader(req, res, body, { store, peers, selfId: cfg.id, reachable: () => raftStore.transport.connectedPeers().length + 1, leaderWait }),
     replicaStatus: () => replicaStatus(),
     eventLoop: (since) => loopWindows.since(since),
     subscribe: (fn) => {
@@ -402,6 +406,7 @@ async function main(): Promise<void> {
       terminateUnit: (unit, node, gracePeriodMs, reason) => controller.terminateUnit(unit, node, gracePeriodMs, reason),
       unitLog: (req, res, name, query) => serveUnitLog(req, res, name, query, { replicaId: cfg.id, boundNode: (n) => store.state.units.get(n)?.nodeName, registry, agents, now }),
       selfId: cfg.id,
+      leaderWait,
       leaderUrl: (leader) => {
         const u = peers.get(leader);
         if (!u) return undefined;

@@ -7,6 +7,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { NoQuorumError, type ReplicatedStore } from '../store/store.ts';
+import type { LeaderWait } from '../store/leader-wait.ts';
 import { sendJson } from './http-server.ts';
 import type { ClusterStatusView, ReplicaStatusView } from '../../shared/api-types.ts';
 
@@ -22,40 +23,65 @@ export interface ForwardDeps {
   peers: Map<string, string>;
   selfId: string;
   reachable: () => number;
+  /** Holds a request that finds no leader known until one is (or its wait ends); absent: refuse at once. */
+  leaderWait?: LeaderWait;
 }
 
+/**
+ * Forwards a request to the leader; false if this replica leads (handle it
+ * here). With no leader known it waits for one (d.leaderWait) before it
+ * refuses. A leader that refuses the connection (it has just died, and this
+ * replica has not yet heard) got nothing, so the request waits for another
+ * leader and goes there, once; so does a read whose forward failed in any
+ * way before an answer began. A request another replica forwarded is
+ * neither held nor sent on.
+ */
 export async function forwardToLeader(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer, d: ForwardDeps): Promise<boolean> {
-  const leader = d.store.leaderId();
+  const forwarded = req.headers['x-mo-forwarded'] !== undefined;
   const isWrite = req.method !== 'GET';
-  if (leader === d.selfId) return false;
-  if (!leader || req.headers['x-mo-forwarded']) {
-    const why = `no leader elected (${d.selfId} reaches ${d.reachable()} of ${d.peers.size} replicas)`;
-    if (isWrite) throw new NoQuorumError(`no quorum: ${why}; the write was refused and will never apply`, 'refused');
-    sendJson(res, 503, { error: `no quorum: ${why}` });
+  let leader = forwarded || !d.leaderWait ? d.store.leaderId() : await d.leaderWait.known();
+  for (let attempt = 1; ; attempt++) {
+    if (leader === d.selfId) return false;
+    if (!leader || forwarded) {
+      const waited = !forwarded && d.leaderWait && d.leaderWait.maxWaitMs > 0 ? ` within ${d.leaderWait.maxWaitMs} ms` : '';
+      const why = `no leader elected${waited} (${d.selfId} reaches ${d.reachable()} of ${d.peers.size} replicas)`;
+      if (isWrite) throw new NoQuorumError(`no quorum: ${why}; the write was refused and will never apply`, 'refused');
+      sendJson(res, 503, { error: `no quorum: ${why}` });
+      return true;
+    }
+    const base = d.peers.get(leader);
+    if (!base) return false;
+    const target = new URL(req.url ?? '/', httpUrlOf(base));
+    const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': d.selfId };
+    if (req.headers.authorization) headers.authorization = req.headers.authorization;
+    if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
+    let failed: NodeJS.ErrnoException | undefined;
+    // wss:// peers (--tls): their HTTP is https, checked against the CA this process trusts (NODE_EXTRA_CA_CERTS).
+    await pipeThrough(res, body, {
+      method: req.method,
+      target,
+      headers,
+      passHeaders: ['content-type', 'content-length', 'cache-control', 'location'],
+      extraHeaders: { 'x-mo-leader': leader },
+      timeoutMs: FORWARD_TIMEOUT_MS,
+      freshConnection: isWrite,
+      onError: (err) => (failed = err),
+    });
+    if (failed === undefined) return true;
+    const unsent = !isWrite || failed.code === 'ECONNREFUSED';
+    if (attempt === 1 && unsent && d.leaderWait && !res.headersSent) {
+      const next = await d.leaderWait.known(leader);
+      if (next !== leader) {
+        leader = next;
+        continue;
+      }
+    }
+    const msg = isWrite
+      ? `no quorum: the leader ${leader} could not be reached (${failed.message}); the write's outcome is unknown if it was sent`
+      : `leader ${leader} could not be reached: ${failed.message}`;
+    sendJson(res, 503, { error: msg });
     return true;
   }
-  const base = d.peers.get(leader);
-  if (!base) return false;
-  const target = new URL(req.url ?? '/', httpUrlOf(base));
-  const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': d.selfId };
-  if (req.headers.authorization) headers.authorization = req.headers.authorization;
-  if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
-  // wss:// peers (--tls): their HTTP is https, checked against the CA this process trusts (NODE_EXTRA_CA_CERTS).
-  await pipeThrough(res, body, {
-    method: req.method,
-    target,
-    headers,
-    passHeaders: ['content-type', 'content-length', 'cache-control', 'location'],
-    extraHeaders: { 'x-mo-leader': leader },
-    timeoutMs: FORWARD_TIMEOUT_MS,
-    onError: (err) => {
-      const msg = isWrite
-        ? `no quorum: the leader ${leader} could not be reached (${err.message}); the write's outcome is unknown if it was sent`
-        : `leader ${leader} could not be reached: ${err.message}`;
-      sendJson(res, 503, { error: msg });
-    },
-  });
-  return true;
 }
 
 /** docs/contract.md's `mo cluster status` object, from every replica's own word. */
@@ -95,6 +121,14 @@ export interface PipeOptions {
   ca?: string;
   /** An upstream silent this long before its answer starts is given up. */
   timeoutMs?: number;
+  /**
+   * A connection of its own rather than a kept-alive one. A write sent on
+   * a kept-alive connection to a leader that has just died fails with a
+   * reset, and the reset does not tell whether the leader read it first; on
+   * a new connection a dead leader refuses the connect, so the write
+   * certainly was not sent and can go to the next leader.
+   */
+  freshConnection?: boolean;
   /** Answers the client when the upstream failed before its answer started. */
   onError: (err: Error) => void;
 }
@@ -109,6 +143,7 @@ export function pipeThrough(res: http.ServerResponse, body: Buffer, o: PipeOptio
     const headers = { ...o.headers };
     if (body.length) headers['content-length'] = body.length;
     const options: https.RequestOptions = { method: o.method, headers, timeout: o.timeoutMs };
+    if (o.freshConnection) options.agent = false;
     if (o.ca !== undefined) options.ca = o.ca;
     const up = (o.target.protocol === 'https:' ? https : http).request(o.target, options, (upRes) => {
       const h: http.OutgoingHttpHeaders = { ...o.extraHeaders };

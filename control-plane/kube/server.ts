@@ -46,6 +46,7 @@ import { SelectorError, matchesFields, matchesLabels, parseFieldSelector, parseL
 import { table, tableHead, tableRow, type IncludeObject } from './tables.ts';
 import { sendPieces } from '../api/send-pieces.ts';
 import { KubeWatchHub, kubeRendered } from './watch.ts';
+import type { LeaderWait } from '../store/leader-wait.ts';
 
 export const MAX_KUBE_WATCHERS = 256;
 
@@ -147,6 +148,8 @@ export interface KubeDeps extends Pick<ApiDeps, 'store' | 'registry' | 'events' 
   selfId: string;
   /** The leader's Kubernetes API base URL (https://host:port), or undefined while none is known. */
   leaderUrl: (leaderId: string) => string | undefined;
+  /** Holds a request that finds no leader known until one is (or its wait ends); absent: refuse at once. */
+  leaderWait?: LeaderWait;
   /** The cluster CA (PEM), to check the leader's certificate when proxying. */
   caPem: string;
   /** host:port this replica is reached at (discovery's serverAddressByClientCIDRs). */
@@ -554,7 +557,7 @@ export class KubeApi {
       throw new KubeError(404, `${resource} live in a namespace: use .../namespaces/default/${resource}`);
 
     const body = method === 'GET' ? Buffer.alloc(0) : await readBody(req);
-    if (!this.deps.store.isLeader()) return this.proxy(req, res, body);
+    if (!this.deps.store.isLeader() && (await this.proxy(req, res, body))) return;
 
     if (method === 'GET' && name === undefined) return this.listOrWatch(resource, url.searchParams, req, res);
     if (method === 'GET' && sub === 'log' && resource === 'pods') return this.logs(name!, url.searchParams, req, res);
@@ -971,22 +974,46 @@ export class KubeApi {
 
   // ---- followers ---------------------------------------------------------------
 
-  private async proxy(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer): Promise<void> {
-    const leader = this.deps.store.leaderId();
-    const base = leader ? this.deps.leaderUrl(leader) : undefined;
-    if (!leader || !base || req.headers['x-mo-forwarded']) {
-      throw new KubeError(503, `no leader is known to ${this.deps.selfId} yet (no quorum); try again`);
+  /**
+   * Sends the request on to the leader; false if this replica has become the
+   * leader meanwhile (handle it here). Waits as the /v1 proxy does
+   * (api/leader-routing.ts): for a leader when none is known, and for
+   * another one, once, when the leader refused the connection (or, for a
+   * read, failed before answering).
+   */
+  private async proxy(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer): Promise<boolean> {
+    const forwarded = req.headers['x-mo-forwarded'] !== undefined;
+    const wait = forwarded ? undefined : this.deps.leaderWait;
+    let leader = wait ? await wait.known() : this.deps.store.leaderId();
+    for (let attempt = 1; ; attempt++) {
+      if (leader === this.deps.selfId && this.deps.store.isLeader()) return false;
+      const base = leader ? this.deps.leaderUrl(leader) : undefined;
+      if (!leader || !base || forwarded) {
+        throw new KubeError(503, `no leader is known to ${this.deps.selfId} yet (no quorum); try again`);
+      }
+      const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': this.deps.selfId };
+      for (const k of ['authorization', 'content-type', 'accept']) if (req.headers[k]) headers[k] = req.headers[k];
+      let failed: NodeJS.ErrnoException | undefined;
+      await pipeThrough(res, body, {
+        method: req.method,
+        target: new URL(req.url ?? '/', base),
+        headers,
+        passHeaders: ['content-type', 'content-length', 'cache-control', 'transfer-encoding'],
+        ca: this.deps.caPem,
+        freshConnection: req.method !== 'GET',
+        onError: (err) => (failed = err),
+      });
+      if (failed === undefined) return true;
+      if (attempt === 1 && wait && !res.headersSent && (req.method === 'GET' || failed.code === 'ECONNREFUSED')) {
+        const next = await wait.known(leader);
+        if (next !== leader) {
+          leader = next;
+          continue;
+        }
+      }
+      send(res, 503, status(503, `the leader ${leader} could not be reached: ${failed.message}`));
+      return true;
     }
-    const headers: http.OutgoingHttpHeaders = { 'x-mo-forwarded': this.deps.selfId };
-    for (const k of ['authorization', 'content-type', 'accept']) if (req.headers[k]) headers[k] = req.headers[k];
-    await pipeThrough(res, body, {
-      method: req.method,
-      target: new URL(req.url ?? '/', base),
-      headers,
-      passHeaders: ['content-type', 'content-length', 'cache-control', 'transfer-encoding'],
-      ca: this.deps.caPem,
-      onError: (err) => send(res, 503, status(503, `the leader ${leader} could not be reached: ${err.message}`)),
-    });
   }
 }
 
