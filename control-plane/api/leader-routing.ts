@@ -68,13 +68,10 @@ export async function forwardToLeader(req: http.IncomingMessage, res: http.Serve
       onError: (err) => (failed = err),
     });
     if (failed === undefined) return true;
-    const unsent = !isWrite || failed.code === 'ECONNREFUSED';
-    if (attempt === 1 && unsent && d.leaderWait && !res.headersSent) {
-      const next = await d.leaderWait.known(leader);
-      if (next !== leader) {
-        leader = next;
-        continue;
-      }
+    const next = attempt === 1 && !res.headersSent ? await leaderToRetry(d.leaderWait, leader, req.method, failed) : undefined;
+    if (next !== undefined) {
+      leader = next;
+      continue;
     }
     const msg = isWrite
       ? `no quorum: the leader ${leader} could not be reached (${failed.message}); the write's outcome is unknown if it was sent`
@@ -82,6 +79,21 @@ export async function forwardToLeader(req: http.IncomingMessage, res: http.Serve
     sendJson(res, 503, { error: msg });
     return true;
   }
+}
+
+/**
+ * After a forward to `leader` failed before its answer began: the leader to
+ * send it to instead (null: none is known), or undefined when it must not be
+ * sent again. Only what cannot have applied goes again: a read, or a write
+ * whose connect was refused (writes go on connections of their own,
+ * PipeOptions.freshConnection, so a dead leader refuses the connect rather
+ * than reset a kept-alive one after it may have read the write). Waits, as
+ * for a request that found no leader, for one other than `leader`.
+ */
+export async function leaderToRetry(wait: LeaderWait | undefined, leader: string, method: string | undefined, err: NodeJS.ErrnoException): Promise<string | null | undefined> {
+  if (!wait || (method !== 'GET' && err.code !== 'ECONNREFUSED')) return undefined;
+  const next = await wait.known(leader);
+  return next === leader ? undefined : next;
 }
 
 /** docs/contract.md's `mo cluster status` object, from every replica's own word. */

@@ -16,7 +16,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { nanoid } from 'nanoid';
 import { MAX_REPLICAS, ManifestError, parseManifestObject, unitSpecHash } from '../../shared/manifest.ts';
 import { HttpError, readBody, USER_DELETE_REASON, MAX_DELETE_GRACE_SECONDS, type ApiDeps } from '../api/http-server.ts';
-import { pipeThrough } from '../api/leader-routing.ts';
+import { leaderToRetry, pipeThrough } from '../api/leader-routing.ts';
 import { allEndpointsViews, allNodeViews, allServiceViews, deploymentView, unitViewByName, type ApiObject, type ViewSource } from '../api/views.ts';
 import { Memo, type KubeViews, type Rendered } from '../api/view-cache.ts';
 import { Slicer } from '../api/slicer.ts';
@@ -1004,12 +1004,10 @@ export class KubeApi {
         onError: (err) => (failed = err),
       });
       if (failed === undefined) return true;
-      if (attempt === 1 && wait && !res.headersSent && (req.method === 'GET' || failed.code === 'ECONNREFUSED')) {
-        const next = await wait.known(leader);
-        if (next !== leader) {
-          leader = next;
-          continue;
-        }
+      const next = attempt === 1 && !res.headersSent ? await leaderToRetry(wait, leader, req.method, failed) : undefined;
+      if (next !== undefined) {
+        leader = next;
+        continue;
       }
       send(res, 503, status(503, `the leader ${leader} could not be reached: ${failed.message}`));
       return true;
