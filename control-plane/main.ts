@@ -43,7 +43,7 @@ const log = makeLogger();
 
 function usage(msg: string): never {
   process.stderr.write(
-    `control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000] [--nice -5]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`,
+    `control-plane: ${msg}\nusage: control-plane/main.ts --id ID --listen HOST:PORT [--peers id=ws://host:port,...] [--data-dir DIR] [--token T]\n       [--not-ready-after-ms 1000] [--heartbeat-interval-ms 200] [--max-actions-per-pass 500] [--resync-interval-ms 1000]\n       [--grace-period-ms 2000] [--snapshot-every 10000] [--nice -10]\n       [--kube-listen HOST:PORT [--ca-dir DIR] [--kube-san NAME,...] [--kube-advertise https://HOST:PORT]] [--tls true]\n       control-plane/main.ts --make-ca DIR\n`,
   );
   process.exit(2);
 }

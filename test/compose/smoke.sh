@@ -291,14 +291,14 @@ wait_for "4 nodes Ready" "$READY_TIMEOUT_S" nodes_ready
 
 wait_for "every node enforces limits and namespaces" "$READY_TIMEOUT_S" nodes_enforce
 
-say "a replica's container runs ahead of the nodes on shared CPUs (cpu_shares 3072, the default 1024)"
+say "a replica's container runs ahead of the nodes on shared CPUs (cpu_shares 9548, the default 1024)"
 # What the kernel says from inside cp-1: v1 cpu.shares, or v2 cpu.weight (the
 # engine maps shares to a weight; 1024 shares is the default weight of 100).
 cpu_report=$("${DC[@]}" exec -T cp-1 sh -c '
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then echo "v2 $(cat /sys/fs/cgroup/cpu.weight)"; else echo "v1 $(cat /sys/fs/cgroup/cpu/cpu.shares)"; fi' 2>&1) || fail "could not read cp-1's CPU weight: $cpu_report"
 say "  cp-1: $cpu_report"
 read -r cg_version cg_weight <<<"$cpu_report"
-if [[ $cg_version == v1 ]]; then ((cg_weight == 3072)) || fail "cp-1's cpu.shares is $cg_weight, not 3072"; else ((cg_weight > 100)) || fail "cp-1's cpu.weight is $cg_weight, not above the default 100"; fi
+if [[ $cg_version == v1 ]]; then ((cg_weight == 9548)) || fail "cp-1's cpu.shares is $cg_weight, not 9548"; else ((cg_weight > 100)) || fail "cp-1's cpu.weight is $cg_weight, not above the default 100"; fi
 PASSED=$((PASSED + 1))
 
 say "a unit limited to cpu 200m, memory 64Mi: its own cgroup, with the limit, inside its node container"
