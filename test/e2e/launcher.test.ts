@@ -36,6 +36,28 @@ function cmdline(pid: number): string[] {
   }
 }
 
+/**
+ * A failure's view of one process: its state (R running, S sleeping, D in
+ * the kernel, T stopped, Z zombie), CPU used, and where it sleeps, so that
+ * a line that never came says whether its writer was stuck, starved or busy.
+ */
+function procState(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    let wchan = '';
+    try {
+      wchan = readFileSync(`/proc/${pid}/wchan`, 'utf8');
+    } catch {
+      // not readable here
+    }
+    const argv = cmdline(pid);
+    return `pid ${pid} ${argv.find((a) => a.endsWith('.ts')) ?? argv[0] ?? '?'}: state ${f[0]}, cpu ${(Number(f[11]) + Number(f[12])) * 10} ms, wchan ${wchan || '-'}`;
+  } catch {
+    return `pid ${pid}: gone`;
+  }
+}
+
 async function eventually(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
@@ -86,7 +108,7 @@ class LauncherRun {
   async waitForLine(re: RegExp, timeoutMs = START_TIMEOUT_MS): Promise<RegExpExecArray> {
     let found: RegExpExecArray | null = null;
     await eventually(
-      `a line matching ${re}\n--- output so far:\n${this.lines.join('\n')}\n--- stderr:\n${this.stderr}`,
+      `a line matching ${re}\n--- output so far:\n${this.lines.join('\n')}\n--- stderr:\n${this.stderr}\n--- the processes now:\n${[this.pid, ...this.childPids].map(procState).join('\n')}`,
       () => {
         for (const line of this.lines) if ((found = re.exec(line))) return true;
         return false;
