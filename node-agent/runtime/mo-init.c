@@ -208,12 +208,22 @@ static void stdin_null(void) {
   }
 }
 
+/*
+ * Set by a vforked command whose exec failed: until its exec or _exit it
+ * shares the init's memory, so the init, which resumes only then, reads
+ * here whether a command ever ran (as glibc's posix_spawn learns its
+ * child's exec error).
+ */
+static volatile int exec_errno = 0;
+
 static void exec_command(char **argv) {
   stdin_null();
   close(3);
   execvp(argv[0], argv);
-  fprintf(stderr, "mini-orchestrator: %s: %s\n", argv[0], strerror(errno));
-  _exit(errno == ENOENT ? 127 : 126);
+  int e = errno;
+  exec_errno = e;
+  fprintf(stderr, "mini-orchestrator: %s: %s\n", argv[0], strerror(e));
+  _exit(e == ENOENT ? 127 : 126);
 }
 
 static int status_of(int st) {
@@ -322,8 +332,16 @@ static int run_chain(int warm, int pid_ns, const char *name, char **procs, int n
   if (warm) stdin_null();
   child = c;
   sigprocmask(SIG_SETMASK, &old, NULL);
-  ssize_t told = write(forked[1], "s", 1);
-  (void)told;
+  /*
+   * `s` (the command runs) only if it does: a vforked command whose exec
+   * failed has exited already, and P, hearing nothing, says nothing. Else,
+   * on a busy machine, P's `s<pid>` could reach the agent before this
+   * init's `x127`, and the unit was reported Running once.
+   */
+  if (exec_errno == 0) {
+    ssize_t told = write(forked[1], "s", 1);
+    (void)told;
+  }
   close(forked[1]);
   for (;;) {
     int st;
