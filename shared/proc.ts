@@ -14,6 +14,8 @@ export interface ProcStat {
   session: number;
   startTicks: string; // start time, clock ticks since boot: with the pid, a process identity
   nice: number; // of the thread read (Linux keeps it per thread)
+  /** CPU used so far, user and system, in clock ticks (USER_HZ: 100 a second on Linux). */
+  cpuTicks: number;
 }
 
 export function readStat(pid: number): ProcStat | null {
@@ -22,7 +24,15 @@ export function readStat(pid: number): ProcStat | null {
     const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
     const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { state: rest[0], ppid: Number(rest[1]), pgid: Number(rest[2]), session: Number(rest[3]), startTicks: rest[19], nice: Number(rest[16]) };
+    return {
+      state: rest[0],
+      ppid: Number(rest[1]),
+      pgid: Number(rest[2]),
+      session: Number(rest[3]),
+      startTicks: rest[19],
+      nice: Number(rest[16]),
+      cpuTicks: Number(rest[11]) + Number(rest[12]),
+    };
   } catch {
     return null;
   }

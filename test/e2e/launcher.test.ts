@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { pidAlive } from '../../shared/proc.ts';
+import { pidAlive, readStat } from '../../shared/proc.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
@@ -42,26 +42,23 @@ function cmdline(pid: number): string[] {
  * a line that never came says whether its writer was stuck, starved or busy.
  */
 function procState(pid: number): string {
+  const st = readStat(pid);
+  if (st === null) return `pid ${pid}: gone`;
+  let wchan = '';
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    let wchan = '';
-    try {
-      wchan = readFileSync(`/proc/${pid}/wchan`, 'utf8');
-    } catch {
-      // not readable here
-    }
-    const argv = cmdline(pid);
-    return `pid ${pid} ${argv.find((a) => a.endsWith('.ts')) ?? argv[0] ?? '?'}: state ${f[0]}, cpu ${(Number(f[11]) + Number(f[12])) * 10} ms, wchan ${wchan || '-'}`;
+    wchan = readFileSync(`/proc/${pid}/wchan`, 'utf8');
   } catch {
-    return `pid ${pid}: gone`;
+    // not readable here
   }
+  const argv = cmdline(pid);
+  return `pid ${pid} ${argv.find((a) => a.endsWith('.ts')) ?? argv[0] ?? '?'}: state ${st.state}, cpu ${st.cpuTicks * 10} ms, wchan ${wchan || '-'}`;
 }
 
-async function eventually(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
+/** `what` names the wait in its failure; a function is called at the failure (to show the state then, not at the start). */
+async function eventually(what: string | (() => string), check: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
-    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for: ${typeof what === 'string' ? what : what()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -108,7 +105,8 @@ class LauncherRun {
   async waitForLine(re: RegExp, timeoutMs = START_TIMEOUT_MS): Promise<RegExpExecArray> {
     let found: RegExpExecArray | null = null;
     await eventually(
-      `a line matching ${re}\n--- output so far:\n${this.lines.join('\n')}\n--- stderr:\n${this.stderr}\n--- the processes now:\n${[this.pid, ...this.childPids].map(procState).join('\n')}`,
+      () =>
+        `a line matching ${re}\n--- output so far:\n${this.lines.join('\n')}\n--- stderr:\n${this.stderr}\n--- the processes now:\n${[this.pid, ...this.childPids].map(procState).join('\n')}`,
       () => {
         for (const line of this.lines) if ((found = re.exec(line))) return true;
         return false;
