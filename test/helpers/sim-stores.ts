@@ -21,6 +21,10 @@ export interface SimStores {
 export interface SimStoresOptions {
   /** While true for a replica, its interval timers (the Raft ticker) do not run: a host whose event loop is too busy for its timers. */
   ticksHeld?: (id: string) => boolean;
+  /** RaftStore's snapshotEvery (entries); default its own. */
+  snapshotEvery?: number;
+  /** Each replica's log lines. */
+  log?: (id: string, line: string) => void;
 }
 
 /** A replica's view of the shared clock: its intervals skip their runs while `held()`. */
@@ -61,7 +65,8 @@ export async function openSimStores(seed: number, writeDelayMs: (id: string) => 
         peers: new Map(ids.map((p) => [p, `sim://${p}`])),
         dataDir: `sim://${id}`,
         token: 'sim',
-        log: () => {},
+        log: (line) => opts.log?.(id, line),
+        ...(opts.snapshotEvery === undefined ? {} : { snapshotEvery: opts.snapshotEvery }),
         timing: { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 },
         clock: opts.ticksHeld ? holdableClock(clock, () => opts.ticksHeld!(id)) : clock,
         random,
