@@ -141,14 +141,16 @@ async function measured(
 }
 
 /**
- * Before the measured writes, each side (the cluster, each etcd) takes 3 s
+ * Before the measured writes, each side (the cluster, each etcd) takes 10 s
  * of writes at concurrency 16 under names of their own, not counted: a
- * replica is Node.js, whose JIT compiles the write path over its first few
- * thousand calls (measured cold, c=1 ran at 263-316/s for its first 5 s and
- * 530-550/s after). etcd, compiled ahead, gets the same warm-up. The
- * warm-up's own rate is reported beside the figures.
+ * replica is Node.js, whose JIT compiles the write path over its first
+ * thousands of calls. Measured in 1 s windows at concurrency 1 (ad-hoc, new
+ * names): after a 3 s warm-up the first five ran at 387, 457, 474, 473 and
+ * 483/s and the cluster settled at 505-560/s only from the sixth on; after
+ * 10 s, 513-614/s from the first. etcd, compiled ahead, gets the same
+ * warm-up. The warm-up's own rate is reported beside the figures.
  */
-export const WARM_UP_MS = 3000;
+export const WARM_UP_MS = 10_000;
 
 async function warmUp(write: (name: string) => Promise<boolean>): Promise<number> {
   return writeLoad(16, WARM_UP_MS, (w, k) => `warm-${w}-${k}`, write);
