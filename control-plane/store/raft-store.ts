@@ -80,6 +80,12 @@ export interface RaftStoreObserver {
    * leader (or stopped leading itself); null for the first leader it knows.
    */
   leaderChanged(leader: string, term: number, failoverSeconds: number | null): void;
+  /**
+   * A snapshot of `bytes` is in place and the log before it is gone:
+   * 'taken' by this replica (`seconds` from its capture to its compaction),
+   * or 'installed' from the leader (`seconds` to decode and restore it).
+   */
+  snapshot(kind: 'taken' | 'installed', bytes: number, seconds: number): void;
 }
 
 interface Waiter {
@@ -149,7 +155,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   private lastCampaignTerm = -1;
   /** A snapshot is being packed; its bytes, once ready, wait here for the next gap between Readies. */
   private snapshotting = false;
-  private packedSnapshot: { index: number; data: Uint8Array } | null = null;
+  private packedSnapshot: { index: number; data: Uint8Array; startedAt: number } | null = null;
   /** clock.now() at the last tick and at the last heartbeat round pulse() sent; the heartbeat period in ms. */
   private lastTickAt = 0;
   private lastPulseAt = 0;
@@ -299,6 +305,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   private startSnapshot(): void {
     this.snapshotting = true;
     const index = this.state.appliedIndex;
+    const startedAt = this.clock.now();
     const view = capture(this.state);
     // Yields and slice times from the injected clock (deterministic under the simulation).
     packInSlices(
@@ -313,7 +320,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     ).then(
       (data) => {
         this.lastSnapshotBytes = data.length;
-        this.packedSnapshot = { index, data };
+        this.packedSnapshot = { index, data, startedAt };
         this.kick();
         if (!this.processing) this.takePackedSnapshot();
       },
@@ -329,7 +336,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     if (!p || this.closed) return;
     this.packedSnapshot = null;
     this.snapshotting = false;
-    void this.compact(p.index, p.data);
+    void this.compact(p.index, p.data, p.startedAt);
   }
 
   private async handle(rd: Ready): Promise<void> {
@@ -380,6 +387,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       if (rd.snapshot) {
         // Decoded in slices (the Ready waits, the event loop does not: heartbeats
         // keep arriving, so this follower does not campaign meanwhile).
+        const decodeStart = this.clock.now();
         const value = await unpackInSlices(
           rd.snapshot.data,
           `snapshot at index ${rd.snapshot.meta.index}`,
@@ -389,6 +397,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
         );
         this.state.restore(value as DesiredSnapshot);
         this.releaseSnapshot(rd.snapshot.meta); // persisted above
+        this.opts.observer?.snapshot('installed', rd.snapshot.data.length, (this.clock.now() - decodeStart) / 1000);
         this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
         this.appliedSinceSnapshot = 0;
         this.lastSnapshotBytes = rd.snapshot.data.length;
@@ -478,12 +487,13 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     if (this.disk.loadSnapshot) this.raft.releaseSnapshotData(meta);
   }
 
-  private async compact(index: number, data: Uint8Array): Promise<void> {
+  private async compact(index: number, data: Uint8Array, startedAt: number): Promise<void> {
     const r = this.raft.compact(index, data);
     if (!r.ok) return;
     try {
       await this.disk.saveCompaction(r.snapshot);
       this.releaseSnapshot(r.snapshot.meta);
+      this.opts.observer?.snapshot('taken', data.length, (this.clock.now() - startedAt) / 1000);
       this.opts.log(`raft: snapshot at index ${index}; log compacted`);
     } catch (err) {
       this.opts.log(`raft: compaction at ${index} failed: ${(err as Error).message}`);

@@ -266,6 +266,14 @@ test('a replica that fell behind a compacted log catches up by InstallSnapshot a
   await waitFor('a compaction on the leader', () => c.cps[lead.index - 1].output.some((l) => /log compacted/.test(l)), 10000);
   const restarted = c.startReplica(lagging);
   await waitFor('the snapshot installed on the restarted replica', () => restarted.output.some((l) => /installed a snapshot from the leader/.test(l)), 20000);
+  // Counted where an operator looks: taken on the leader, installed on the restarted replica.
+  const snapshots = async (i: number, kind: string) => {
+    const text = await (await fetch(`${c.urls[i - 1]}/metrics`, { headers: { authorization: `Bearer ${c.token}` } })).text();
+    const m = new RegExp(`^mo_raft_snapshots_total\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text);
+    return m ? Number(m[1]) : null;
+  };
+  assert.ok((await snapshots(lead.index, 'taken'))! >= 1, 'the leader counts the snapshot it took');
+  await waitFor('the installed snapshot counted on the restarted replica', async () => (await snapshots(lagging, 'installed'))! >= 1, 10000);
   // The leader kept only the snapshot's meta in memory once it was on disk, and read the bytes back for the follower.
   assert.ok(
     c.cps[lead.index - 1].output.some((l) => new RegExp(`snapshot at index \\d+ read back from disk for cp-${lagging} \\(\\d+ bytes\\)`).test(l)),

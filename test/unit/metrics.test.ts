@@ -201,6 +201,9 @@ test('a replica exposes every family the issue asks for, valid, with the cluster
     mo_raft_commit_duration_seconds: 'histogram',
     mo_raft_failover_seconds: 'histogram',
     mo_raft_last_failover_seconds: 'gauge',
+    mo_raft_snapshots_total: 'counter',
+    mo_raft_snapshot_bytes: 'gauge',
+    mo_raft_snapshot_duration_seconds: 'histogram',
     mo_api_requests_total: 'counter',
     mo_api_request_duration_seconds: 'histogram',
     mo_api_open_watches: 'gauge',
@@ -344,6 +347,8 @@ test('Raft, controller and API events move their series', async () => {
   r.proposal('applied');
   r.committed(0.004);
   r.proposal('refused');
+  r.snapshot('taken', 16_000_000, 0.8);
+  r.snapshot('installed', 12_000_000, 0.3);
   const c = m.controllerObserver;
   c.scheduled(0.00003, true);
   c.placed();
@@ -367,6 +372,11 @@ test('Raft, controller and API events move their series', async () => {
   assert.equal(value(samples, 'mo_raft_commit_duration_seconds_count'), 1);
   assert.equal(value(samples, 'mo_raft_proposals_total', { outcome: 'applied' }), 1);
   assert.equal(value(samples, 'mo_raft_proposals_total', { outcome: 'refused' }), 1);
+  assert.equal(value(samples, 'mo_raft_snapshots_total', { kind: 'taken' }), 1);
+  assert.equal(value(samples, 'mo_raft_snapshots_total', { kind: 'installed' }), 1);
+  assert.equal(value(samples, 'mo_raft_snapshot_bytes'), 12_000_000, 'the latest one');
+  assert.equal(value(samples, 'mo_raft_snapshot_duration_seconds_bucket', { kind: 'taken', le: '0.5' }), 0);
+  assert.equal(value(samples, 'mo_raft_snapshot_duration_seconds_bucket', { kind: 'taken', le: '1' }), 1);
   assert.equal(value(samples, 'mo_raft_proposals_pending'), 1);
   assert.equal(value(samples, 'mo_scheduler_placements_total'), 1);
   assert.equal(value(samples, 'mo_scheduler_unschedulable_total'), 1);
