@@ -181,6 +181,8 @@ if (want('writes')) {
   }
   if (!etcd) console.log("etcd: not measured: no etcd binary (install Debian's etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)");
   const cpu = (r: WriteFigure) => `${f(r.cpuMsPerWrite, 2)} ms CPU/write`;
+  // A snapshot packs the whole state on every replica at about the same index: a 5 s window holds one or none.
+  const snaps = (r: WriteFigure) => (r.snapshots === undefined ? '' : `, ${r.snapshots} snapshot${r.snapshots === 1 ? '' : 's'} completed in the window (summed over the replicas)`);
   for (const concurrency of [1, 16]) {
     const o = ours.new[concurrency];
     const e = etcd?.rows.find((r) => r.concurrency === concurrency);
@@ -188,13 +190,13 @@ if (want('writes')) {
     const how = e
       ? `etcd ${etcd!.version} put of new keys, same run: JSON gateway ${Math.round(e.gateway.writesPerSec)}/s (${cpu(e.gateway)}), etcd3 gRPC client ${e.grpc === null ? `failed (${e.grpcError})` : `${Math.round(e.grpc.writesPerSec)}/s (${cpu(e.grpc)})`}; baseline the faster, ${Math.round(best!.writesPerSec)}/s`
       : 'etcd not measured';
-    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas (${how}${best ? `: ratio ${f(o.writesPerSec / best.writesPerSec, 2)}, ${verdict(o.writesPerSec >= best.writesPerSec)}` : ''})`;
+    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas${snaps(o)} (${how}${best ? `: ratio ${f(o.writesPerSec / best.writesPerSec, 2)}, ${verdict(o.writesPerSec >= best.writesPerSec)}` : ''})`;
     console.log(line);
     summary.push(line);
   }
   for (const concurrency of [1, 16]) {
     const o = ours.overwrite[concurrency];
-    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas`;
+    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(o.writesPerSec)}/s, ${cpu(o)} over the 3 replicas${snaps(o)}`;
     console.log(line);
     summary.push(line);
   }

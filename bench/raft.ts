@@ -121,6 +121,8 @@ export interface WriteFigure {
   concurrency: number;
   writesPerSec: number;
   cpuMsPerWrite: number;
+  /** Snapshots the servers took during the window, summed over them (a snapshot packs the whole state); undefined when not known. */
+  snapshots?: number;
 }
 
 async function measured(
@@ -129,15 +131,47 @@ async function measured(
   durationMs: number,
   nameOf: (w: number, k: number) => string,
   write: (name: string) => Promise<boolean>,
+  snapshotsTaken?: () => { stop(): number },
 ): Promise<WriteFigure> {
   let acked = 0;
+  const snaps = snapshotsTaken?.();
   const cpu0 = cpuMsOf(pids);
   const writesPerSec = await writeLoad(concurrency, durationMs, nameOf, async (name) => {
     const ok = await write(name);
     if (ok) acked++;
     return ok;
   });
-  return { concurrency, writesPerSec, cpuMsPerWrite: (cpuMsOf(pids) - cpu0) / Math.max(1, acked) };
+  const cpuMsPerWrite = (cpuMsOf(pids) - cpu0) / Math.max(1, acked);
+  return { concurrency, writesPerSec, cpuMsPerWrite, ...(snaps ? { snapshots: snaps.stop() } : {}) };
+}
+
+/**
+ * Counts, from now on, the replicas' log lines that say a snapshot is in
+ * place (its mo_raft_snapshots_total says the same, but a scrape of 20,000
+ * deployments' series costs a replica ~0.3 s, which would fall in the
+ * window). stop() returns the count and stops listening.
+ */
+function countSnapshots(c: Cluster): { stop(): number } {
+  let n = 0;
+  const offs: Array<() => void> = [];
+  for (const p of c.cps) {
+    for (const stream of [p.child.stdout!, p.child.stderr!]) {
+      let rest = ''; // a line split across two reads
+      const on = (b: Buffer) => {
+        const lines = (rest + b.toString()).split('\n');
+        rest = lines.pop()!;
+        for (const l of lines) if (/raft: snapshot at index \d+; log compacted/.test(l)) n++;
+      };
+      stream.on('data', on);
+      offs.push(() => stream.off('data', on));
+    }
+  }
+  return {
+    stop() {
+      for (const off of offs) off();
+      return n;
+    },
+  };
 }
 
 /**
@@ -189,6 +223,7 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
         durationMs,
         nameFor(mode, concurrency),
         async (name) => (await put(url, c.token, name)) < 300,
+        () => countSnapshots(c),
       );
       out.push({ ...r, mode });
     }
