@@ -121,7 +121,7 @@ export interface WriteFigure {
   concurrency: number;
   writesPerSec: number;
   cpuMsPerWrite: number;
-  /** Snapshots the servers took during the window, summed over them (a snapshot packs the whole state); undefined when not known. */
+  /** Snapshots the servers completed during the window, summed over them (a snapshot packs the whole state); undefined when not counted. */
   snapshots?: number;
 }
 
@@ -131,10 +131,10 @@ async function measured(
   durationMs: number,
   nameOf: (w: number, k: number) => string,
   write: (name: string) => Promise<boolean>,
-  snapshotsTaken?: () => { stop(): number },
+  snapshotCounter?: () => { stop(): number },
 ): Promise<WriteFigure> {
   let acked = 0;
-  const snaps = snapshotsTaken?.();
+  const snaps = snapshotCounter?.();
   const cpu0 = cpuMsOf(pids);
   const writesPerSec = await writeLoad(concurrency, durationMs, nameOf, async (name) => {
     const ok = await write(name);

@@ -46,14 +46,15 @@ export const SNAPSHOT_EVERY_ENTRIES = 10000;
 /**
  * ...and once the entries applied since hold at least this fraction of the
  * last snapshot's bytes. A snapshot packs the whole state (at 20,000
- * deployments, 32 MB: 0.4-0.95 s of packing in slices and 0.2-0.4 s of
- * writing on each replica, while writes/s at concurrency 16 fell by half),
- * so taken every N entries alone its cost per write would grow with the
- * state. With this floor its cost per byte logged stays bounded (the last
- * snapshot's bytes are at most twice those logged since), whatever the
- * state's size. The log kept in memory (and replayed at a restart) is
- * then the larger of the two: up to about 10,000 deployments (1.3-1.6 KiB
- * each packed, ~800-byte entries) the entry count governs, as before.
+ * deployments, 32 MB: 0.6-0.95 s of packing in slices and 0.3-0.4 s of
+ * writing on each replica of the 2-core machine, while writes/s at
+ * concurrency 16 fell by half), so taken every N entries alone its cost
+ * per write would grow with the state. With this floor its cost per byte
+ * logged stays bounded (the last snapshot's bytes are at most twice those
+ * logged since), whatever the state's size. The log kept in memory (and
+ * replayed at a restart) is then the larger of the two: up to about
+ * 15,000 deployments (1.3-1.6 KiB each packed, ~1.1 KiB an entry) the
+ * entry count governs, as before.
  */
 export const SNAPSHOT_LOG_FRACTION = 0.5;
 

@@ -25,7 +25,7 @@ async function write(sim: SimStores, cmds: StoreCommand[]): Promise<void> {
 }
 
 test('a big state is packed again only once the log since its last snapshot holds half its bytes, not every snapshotEvery entries', async () => {
-  // snapshot sizes, per replica, in the order taken (from the log line every compaction prints)
+  // the index of each snapshot, per replica, in the order taken (from the line each compaction logs)
   const compactions = new Map<string, number[]>();
   const sim = await openSimStores(21, () => 1, {
     snapshotEvery: EVERY,
