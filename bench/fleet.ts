@@ -38,7 +38,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { Cluster, inOwnSession, REPO, sleep, waitFor } from '../test/helpers/cluster.ts';
-import { rssMiB } from '../shared/proc.ts';
+import { cpuMs, rssMiB } from '../shared/proc.ts';
 import type { FleetWorkerReport } from './fleet-agents.ts';
 import { parseCommandLine } from '../shared/flags.ts';
 
@@ -72,19 +72,8 @@ export interface FleetResult {
   elections: number;
 }
 
-const CLK_TCK_MS = 10;
 /** Units per deployment. */
 const UNITS_PER_DEPLOYMENT = 1000;
-
-function cpuMs(pid: number): number {
-  try {
-    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return (Number(rest[11]) + Number(rest[12])) * CLK_TCK_MS;
-  } catch {
-    return 0;
-  }
-}
 
 const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 

@@ -9,6 +9,7 @@
 
 import fs from 'node:fs';
 import { requestText } from './http.ts';
+import { cpuMs } from '../shared/proc.ts';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { median, pct } from './cluster.ts';
 import { DEFAULT_RAFT_TIMING } from '../control-plane/store/raft-store.ts';
@@ -103,17 +104,7 @@ export async function writeLoad(concurrency: number, durationMs: number, nameOf:
 
 /** CPU time (user + system) of these processes so far, in ms (/proc/PID/stat, 10 ms ticks); a gone process counts 0. */
 export function cpuMsOf(pids: number[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(rest[11]) + Number(rest[12]);
-    } catch {
-      /* gone */
-    }
-  }
-  return ticks * 10;
+  return pids.reduce((sum, pid) => sum + cpuMs(pid), 0);
 }
 
 /** Writes per second, and the servers' CPU per acknowledged write (ms, summed over their processes: robust on a shared machine). */

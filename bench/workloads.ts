@@ -16,24 +16,9 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { rssMiB } from '../shared/proc.ts';
+import { cpuMs, rssMiB } from '../shared/proc.ts';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { BIG_NODES, UnitWatch } from './cluster.ts';
-
-const TICK_MS = 10;
-
-/** CPU ms of a process: its own, and with `children`, that of its reaped children. */
-function cpuMs(pid: number, children = false): number {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    // fields after comm: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
-    const own = Number(f[11]) + Number(f[12]);
-    return (own + (children ? Number(f[13]) + Number(f[14]) : 0)) * TICK_MS;
-  } catch {
-    return 0;
-  }
-}
 
 function duBytes(dir: string): number {
   let total = 0;

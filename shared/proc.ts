@@ -16,6 +16,8 @@ export interface ProcStat {
   nice: number; // of the thread read (Linux keeps it per thread)
   /** CPU used so far, user and system, in clock ticks (USER_HZ: 100 a second on Linux). */
   cpuTicks: number;
+  /** The same for its children it has reaped (waited for), summed. */
+  reapedCpuTicks: number;
 }
 
 export function readStat(pid: number): ProcStat | null {
@@ -32,10 +34,21 @@ export function readStat(pid: number): ProcStat | null {
       startTicks: rest[19],
       nice: Number(rest[16]),
       cpuTicks: Number(rest[11]) + Number(rest[12]),
+      reapedCpuTicks: Number(rest[13]) + Number(rest[14]),
     };
   } catch {
     return null;
   }
+}
+
+/** Clock ticks per second in /proc (USER_HZ), 100 on Linux. */
+const TICKS_PER_SECOND = 100;
+
+/** CPU a process used so far, user and system, in ms (with `reaped`, its reaped children's too); 0 when it is gone. */
+export function cpuMs(pid: number, reaped = false): number {
+  const st = readStat(pid);
+  if (st === null) return 0;
+  return ((st.cpuTicks + (reaped ? st.reapedCpuTicks : 0)) * 1000) / TICKS_PER_SECOND;
 }
 
 /** In /proc and neither a zombie nor dead (a zombie has exited, just not been reaped). */

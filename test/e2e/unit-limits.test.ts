@@ -16,7 +16,7 @@ import { spawn } from 'node:child_process';
 import type { UnitReport, UnitSpec } from '../../shared/model.ts';
 import { UnitSupervisor, type UnitSupervisorOptions } from '../../node-agent/runtime/supervisor.ts';
 import { UnitCgroups } from '../../node-agent/runtime/cgroups.ts';
-import { childrenOf, pidAlive, readStat } from '../../shared/proc.ts';
+import { childrenOf, cpuMs, pidAlive, readStat } from '../../shared/proc.ts';
 import { holdLoopAfter } from '../helpers/hold-loop.ts';
 import { detectNamespaces, MAX_CLAIM_BYTES, type Namespaces } from '../../node-agent/runtime/namespaces.ts';
 import { SandboxPool } from '../../node-agent/runtime/sandbox-pool.ts';
@@ -39,9 +39,8 @@ function spec(command: string[], extra: Partial<UnitSpec> = {}): UnitSpec {
 
 /** utime + stime of a process, in seconds. */
 function cpuSeconds(pid: number): number {
-  const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return (Number(rest[11]) + Number(rest[12])) / 100; // fields 14, 15; USER_HZ is 100 on Linux
+  assert.ok(pidAlive(pid), `pid ${pid} is gone`);
+  return cpuMs(pid) / 1000;
 }
 
 test('without cgroups, a unit with limits runs unenforced and its status message says so', async (t) => {
