@@ -227,10 +227,13 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
 /**
  * etcd 3.4 beside the cluster (bench/etcd.ts): a fresh 3-member cluster per
  * client, new keys `/registry/deployments/<name>` whose values are the very
- * manifests the cluster is sent, from the same load generator. null when no
- * etcd binary is installed.
+ * manifests the cluster is sent, from the same load generator, its clients
+ * in `order`. null when no etcd binary is installed.
  */
-export async function benchEtcdWrites(durationMs = 5000): Promise<null | {
+export async function benchEtcdWrites(
+  durationMs = 5000,
+  order: ReadonlyArray<'gateway' | 'grpc'> = ['gateway', 'grpc'],
+): Promise<null | {
   version: string;
   warmUpPerSec: { gateway: number; grpc: number | null };
   rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }>;
@@ -244,28 +247,28 @@ export async function benchEtcdWrites(durationMs = 5000): Promise<null | {
   const grpc: Array<WriteFigure | null> = [];
   let grpcError: string | undefined;
   const warm: { gateway: number; grpc: number | null } = { gateway: 0, grpc: null };
-  {
+  for (const client of order) {
     const e = await startEtcd(bin, 3, WRITES_SESSION);
-    try {
-      warm.gateway = await warmUp((name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name)));
-      for (const concurrency of [1, 16])
-        gateway.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
-    } finally {
-      await e.stop();
-    }
-  }
-  {
-    const e = await startEtcd(bin, 3, WRITES_SESSION);
-    const g = grpcClient(e.leader);
-    try {
-      warm.grpc = await warmUp((name) => g.put(`/registry/deployments/${name}`, value(name)));
-      for (const concurrency of [1, 16])
-        grpc.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
-    } catch (err) {
-      grpcError = (err as Error).message;
-    } finally {
-      g.close();
-      await e.stop();
+    if (client === 'gateway') {
+      try {
+        warm.gateway = await warmUp((name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name)));
+        for (const concurrency of [1, 16])
+          gateway.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
+      } finally {
+        await e.stop();
+      }
+    } else {
+      const g = grpcClient(e.leader);
+      try {
+        warm.grpc = await warmUp((name) => g.put(`/registry/deployments/${name}`, value(name)));
+        for (const concurrency of [1, 16])
+          grpc.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
+      } catch (err) {
+        grpcError = (err as Error).message;
+      } finally {
+        g.close();
+        await e.stop();
+      }
     }
   }
   [1, 16].forEach((concurrency, i) => rows.push({ concurrency, gateway: gateway[i], grpc: grpc[i] ?? null, ...(grpcError ? { grpcError } : {}) }));
