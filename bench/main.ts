@@ -12,7 +12,7 @@ import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill, median, pct } from './cluster.ts';
 import { benchPm2Restart, PM2_VERSION } from './pm2.ts';
-import { WARM_UP_MS, benchCatchUp, benchEtcdWrites, benchFailover, benchWrites, type WriteFigure } from './raft.ts';
+import { WARM_UP_MS, WINDOW_MAX_MS, WINDOW_WRITES, benchCatchUp, benchEtcdWrites, benchFailover, benchWrites, type WriteFigure } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
@@ -177,13 +177,13 @@ if (want('writes')) {
     warm.push({});
     const cluster = async () => {
       for (const mode of pass === 0 ? (['new', 'overwrite'] as const) : (['overwrite', 'new'] as const)) {
-        const r = await benchWrites(5000, mode);
+        const r = await benchWrites(mode);
         warm[pass][mode] = r.warmUpPerSec;
         for (const row of r.rows) ours[pass][mode][row.concurrency] = row;
       }
     };
     const etcd = async () => {
-      const e = await benchEtcdWrites(5000, pass === 0 ? ['gateway', 'grpc'] : ['grpc', 'gateway']);
+      const e = await benchEtcdWrites(pass === 0 ? ['gateway', 'grpc'] : ['grpc', 'gateway']);
       if (e) etcds.push(e);
       else etcdMissing = true;
     };
@@ -197,19 +197,20 @@ if (want('writes')) {
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const passes = (xs: number[]) => `passes ${xs.map((x) => Math.round(x)).join(' and ')}`;
+  const windows = (rs: WriteFigure[]) => rs.map((r) => `${r.writes} in ${f(r.seconds, 1)} s`).join(' and ');
   {
     const e = etcds
       .map(
         (x, i) => `etcd pass ${i + 1} ${Math.round(x.warmUpPerSec.gateway)}/s (gateway) and ${x.warmUpPerSec.grpc === null ? 'failed' : `${Math.round(x.warmUpPerSec.grpc)}/s`} (gRPC)`,
       )
       .join(', ');
-    const line = `writes: measured in two passes, mirrored (pass 1: the cluster with new names, with overwrites, then etcd with its gateway, its gRPC client; pass 2 the reverse), each on fresh servers, so the machine's drift falls on both sides alike; a figure is the mean of the passes. Every side first takes a ${WARM_UP_MS / 1000} s warm-up at concurrency 16 (new names, not counted; Node's JIT compiles the write path over its first thousands of calls): the cluster's ran at ${warm.map((w, i) => `pass ${i + 1} ${Math.round(w.new)}/s and ${Math.round(w.overwrite)}/s`).join(', ')}${e ? `; ${e}` : ''}`;
+    const line = `writes: measured in two passes, mirrored (pass 1: the cluster with new names, with overwrites, then etcd with its gateway, its gRPC client; pass 2 the reverse), each on fresh servers, so the machine's drift falls on both sides alike; a figure is the mean of the passes. A window is ${WINDOW_WRITES.toLocaleString('en-US')} writes (the replicas' snapshot period, so snapshots fall into the windows at their own rate: about two per replica in a pass's pair of windows) or ${WINDOW_MAX_MS / 1000} s if that comes first. Every side first takes a ${WARM_UP_MS / 1000} s warm-up at concurrency 16 (new names, not counted; Node's JIT compiles the write path over its first thousands of calls): the cluster's ran at ${warm.map((w, i) => `pass ${i + 1} ${Math.round(w.new)}/s and ${Math.round(w.overwrite)}/s`).join(', ')}${e ? `; ${e}` : ''}`;
     console.log(line);
     summary.push(line);
   }
   if (etcdMissing) console.log("etcd: not measured: no etcd binary (install Debian's etcd-server: apt-get install etcd-server, or set MO_ETCD=/path/to/etcd)");
   const cpu = (rs: WriteFigure[]) => `${f(mean(rs.map((r) => r.cpuMsPerWrite)), 2)} ms CPU/write`;
-  // A snapshot packs the whole state on every replica at about the same index: a 5 s window holds one or none.
+  // A snapshot packs the whole state on every replica at about the same index: a window of the snapshot period holds about one per replica (0-2, by phase).
   const snaps = (rs: WriteFigure[]) => {
     const n = rs.map((r) => r.snapshots);
     return n.some((x) => x === undefined) ? '' : `, ${n.join(' and ')} snapshots completed in the passes' windows (summed over the replicas)`;
@@ -226,15 +227,15 @@ if (want('writes')) {
     const best = Math.max(gwRate, grpcRate);
     const how =
       rows.length > 0
-        ? `etcd ${etcds[0].version} put of new keys, same run: JSON gateway ${Math.round(gwRate)}/s (${passes(gw.map((r) => r.writesPerSec))}; ${cpu(gw)}), etcd3 gRPC client ${grpcError !== undefined || grpc.length < rows.length ? `failed (${grpcError ?? 'in a pass'})` : `${Math.round(grpcRate)}/s (${passes(grpc.map((r) => r.writesPerSec))}; ${cpu(grpc)})`}; baseline the faster, ${Math.round(best)}/s`
+        ? `etcd ${etcds[0].version} put of new keys, same run: JSON gateway ${Math.round(gwRate)}/s (${passes(gw.map((r) => r.writesPerSec))}: ${windows(gw)}; ${cpu(gw)}), etcd3 gRPC client ${grpcError !== undefined || grpc.length < rows.length ? `failed (${grpcError ?? 'in a pass'})` : `${Math.round(grpcRate)}/s (${passes(grpc.map((r) => r.writesPerSec))}: ${windows(grpc)}; ${cpu(grpc)})`}; baseline the faster, ${Math.round(best)}/s`
         : 'etcd not measured';
-    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(rate)}/s (${passes(o.map((r) => r.writesPerSec))}), ${cpu(o)} over the 3 replicas${snaps(o)} (${how}${rows.length > 0 ? `: ratio ${f(rate / best, 2)}, ${verdict(rate >= best)}` : ''})`;
+    const line = `writes (a new name every write, as etcd writes new keys) at concurrency ${concurrency}: ${Math.round(rate)}/s (${passes(o.map((r) => r.writesPerSec))}: ${windows(o)}), ${cpu(o)} over the 3 replicas${snaps(o)} (${how}${rows.length > 0 ? `: ratio ${f(rate / best, 2)}, ${verdict(rate >= best)}` : ''})`;
     console.log(line);
     summary.push(line);
   }
   for (const concurrency of [1, 16]) {
     const o = ours.map((p) => p.overwrite[concurrency]);
-    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(mean(o.map((r) => r.writesPerSec)))}/s (${passes(o.map((r) => r.writesPerSec))}), ${cpu(o)} over the 3 replicas${snaps(o)}`;
+    const line = `writes (overwriting 50 names per worker) at concurrency ${concurrency}: ${Math.round(mean(o.map((r) => r.writesPerSec)))}/s (${passes(o.map((r) => r.writesPerSec))}: ${windows(o)}), ${cpu(o)} over the 3 replicas${snaps(o)}`;
     console.log(line);
     summary.push(line);
   }

@@ -12,7 +12,7 @@ import { requestText } from './http.ts';
 import { cpuMs } from '../shared/proc.ts';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { median, pct } from './cluster.ts';
-import { DEFAULT_RAFT_TIMING } from '../control-plane/store/raft-store.ts';
+import { DEFAULT_RAFT_TIMING, SNAPSHOT_EVERY_ENTRIES } from '../control-plane/store/raft-store.ts';
 import { etcdBinary, etcdVersion, gatewayPut, grpcClient, startEtcd } from './etcd.ts';
 
 const NODES = [{ name: 'node-a', capacity: { cpu: 4000, memory: 8192 }, taints: [], labels: {} }];
@@ -86,21 +86,45 @@ export async function benchFailover(rounds = 10): Promise<{ medianMs: number; p9
 /**
  * The load generator every write figure comes from (the cluster's and
  * etcd's): `concurrency` workers, each writing as soon as its last write
- * was answered, for `durationMs`; acknowledged writes per second.
+ * was answered, for `durationMs` or until `maxWrites` writes were sent,
+ * whichever comes first; acknowledged writes per second.
  */
-export async function writeLoad(concurrency: number, durationMs: number, nameOf: (worker: number, k: number) => string, write: (name: string) => Promise<boolean>): Promise<number> {
+export async function writeLoad(
+  concurrency: number,
+  durationMs: number,
+  nameOf: (worker: number, k: number) => string,
+  write: (name: string) => Promise<boolean>,
+  maxWrites = Number.POSITIVE_INFINITY,
+): Promise<number> {
   let count = 0;
+  let sent = 0;
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async (_, w) => {
       let k = 0;
-      while (performance.now() - t0 < durationMs) {
+      while (performance.now() - t0 < durationMs && sent < maxWrites) {
+        sent++;
         if (await write(nameOf(w, k++))) count++;
       }
     }),
   );
   return count / ((performance.now() - t0) / 1000);
 }
+
+/**
+ * One measured window: WINDOW_WRITES writes, or WINDOW_MAX_MS if that comes
+ * first (a slow machine). As many writes as the replicas' snapshot period
+ * (SNAPSHOT_EVERY_ENTRIES), so that snapshots fall into the windows at
+ * their own rate: about one per replica per window (0-2 by phase; the
+ * controller's status entries count too), two in a pass's pair. In windows
+ * of 5 s, the 10,000th entry's snapshot (~2 s of CPU over the replicas)
+ * fell into the concurrency-1 window of ~2,000 writes in 5 of 6 passes
+ * (five times its share there) and into the one at 16 in the sixth. etcd (3.4: a
+ * snapshot every 100,000 entries; bbolt commits as it goes) gets windows
+ * of the same count.
+ */
+export const WINDOW_WRITES = SNAPSHOT_EVERY_ENTRIES;
+export const WINDOW_MAX_MS = 60_000;
 
 /** CPU time (user + system) of these processes so far, in ms (/proc/PID/stat, 10 ms ticks); a gone process counts 0. */
 export function cpuMsOf(pids: number[]): number {
@@ -111,6 +135,9 @@ export function cpuMsOf(pids: number[]): number {
 export interface WriteFigure {
   concurrency: number;
   writesPerSec: number;
+  /** Acknowledged writes in the window, and its length. */
+  writes: number;
+  seconds: number;
   cpuMsPerWrite: number;
   /** Snapshots the servers completed during the window, summed over them (a snapshot packs the whole state); undefined when not counted. */
   snapshots?: number;
@@ -119,7 +146,6 @@ export interface WriteFigure {
 async function measured(
   pids: number[],
   concurrency: number,
-  durationMs: number,
   nameOf: (w: number, k: number) => string,
   write: (name: string) => Promise<boolean>,
   snapshotCounter?: () => { stop(): number },
@@ -127,13 +153,21 @@ async function measured(
   let acked = 0;
   const snaps = snapshotCounter?.();
   const cpu0 = cpuMsOf(pids);
-  const writesPerSec = await writeLoad(concurrency, durationMs, nameOf, async (name) => {
-    const ok = await write(name);
-    if (ok) acked++;
-    return ok;
-  });
+  const t0 = performance.now();
+  const writesPerSec = await writeLoad(
+    concurrency,
+    WINDOW_MAX_MS,
+    nameOf,
+    async (name) => {
+      const ok = await write(name);
+      if (ok) acked++;
+      return ok;
+    },
+    WINDOW_WRITES,
+  );
+  const seconds = (performance.now() - t0) / 1000;
   const cpuMsPerWrite = (cpuMsOf(pids) - cpu0) / Math.max(1, acked);
-  return { concurrency, writesPerSec, cpuMsPerWrite, ...(snaps ? { snapshots: snaps.stop() } : {}) };
+  return { concurrency, writesPerSec, writes: acked, seconds, cpuMsPerWrite, ...(snaps ? { snapshots: snaps.stop() } : {}) };
 }
 
 /**
@@ -200,7 +234,7 @@ const WRITES_SESSION = 'shared';
  * new keys; the state grows with every write); 'overwrite': each worker
  * rewrites 50 names of its own.
  */
-export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' = 'new'): Promise<{ warmUpPerSec: number; rows: Array<WriteFigure & { mode: string }> }> {
+export async function benchWrites(mode: 'new' | 'overwrite' = 'new'): Promise<{ warmUpPerSec: number; rows: Array<WriteFigure & { mode: string }> }> {
   const c = await Cluster.start({ replicas: 3, nodes: NODES, replicaSession: WRITES_SESSION });
   const out = [];
   try {
@@ -211,7 +245,6 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
       const r = await measured(
         c.cps.map((p) => p.pid),
         concurrency,
-        durationMs,
         nameFor(mode, concurrency),
         async (name) => (await put(url, c.token, name)) < 300,
         () => countSnapshots(c),
@@ -230,10 +263,7 @@ export async function benchWrites(durationMs = 5000, mode: 'new' | 'overwrite' =
  * manifests the cluster is sent, from the same load generator, its clients
  * in `order`. null when no etcd binary is installed.
  */
-export async function benchEtcdWrites(
-  durationMs = 5000,
-  order: ReadonlyArray<'gateway' | 'grpc'> = ['gateway', 'grpc'],
-): Promise<null | {
+export async function benchEtcdWrites(order: ReadonlyArray<'gateway' | 'grpc'> = ['gateway', 'grpc']): Promise<null | {
   version: string;
   warmUpPerSec: { gateway: number; grpc: number | null };
   rows: Array<{ concurrency: number; gateway: WriteFigure; grpc: WriteFigure | null; grpcError?: string }>;
@@ -253,7 +283,7 @@ export async function benchEtcdWrites(
       try {
         warm.gateway = await warmUp((name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name)));
         for (const concurrency of [1, 16])
-          gateway.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
+          gateway.push(await measured(e.pids, concurrency, nameFor('new', concurrency), (name) => gatewayPut(e.leader, `/registry/deployments/${name}`, value(name))));
       } finally {
         await e.stop();
       }
@@ -261,8 +291,7 @@ export async function benchEtcdWrites(
       const g = grpcClient(e.leader);
       try {
         warm.grpc = await warmUp((name) => g.put(`/registry/deployments/${name}`, value(name)));
-        for (const concurrency of [1, 16])
-          grpc.push(await measured(e.pids, concurrency, durationMs, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
+        for (const concurrency of [1, 16]) grpc.push(await measured(e.pids, concurrency, nameFor('new', concurrency), (name) => g.put(`/registry/deployments/${name}`, value(name))));
       } catch (err) {
         grpcError = (err as Error).message;
       } finally {
@@ -330,6 +359,6 @@ export async function benchCatchUp(entries = 10000): Promise<{ entries: number; 
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   console.log(await benchFailover(5));
-  console.log(await benchWrites(3000));
+  console.log(await benchWrites());
   console.log(await benchCatchUp(3000));
 }
