@@ -19,6 +19,16 @@
 // thread pool instead of two. On this 2-core VM every trip costs a thread
 // wake-up and a wake-up of the event loop, ~0.1 ms each on the write path.
 //
+// Preallocated segments, as etcd's WAL: a segment is made its full size
+// (segmentMaxBytes; a sparse file, no block is allocated) when it is created,
+// so a write lands inside the file and changes no file size, whose update
+// the file system must otherwise journal and flush with every write. An
+// ad-hoc C probe of 1,200-byte O_DSYNC writes on ext4 on the 2-core VM of
+// docs/benchmarks.md: 0.16-0.18 ms and 61 us of CPU each when every write
+// grew the file, 0.14 ms and 44 us into a preallocated one; with three
+// writers at once, as three replicas on one disk, 0.37 against 0.31 ms.
+// The unwritten rest reads as zeros, which segment-scan.ts takes for the end.
+//
 // Checkpoints instead of in-place compaction. A snapshot (local compaction or
 // one installed from the leader) is committed by starting a NEW segment whose
 // first batch is [checkpoint(snapshot meta, hard state), the entries kept after
@@ -127,10 +137,11 @@ async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Pr
   }
 }
 
-/** Write a whole new segment durably: create (must not exist) O_DSYNC, write, fsync the directory. */
-async function writeNewSegment(dir: string, name: string, bytes: Uint8Array): Promise<FileHandle> {
+/** Write a whole new segment durably: create (must not exist) O_DSYNC, preallocate `size` bytes, write, fsync the directory. */
+async function writeNewSegment(dir: string, name: string, bytes: Uint8Array, size: number): Promise<FileHandle> {
   const fh = await open(join(dir, name), SEGMENT_CREATE_FLAGS);
   try {
+    if (size > bytes.length) await fh.truncate(size);
     await writeAll(fh, bytes, 0); // durable on return: O_DSYNC
     await fsyncDir(dir);
     return fh;
@@ -269,7 +280,7 @@ export class DiskStorage implements RaftStorage {
       for (const name of snapFiles) await unlink(join(dir, name));
       const hardState: HardState = { term: 0, vote: null, commit: 0 };
       const batch = encodeBatch([{ kind: 'checkpoint', snapshot: { index: 0, term: 0 }, hardState }]);
-      const fh = await writeNewSegment(dir, walName(1), batch);
+      const fh = await writeNewSegment(dir, walName(1), batch, segmentMaxBytes);
       return new DiskStorage(dir, segmentMaxBytes, release, hardState, null, new LogTail(0, 0, []), [{ seq: 1, bytes: batch.length }], fh);
     }
 
@@ -358,6 +369,8 @@ export class DiskStorage implements RaftStorage {
         await active.datasync();
         log(truncate.line);
       }
+      // Preallocated again after a cut, or for the first time if an older build wrote it.
+      if ((await active.stat()).size < segmentMaxBytes) await active.truncate(segmentMaxBytes);
       // Newest first, so an interrupted cleanup never leaves a hole before a segment still needed.
       for (const name of toDelete.sort().reverse()) await unlink(join(dir, name));
       if (toDelete.length > 0) await fsyncDir(dir);
@@ -603,6 +616,7 @@ export class DiskStorage implements RaftStorage {
     const seq = seg.seq + 1;
     const fh = await open(join(this.dir, walName(seq)), SEGMENT_CREATE_FLAGS);
     try {
+      await fh.truncate(this.segmentMaxBytes);
       await fsyncDir(this.dir);
     } catch (e) {
       await fh.close().catch(() => {});
@@ -679,7 +693,7 @@ export class DiskStorage implements RaftStorage {
     const seq = oldSegments[oldSegments.length - 1].seq + 1;
     try {
       if (op.type !== 'compaction' || !op.fileWritten) await this.writeSnapshotFile(snap);
-      const active = await writeNewSegment(this.dir, walName(seq), batch); // the commit point
+      const active = await writeNewSegment(this.dir, walName(seq), batch, this.segmentMaxBytes); // the commit point
       await this.active.close();
       this.active = active;
     } catch (e) {

@@ -18,6 +18,13 @@
 //
 // "Valid" means length in range and CRC-32C matching; a later valid record is
 // looked for at every byte offset, since damage may have shifted alignment.
+//
+// Segments are preallocated (disk-storage.ts): a file is made its full size
+// when it is created, and its unwritten rest reads as zeros. So the data ends
+// where a batch would start and nothing but zero bytes follows: that is a
+// clean end, not damage (no record has length 0, so no data looks like it).
+// A torn write that reached the disk as zeros alone ends the same way; it
+// was never acknowledged, and there is nothing to cut.
 
 import { decodeRecordAt, MAX_BATCH_BYTES, RECORD_HEADER_BYTES, type WalRecord } from './record.ts';
 
@@ -35,7 +42,7 @@ export interface Batch {
 }
 
 export type SegmentTail =
-  /** The bytes end exactly after a committed batch (or the segment is empty). */
+  /** The data ends exactly after a committed batch (or the segment is empty), followed by zero bytes or nothing. */
   | { state: 'clean' }
   /** The last batch is incomplete: keep [0, truncateAt). `offset` is where damage was first seen. */
   | { state: 'torn'; truncateAt: number; offset: number; reason: string }
@@ -57,7 +64,10 @@ export function scanSegment(bytes: Uint8Array): SegmentScan {
   let offset = 0;
   while (offset < bytes.length) {
     const r = decodeRecordAt(bytes, offset);
-    if (!r.ok) return { batches, tail: classifyDamage(bytes, batchStart, offset, r.reason) };
+    if (!r.ok) {
+      if (offset === batchStart && zeroFrom(bytes, offset)) break; // the unwritten, preallocated rest
+      return { batches, tail: classifyDamage(bytes, batchStart, offset, r.reason) };
+    }
     if (r.record.kind === 'commit') {
       if (r.record.batchBytes !== offset - batchStart) {
         // A CRC-valid record with the wrong content cannot come from a torn write.
@@ -78,6 +88,17 @@ export function scanSegment(bytes: Uint8Array): SegmentScan {
     return { batches, tail: { state: 'torn', truncateAt: batchStart, offset: batchStart, reason: 'the last batch has no commit record' } };
   }
   return { batches, tail: { state: 'clean' } };
+}
+
+const ZEROS = new Uint8Array(64 * 1024);
+
+/** Whether every byte from `from` to the end is zero (compared a 64 KiB block at a time). */
+export function zeroFrom(bytes: Uint8Array, from: number): boolean {
+  for (let o = from; o < bytes.length; o += ZEROS.length) {
+    const n = Math.min(ZEROS.length, bytes.length - o);
+    if (Buffer.compare(bytes.subarray(o, o + n), ZEROS.subarray(0, n)) !== 0) return false;
+  }
+  return true;
 }
 
 /** Decide whether damage at `damageAt` (inside the batch starting at `batchStart`) is a torn last write. */

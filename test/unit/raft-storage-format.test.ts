@@ -71,15 +71,40 @@ test('a segment of whole batches scans clean with every batch in order', () => {
   );
 });
 
-test('a last batch cut short at any byte is torn and cut at the start of that batch', () => {
+test('a last batch cut short at any byte is torn and cut at the start of that batch (or, cut within its leading zero bytes, reads as nothing written)', () => {
   const first = encodeBatch(entryRecords(1, 3));
   const last = encodeBatch(entryRecords(4, 6));
   for (let cut = 1; cut < last.length; cut++) {
     const scan = scanSegment(concat(first, last.subarray(0, cut)));
+    if (last.subarray(0, cut).every((b) => b === 0)) {
+      // The first bytes of a batch are its first record's length, high bytes zero: all that
+      // reached the disk is zeros, as in a preallocated segment's unwritten rest.
+      assert.equal(scan.tail.state, 'clean', `cut at ${cut}`);
+      assert.equal(scan.batches.length, 1);
+      continue;
+    }
     assert.equal(scan.tail.state, 'torn', `cut at ${cut}`);
     assert.equal(scan.tail.state === 'torn' && scan.tail.truncateAt, first.length, `cut at ${cut}`);
     assert.equal(scan.batches.length, 1);
   }
+});
+
+test('zero bytes after the last committed batch are the unwritten rest of a preallocated segment: clean', () => {
+  const first = encodeBatch(entryRecords(1, 3));
+  const scan = scanSegment(concat(first, new Uint8Array(100_000)));
+  assert.deepEqual(scan.tail, { state: 'clean' });
+  assert.equal(scan.batches.length, 1);
+  assert.equal(scan.batches[0].end, first.length);
+  assert.deepEqual(scanSegment(new Uint8Array(4096)), { batches: [], tail: { state: 'clean' } }, 'a new segment, nothing written yet');
+});
+
+test('zero bytes followed by anything else are damage, not the unwritten rest', () => {
+  const first = encodeBatch(entryRecords(1, 3));
+  const tail = new Uint8Array(100_000);
+  tail[70_000] = 1; // beyond the first 64 KiB block compared
+  const scan = scanSegment(concat(first, tail));
+  assert.equal(scan.tail.state, 'torn');
+  assert.equal(scan.tail.state === 'torn' && scan.tail.truncateAt, first.length);
 });
 
 test('a last batch whose middle page was never written but whose commit record was (power loss) is torn, not corrupt', () => {

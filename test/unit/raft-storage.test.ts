@@ -11,7 +11,8 @@ import { readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiskStorage, RaftStorageError } from '../../control-plane/raft-storage/index.ts';
-import { scanSegment } from '../../control-plane/raft-storage/segment-scan.ts';
+import { scanSegment, zeroFrom } from '../../control-plane/raft-storage/segment-scan.ts';
+import { DEFAULT_SEGMENT_MAX_BYTES } from '../../control-plane/raft-storage/disk-storage.ts';
 import { readStat } from '../../shared/proc.ts';
 import type { Entry, Snapshot } from '../../control-plane/raft/types.ts';
 
@@ -104,13 +105,21 @@ test('a save that would leave a gap in the log is refused, and the storage keeps
 
 // ------------------------------------------------------------ torn tails
 
-const tornTails: Array<{ name: string; damage: (file: string, lastBatchStart: number) => Promise<void> }> = [
+/** Where a segment's data ends: after its last committed batch (a segment is preallocated, its rest zeros). */
+async function dataEnd(file: string): Promise<number> {
+  return scanSegment(await readFile(file)).batches.at(-1)?.end ?? 0;
+}
+
+/** `repaired`: the damage must be cut off, with a log line; zeros after the last batch are the preallocated rest and need nothing. */
+const tornTails: Array<{ name: string; repaired: boolean; damage: (file: string, lastBatchStart: number) => Promise<void> }> = [
   {
     name: 'half a record',
+    repaired: true,
     damage: async (file, lastBatchStart) => truncate(file, lastBatchStart + 20),
   },
   {
     name: 'garbage bytes',
+    repaired: true,
     damage: async (file, lastBatchStart) => {
       await truncate(file, lastBatchStart);
       await appendFile(file, Buffer.from('this is not a record, it is what a dying disk wrote'));
@@ -118,6 +127,7 @@ const tornTails: Array<{ name: string; damage: (file: string, lastBatchStart: nu
   },
   {
     name: 'zero-filled blocks',
+    repaired: false,
     damage: async (file, lastBatchStart) => {
       await truncate(file, lastBatchStart);
       await appendFile(file, Buffer.alloc(8192));
@@ -125,6 +135,7 @@ const tornTails: Array<{ name: string; damage: (file: string, lastBatchStart: nu
   },
   {
     name: 'a record with a flipped checksum byte',
+    repaired: true,
     damage: async (file, lastBatchStart) => {
       const bytes = await readFile(file);
       bytes[lastBatchStart + 5] ^= 0x01; // inside the crc field of the last batch's first record
@@ -133,14 +144,15 @@ const tornTails: Array<{ name: string; damage: (file: string, lastBatchStart: nu
   },
 ];
 
-for (const { name, damage } of tornTails) {
-  test(`a torn last write ending in ${name} is cut off on open, load returns exactly the acknowledged prefix, and appending works after`, async (t) => {
+for (const { name, repaired, damage } of tornTails) {
+  test(`a torn last write ending in ${name} is ${repaired ? 'cut off' : 'taken for the unwritten rest'} on open, load returns exactly the acknowledged prefix, and appending works after`, async (t) => {
     const dir = await tempDir(t);
     const { storage } = await openStorage(t, dir);
     await storage.save({ term: 1, vote: 'cp-1', commit: 2 }, range(1, 3));
     await storage.close();
     const file = await lastWal(dir);
-    const goodBytes = (await stat(file)).size;
+    const goodBytes = await dataEnd(file);
+    assert.equal((await stat(file)).size, DEFAULT_SEGMENT_MAX_BYTES, 'a segment is preallocated');
     // A second batch that we then damage: it stands for the write the crash interrupted.
     const { storage: writer } = await openStorage(t, dir);
     await writer.save({ term: 2, vote: null, commit: 3 }, range(4, 6, 2));
@@ -151,10 +163,17 @@ for (const { name, damage } of tornTails) {
     const loaded = await recovered.load();
     assert.deepEqual(loaded.entries, range(1, 3));
     assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: 2 });
-    assert.equal((await stat(file)).size, goodBytes, 'the file is cut back to the last committed batch');
-    assert.equal(lines.length, 1);
-    assert.match(lines[0], /torn last write/);
-    assert.ok(lines[0].includes(file), lines[0]);
+    const bytes = await readFile(file);
+    assert.equal(await dataEnd(file), goodBytes, 'the data ends with the last committed batch');
+    assert.ok(zeroFrom(bytes, goodBytes), 'and nothing of the damage is left after it');
+    assert.equal(bytes.length, DEFAULT_SEGMENT_MAX_BYTES, 'the segment is preallocated again');
+    if (repaired) {
+      assert.equal(lines.length, 1);
+      assert.match(lines[0], /torn last write/);
+      assert.ok(lines[0].includes(file), lines[0]);
+    } else {
+      assert.deepEqual(lines, []);
+    }
 
     await recovered.save(null, range(4, 5, 3));
     await recovered.close();
@@ -169,7 +188,7 @@ test('a crash while the very first checkpoint was being written opens as an empt
   const { storage } = await openStorage(t, dir);
   await storage.close();
   const file = await lastWal(dir);
-  await truncate(file, (await stat(file)).size - 3);
+  await truncate(file, (await dataEnd(file)) - 3);
   const { storage: again, lines } = await openStorage(t, dir);
   assert.deepEqual(await again.load(), { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [] });
   assert.equal(lines.length, 1);
