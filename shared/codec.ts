@@ -152,7 +152,9 @@ export function unpackStorePart(bytes: Uint8Array, at: number): { value: unknown
 export function encodeStoreData(value: unknown): Uint8Array {
   const body = packr.pack(value, RESET_BUFFER_MODE); // copied at once, below
   keepSmall(body);
-  const out = Buffer.allocUnsafe(2 + body.length);
+  const pooled = Buffer.allocUnsafe(2 + body.length); // every byte is written below
+  // A plain Uint8Array over it, as before: what decodes from it (bin fields) stays Uint8Array.
+  const out = new Uint8Array(pooled.buffer, pooled.byteOffset, pooled.length);
   out[0] = STORE_FORMAT_MARKER;
   out[1] = STORE_FORMAT_VERSION;
   out.set(body, 2);
