@@ -54,36 +54,9 @@ const options: Options & { skipValues: unknown[] } = {
 };
 const packr = new Packr(options);
 
-/** msgpackr's RESET_BUFFER_MODE (pack.js; its `msgpackr/pack` types do not name it): the next pack writes over these bytes. */
-const RESET_BUFFER_MODE = 1024;
-
-/**
- * The packer's buffer is kept small. msgpackr hands out each value as a
- * slice of its buffer and, when that is full, takes a new one as large as
- * the old: but a value that did not fit grows it to 4x that value's size,
- * and it never shrinks. After a snapshot's parts (hundreds of KiB) every new
- * buffer was that large, so glibc served it with an mmap of its own
- * (launcher/command-lines.ts REPLICA_ENV), and every 4 KiB of frames packed
- * into it touched a page never touched before: a page fault, ~10 us on the
- * 2-core VM of docs/benchmarks.md, about one per write on the leader at 16
- * concurrent writers. So after a value leaves the buffer larger than
- * KEEP_BUFFER_BYTES, the packer starts over in a buffer of
- * FRESH_BUFFER_BYTES: below glibc's mmap threshold, from its heap, whose
- * freed chunks it reuses. The large buffer lives on only in the slice
- * handed out, while its holder needs it.
- */
-const KEEP_BUFFER_BYTES = 256 * 1024;
-const FRESH_BUFFER_BYTES = 64 * 1024;
-
-function keepSmall(view: Uint8Array): void {
-  if (view.buffer.byteLength > KEEP_BUFFER_BYTES) packr.useBuffer(Buffer.allocUnsafeSlow(FRESH_BUFFER_BYTES));
-}
-
-/** One value as msgpack bytes, for a socket frame (a slice of the packer's buffer that no later pack writes over). */
+/** One value as msgpack bytes, for a socket frame. */
 export function packFrame(value: unknown): Buffer {
-  const view = packr.pack(value);
-  keepSmall(view);
-  return view;
+  return packr.pack(value);
 }
 
 /** The value of one msgpack frame. Throws on bytes that are not msgpack (callers turn that into a protocol error). */
@@ -118,16 +91,18 @@ export function storeFormatHeader(): Buffer {
   return Buffer.from([STORE_FORMAT_MARKER, STORE_FORMAT_VERSION]);
 }
 
+/** msgpackr's RESET_BUFFER_MODE (pack.js; its `msgpackr/pack` types do not name it): the next pack writes over these bytes. */
+const RESET_BUFFER_MODE = 1024;
+
 /**
  * One part of a store value's msgpack, with the store format's settings, as
  * a view of the packer's own buffer that the next pack of any value writes
  * over: for a caller that copies it at once (a snapshot's parts into one
- * buffer), so no buffer is left behind per part.
+ * buffer), so no buffer is left behind per part (msgpackr hands out slices
+ * of 8 KiB buffers it then drops).
  */
 export function packStorePartTransient(value: unknown): Uint8Array {
-  const view = packr.pack(value, RESET_BUFFER_MODE);
-  keepSmall(view);
-  return view;
+  return packr.pack(value, RESET_BUFFER_MODE);
 }
 
 /**
@@ -150,11 +125,8 @@ export function unpackStorePart(bytes: Uint8Array, at: number): { value: unknown
 
 /** `value` in the current store format: marker, version, msgpack. */
 export function encodeStoreData(value: unknown): Uint8Array {
-  const body = packr.pack(value, RESET_BUFFER_MODE); // copied at once, below
-  keepSmall(body);
-  const pooled = Buffer.allocUnsafe(2 + body.length); // every byte is written below
-  // A plain Uint8Array over it, as before: what decodes from it (bin fields) stays Uint8Array.
-  const out = new Uint8Array(pooled.buffer, pooled.byteOffset, pooled.length);
+  const body = packr.pack(value);
+  const out = new Uint8Array(2 + body.length);
   out[0] = STORE_FORMAT_MARKER;
   out[1] = STORE_FORMAT_VERSION;
   out.set(body, 2);
