@@ -20,12 +20,13 @@ import { cpuMs, rssMiB } from '../shared/proc.ts';
 import { Cluster, sleep, waitFor, webManifest } from '../test/helpers/cluster.ts';
 import { BIG_NODES, UnitWatch } from './cluster.ts';
 
+/** Bytes a directory's files take on disk, as `du` counts them: a preallocated WAL segment (sparse) counts what was written, not its 8 MiB size. */
 function duBytes(dir: string): number {
   let total = 0;
   for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) total += duBytes(p);
-    else if (e.isFile()) total += fs.statSync(p).size;
+    else if (e.isFile()) total += fs.statSync(p).blocks * 512;
   }
   return total;
 }
