@@ -137,7 +137,7 @@ async function writeAll(fh: FileHandle, bytes: Uint8Array, position: number): Pr
   }
 }
 
-/** Write a whole new segment durably: create (must not exist) O_DSYNC, preallocate `size` bytes, write, fsync the directory. */
+/** Start a new segment durably: create (must not exist) O_DSYNC, preallocate `size` bytes, write `bytes` (none for a rotation), fsync the directory. */
 async function writeNewSegment(dir: string, name: string, bytes: Uint8Array, size: number): Promise<FileHandle> {
   const fh = await open(join(dir, name), SEGMENT_CREATE_FLAGS);
   try {
@@ -614,14 +614,7 @@ export class DiskStorage implements RaftStorage {
     const seg = this.segments[this.segments.length - 1];
     if (seg.bytes < this.segmentMaxBytes) return;
     const seq = seg.seq + 1;
-    const fh = await open(join(this.dir, walName(seq)), SEGMENT_CREATE_FLAGS);
-    try {
-      await fh.truncate(this.segmentMaxBytes);
-      await fsyncDir(this.dir);
-    } catch (e) {
-      await fh.close().catch(() => {});
-      throw e;
-    }
+    const fh = await writeNewSegment(this.dir, walName(seq), new Uint8Array(0), this.segmentMaxBytes); // empty, preallocated
     await this.active.close();
     this.active = fh;
     this.segments.push({ seq, bytes: 0 });
