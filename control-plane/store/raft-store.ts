@@ -45,18 +45,20 @@ export const READ_TIMEOUT_MS = 2000;
 export const SNAPSHOT_EVERY_ENTRIES = 10000;
 /**
  * ...and once the entries applied since hold at least this fraction of the
- * last snapshot's bytes. A snapshot packs the whole state (at 20,000
- * deployments, 32 MB: 0.6-0.95 s of packing in slices and 0.3-0.4 s of
- * writing on each replica of the 2-core machine, while writes/s at
- * concurrency 16 fell by half), so taken every N entries alone its cost
- * per write would grow with the state. With this floor its cost per byte
- * logged stays bounded (the last snapshot's bytes are at most twice those
- * logged since), whatever the state's size. The log kept in memory (and
- * replayed at a restart) is then the larger of the two: up to about
- * 15,000 deployments (1.3-1.6 KiB each packed, ~1.1 KiB an entry) the
- * entry count governs, as before.
+ * last snapshot's bytes. A snapshot packs the whole state (at 40,000
+ * deployments 49 MiB: ~0.8 s of CPU packing and ~0.2 s checksumming on
+ * each replica of the 2-core machine, then written), so taken every N
+ * entries alone its cost per write would grow with the state. With this
+ * floor a snapshot packs at most as many bytes as were logged since the
+ * last one, whatever the state's size. At 0.5 (twice as many) the
+ * snapshots cost a sixth of the writes at concurrency 16 between 10,000
+ * and 70,000 deployments (docs/benchmarks.md). The log kept in memory (and
+ * replayed at a restart) is the larger of the two: up to about 9,000
+ * deployments (~1.25 KiB each packed, ~1.1 KiB an entry) the entry count
+ * governs; past that it holds up to the state's packed size (etcd 3.4
+ * keeps up to 100,000 entries).
  */
-export const SNAPSHOT_LOG_FRACTION = 0.5;
+export const SNAPSHOT_LOG_FRACTION = 1;
 
 /** How a proposal ended, for /metrics. */
 export type ProposalOutcome = 'applied' | 'not_leader' | 'refused' | 'overwritten' | 'timeout';
