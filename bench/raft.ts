@@ -120,11 +120,12 @@ export async function writeLoad(
  * their own rate: up to one per replica per window (0-2 by phase; fewer
  * once the state packs to more bytes than the window logs, as a snapshot
  * then waits for as many bytes logged as it holds; the controller's status
- * entries count too; one may complete just after a window). In windows of 5 s, the 10,000th entry's snapshot (~2 s of CPU
- * over the replicas) fell into the concurrency-1 window of ~2,000 writes in
- * 5 of 6 passes (five times its share there) and into the one at 16 in the
- * sixth. etcd (3.4: a snapshot every 100,000 entries; bbolt commits as it
- * goes) gets windows of the same count.
+ * entries count too; one may complete just after a window). In windows
+ * of 5 s, the 10,000th entry's snapshot (~2 s of CPU over the replicas)
+ * fell into the concurrency-1 window of ~2,000 writes in 5 of 6 passes
+ * (five times its share there) and into the one at 16 in the sixth. etcd
+ * (3.4: a snapshot every 100,000 entries; bbolt commits as it goes) gets
+ * windows of the same count.
  */
 export const WINDOW_WRITES = SNAPSHOT_EVERY_ENTRIES;
 export const WINDOW_MAX_MS = 60_000;

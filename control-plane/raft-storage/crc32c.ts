@@ -10,8 +10,9 @@
 // standing for its distance from the end of the step. The plain byte-wise
 // table method ("Sarwate", one lookup per byte) is what the first table is,
 // and it still does the last 0-7 bytes. A snapshot file is checksummed
-// whole: 49 MiB at 40,000 deployments took 168-201 ms byte by byte on the
-// 2-core machine, on every replica and every snapshot (docs/benchmarks.md).
+// whole, on every replica and every snapshot: 49 MiB (40,000 deployments)
+// took 119-201 ms byte by byte on the 2-core machine, 57-66 ms this way
+// (ad-hoc probes, docs/benchmarks.md).
 
 /** Reflected Castagnoli polynomial 0x1EDC6F41. */
 const POLY_REFLECTED = 0x82f63b78;

@@ -46,7 +46,7 @@ export const SNAPSHOT_EVERY_ENTRIES = 10000;
 /**
  * ...and once the entries applied since hold at least this fraction of the
  * last snapshot's bytes. A snapshot packs the whole state (at 40,000
- * deployments 49 MiB: ~0.8 s of CPU packing and ~0.2 s checksumming on
+ * deployments 49 MiB: ~0.8 s of CPU packing and ~0.06 s checksumming on
  * each replica of the 2-core machine, then written), so taken every N
  * entries alone its cost per write would grow with the state. With this
  * floor a snapshot packs at most as many bytes as were logged since the
