@@ -74,11 +74,22 @@ export class RaftLog {
     return lastTerm > myTerm || (lastTerm === myTerm && lastIndex >= this.lastIndex());
   }
 
-  /** Entries in [lo, hi] capped at maxCount, or undefined if lo is compacted. */
-  slice(lo: number, hi: number, maxCount: number): Entry[] | undefined {
+  /**
+   * Entries in [lo, hi], at most maxCount of them and, past the first, at
+   * most maxBytes of data in all; undefined if lo is compacted.
+   */
+  slice(lo: number, hi: number, maxCount: number, maxBytes = Infinity): Entry[] | undefined {
     if (lo < this.offset) return undefined;
-    const end = Math.min(hi, this.lastIndex(), lo + maxCount - 1);
+    let end = Math.min(hi, this.lastIndex(), lo + maxCount - 1);
     if (end < lo) return [];
+    let bytes = this.entries[lo - this.offset].data.length;
+    for (let i = lo + 1; i <= end; i++) {
+      bytes += this.entries[i - this.offset].data.length;
+      if (bytes > maxBytes) {
+        end = i - 1;
+        break;
+      }
+    }
     return this.entries.slice(lo - this.offset, end - this.offset + 1);
   }
 

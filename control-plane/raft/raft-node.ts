@@ -40,6 +40,7 @@ import type {
 /** Maximum committed entries handed to the host in one Ready. */
 export const MAX_COMMITTED_ENTRIES_PER_READY = 512;
 const DEFAULT_MAX_UNCOMMITTED_ENTRIES = 1024;
+const DEFAULT_MAX_BYTES_PER_MSG = 1024 * 1024;
 /** After its leader's link closed, a follower campaigns in the slot of this many ticks its rank among the survivors gives it (peerLinkClosed). */
 export const CLOSE_SLOT_TICKS = 4;
 const DEFAULT_MAX_PENDING_READS = 1024;
@@ -99,6 +100,7 @@ export class RaftNode {
       preVote: config.preVote,
       checkQuorum: config.checkQuorum,
       maxEntriesPerMsg: config.maxEntriesPerMsg,
+      maxBytesPerMsg: config.maxBytesPerMsg ?? DEFAULT_MAX_BYTES_PER_MSG,
       maxInflight: config.maxInflight,
       maxUncommittedEntries: config.maxUncommittedEntries ?? DEFAULT_MAX_UNCOMMITTED_ENTRIES,
       maxPendingReads: config.maxPendingReads ?? DEFAULT_MAX_PENDING_READS,
@@ -753,7 +755,7 @@ export class RaftNode {
     if (!pr || pr.isPaused()) return false;
     const prevLogIndex = pr.next - 1;
     const prevLogTerm = this.log.term(prevLogIndex);
-    const entries = this.log.slice(pr.next, this.log.lastIndex(), this.cfg.maxEntriesPerMsg);
+    const entries = this.log.slice(pr.next, this.log.lastIndex(), this.cfg.maxEntriesPerMsg, this.cfg.maxBytesPerMsg);
     if (prevLogTerm === undefined || entries === undefined) {
       const snapshot = this.log.snapshot;
       if (!snapshot) return false; // cannot happen: compaction always leaves a snapshot
@@ -883,5 +885,6 @@ function validateConfig(c: RaftConfig): string | null {
   if (typeof c.random !== 'function') return 'random must be a function returning [0, 1)';
   if (!Number.isInteger(c.maxEntriesPerMsg) || c.maxEntriesPerMsg < 1) return 'maxEntriesPerMsg must be an integer >= 1';
   if (!Number.isInteger(c.maxInflight) || c.maxInflight < 1) return 'maxInflight must be an integer >= 1';
+  if (c.maxBytesPerMsg !== undefined && !(Number.isInteger(c.maxBytesPerMsg) && c.maxBytesPerMsg >= 1)) return 'maxBytesPerMsg must be an integer >= 1';
   return null;
 }

@@ -240,6 +240,13 @@ export interface RaftConfig {
   checkQuorum: boolean;
   /** Maximum entries in one AppendEntries. */
   maxEntriesPerMsg: number;
+  /**
+   * Maximum bytes of entry data in one AppendEntries (one entry always
+   * goes, whatever its size). Default 1 MiB, etcd's MaxSizePerMsg: with
+   * only a count, 512 entries of 1 MiB manifests made one 512 MiB message,
+   * more than a peer frame carries.
+   */
+  maxBytesPerMsg?: number;
   /** Maximum un-acknowledged AppendEntries per follower in pipelined mode. */
   maxInflight: number;
   /** Maximum proposals appended but not yet committed (flow control). Default 1024. */

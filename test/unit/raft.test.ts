@@ -395,6 +395,29 @@ test('with piggybackCommit a commit sends no extra AppendEntries; followers lear
   }
 });
 
+test('an AppendEntries carries at most maxBytesPerMsg of entry data, and one entry whatever its size', () => {
+  const c = new Cluster(['n1', 'n2', 'n3'], { maxBytesPerMsg: 1000 });
+  c.elect('n1');
+  c.isolate('n3');
+  const sizes = [400, 400, 400, 3000, 100, 100];
+  for (const [i, n] of sizes.entries()) assert.equal(c.n('n1').propose(enc(String(i).repeat(n))).ok, true);
+  c.deliverAll();
+  c.sent.length = 0;
+  c.heal();
+  c.tickAll(2); // a heartbeat round: n3 answers, and the leader sends what it lacks
+  const toN3 = c.sent.filter((m) => m.type === 'append' && m.to === 'n3' && m.entries.length > 0);
+  assert.deepEqual(
+    toN3.map((m) => (m.type === 'append' ? m.entries.map((e) => e.data.length) : [])),
+    [[400, 400], [400], [3000], [100, 100]],
+  );
+  assert.deepEqual(
+    c.applied.get('n1')!.map((d) => d.length),
+    sizes,
+  );
+  c.tickAll(2);
+  assert.deepEqual(c.applied.get('n3'), c.applied.get('n1'), 'n3 caught up with every entry, in order');
+});
+
 test('proposals beyond maxUncommittedEntries are refused until the backlog commits', () => {
   const c = new Cluster(['n1', 'n2', 'n3'], { maxUncommittedEntries: 3 });
   c.elect('n1');
