@@ -18,8 +18,20 @@ import type { Message } from '../raft/index.ts';
 import { validateMessage } from '../raft/validate.ts';
 import type { Transport } from './transport.ts';
 
-/** Largest peer frame: a snapshot of the desired state travels whole. */
-export const MAX_PEER_FRAME_BYTES = 64 * 1024 * 1024;
+/**
+ * Largest peer frame. A snapshot of the desired state travels whole, as one
+ * message: at 64 MiB (~55,000 deployments) a follower that needed one was
+ * refused it on every try and never caught up. 1 GiB is past what a
+ * replica holds in memory; the limit only bounds what a peer holding the
+ * token can make this process buffer.
+ */
+export const MAX_PEER_FRAME_BYTES = 1024 * 1024 * 1024;
+/**
+ * A batch's messages go in frames of about this many bytes at most (a
+ * bigger message goes alone): appends are capped in bytes by the core
+ * (RaftConfig.maxBytesPerMsg), but a Ready can hold hundreds of them.
+ */
+export const FRAME_SPLIT_BYTES = 8 * 1024 * 1024;
 /** Bytes buffered on one outbound socket before messages are dropped. */
 export const MAX_PEER_BUFFERED_BYTES = 32 * 1024 * 1024;
 export const RECONNECT_MAX_MS = 500;
@@ -152,7 +164,18 @@ export class PeerTransport implements Transport {
       else byPeer.set(m.to, [m]);
     }
     for (const [peer, list] of byPeer) {
-      for (let i = 0; i < list.length; i += MAX_MESSAGES_PER_FRAME) this.sendFrame(peer, list.slice(i, i + MAX_MESSAGES_PER_FRAME));
+      let start = 0;
+      let bytes = 0;
+      for (let i = 0; i < list.length; i++) {
+        const size = messageBytes(list[i]);
+        if (i > start && (i - start === MAX_MESSAGES_PER_FRAME || bytes + size > FRAME_SPLIT_BYTES)) {
+          this.sendFrame(peer, list.slice(start, i));
+          start = i;
+          bytes = 0;
+        }
+        bytes += size;
+      }
+      this.sendFrame(peer, start === 0 ? list : list.slice(start));
     }
   }
 
@@ -160,7 +183,12 @@ export class PeerTransport implements Transport {
     const ws = this.out.get(peer);
     if (!ws || ws.readyState !== WebSocket.OPEN) return; // dropped: Raft retries
     if (ws.bufferedAmount > MAX_PEER_BUFFERED_BYTES) return;
-    ws.send(packFrame(msgs));
+    const frame = packFrame(msgs);
+    if (frame.length > MAX_PEER_FRAME_BYTES) {
+      this.opts.log(`raft: a frame of ${frame.length} bytes for ${peer} not sent: over the ${MAX_PEER_FRAME_BYTES}-byte limit a peer accepts`);
+      return;
+    }
+    ws.send(frame);
   }
 
   connectedPeers(): string[] {
@@ -173,4 +201,14 @@ export class PeerTransport implements Transport {
     for (const ws of this.inbound) ws.terminate();
     this.wss.close();
   }
+}
+
+/** About the bytes `m` packs to: its entries' or snapshot's data, and a little for the rest. */
+function messageBytes(m: Message): number {
+  if (m.type === 'append') {
+    let n = 64;
+    for (const e of m.entries) n += e.data.length + 32;
+    return n;
+  }
+  return m.type === 'snapshot' ? m.snapshot.data.length + 64 : 64;
 }
