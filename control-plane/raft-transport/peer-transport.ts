@@ -32,6 +32,8 @@ export const MAX_PEER_FRAME_BYTES = 1024 * 1024 * 1024;
  * (RaftConfig.maxBytesPerMsg), but a Ready can hold hundreds of them.
  */
 export const FRAME_SPLIT_BYTES = 8 * 1024 * 1024;
+/** A snapshot this large goes without being copied into its frame (sendSnapshot). */
+const SNAPSHOT_APART_BYTES = 1024 * 1024;
 /** Bytes buffered on one outbound socket before messages are dropped. */
 export const MAX_PEER_BUFFERED_BYTES = 32 * 1024 * 1024;
 export const RECONNECT_MAX_MS = 500;
@@ -183,12 +185,40 @@ export class PeerTransport implements Transport {
     const ws = this.out.get(peer);
     if (!ws || ws.readyState !== WebSocket.OPEN) return; // dropped: Raft retries
     if (ws.bufferedAmount > MAX_PEER_BUFFERED_BYTES) return;
+    if (msgs.length === 1 && msgs[0].type === 'snapshot' && msgs[0].snapshot.data.length >= SNAPSHOT_APART_BYTES && this.sendSnapshot(ws, peer, msgs[0])) return;
     const frame = packFrame(msgs);
     if (frame.length > MAX_PEER_FRAME_BYTES) {
       this.opts.log(`raft: a frame of ${frame.length} bytes for ${peer} not sent: over the ${MAX_PEER_FRAME_BYTES}-byte limit a peer accepts`);
       return;
     }
     ws.send(frame);
+  }
+
+  /**
+   * A large snapshot as one message in two fragments: the msgpack of the
+   * message up to its data, then the data itself, untouched. Packed whole,
+   * msgpack copied all of it into a fresh buffer: 71 MiB held the leader
+   * 210-250 ms (an election timeout is 250 ms), and that buffer stayed on
+   * as the packer's own. The receiver joins the fragments (takeFrame) into
+   * the very bytes packFrame would have made. False (nothing sent) if the
+   * packing did not end as expected.
+   */
+  private sendSnapshot(ws: WebSocket, peer: string, m: Extract<Message, { type: 'snapshot' }>): boolean {
+    const data = m.snapshot.data;
+    // The data is the last thing packed, so the packing ends with its (empty) bin: c4 00.
+    const head = packFrame([{ type: m.type, from: m.from, to: m.to, term: m.term, snapshot: { meta: m.snapshot.meta, data: new Uint8Array(0) } }]);
+    if (head.length < 2 || head[head.length - 2] !== 0xc4 || head[head.length - 1] !== 0x00) return false; // not as expected: packed whole instead
+    if (head.length + 3 + data.length > MAX_PEER_FRAME_BYTES) {
+      this.opts.log(`raft: a snapshot of ${data.length} bytes for ${peer} not sent: over the ${MAX_PEER_FRAME_BYTES}-byte limit a peer accepts`);
+      return true;
+    }
+    const prefix = Buffer.allocUnsafe(head.length + 3);
+    prefix.set(head.subarray(0, head.length - 2));
+    prefix[head.length - 2] = 0xc6; // bin 32
+    prefix.writeUInt32BE(data.length, head.length - 1);
+    ws.send(prefix, { binary: true, fin: false });
+    ws.send(data, { binary: true, fin: true });
+    return true;
   }
 
   connectedPeers(): string[] {
