@@ -101,6 +101,7 @@ export class RaftNode {
       checkQuorum: config.checkQuorum,
       maxEntriesPerMsg: config.maxEntriesPerMsg,
       maxBytesPerMsg: config.maxBytesPerMsg ?? DEFAULT_MAX_BYTES_PER_MSG,
+      snapshotRetryTicks: config.snapshotRetryTicks ?? config.electionTimeoutTicks,
       maxInflight: config.maxInflight,
       maxUncommittedEntries: config.maxUncommittedEntries ?? DEFAULT_MAX_UNCOMMITTED_ENTRIES,
       maxPendingReads: config.maxPendingReads ?? DEFAULT_MAX_PENDING_READS,
@@ -474,7 +475,7 @@ export class RaftNode {
     this.electionElapsed++;
     for (const pr of this.prs.values()) {
       pr.ticksSinceHeard++;
-      if (pr.state === 'snapshot' && ++pr.snapshotTicks > this.cfg.electionTimeoutTicks) {
+      if (pr.state === 'snapshot' && ++pr.snapshotTicks > this.cfg.snapshotRetryTicks) {
         // The InstallSnapshot or its reply was lost; try again from probe.
         pr.becomeProbe();
       }
@@ -516,12 +517,28 @@ export class RaftNode {
    * waits for the timer as before.
    */
   peerLinkClosed(peer: NodeId): void {
+    if (this.role === 'leader') {
+      // An InstallSnapshot on that link may be lost with it: send it again once the peer answers.
+      this.reportSnapshotUnsent(peer);
+      return;
+    }
     if (this.role !== 'follower' || this.lead !== peer) return;
     this.lead = null;
     const survivors = [this.id, ...this.others].filter((p) => p !== peer).sort();
     const rank = survivors.indexOf(this.id);
     const jitter = 1 + rank * CLOSE_SLOT_TICKS + Math.floor(this.cfg.random() * 2);
     this.electionElapsed = Math.max(this.electionElapsed, this.randomizedElectionTimeout - jitter);
+  }
+
+  /**
+   * The host could not hand the InstallSnapshot for `peer` to its link
+   * (not connected, its file superseded or unreadable): stop waiting for
+   * its answer (snapshotRetryTicks), and send a snapshot again once the
+   * peer next answers. A no-op unless this leader is sending `peer` one.
+   */
+  reportSnapshotUnsent(peer: NodeId): void {
+    const pr = this.role === 'leader' ? this.prs.get(peer) : undefined;
+    if (pr?.state === 'snapshot') pr.becomeProbe();
   }
 
   private hup(): void {
@@ -885,6 +902,7 @@ function validateConfig(c: RaftConfig): string | null {
   if (typeof c.random !== 'function') return 'random must be a function returning [0, 1)';
   if (!Number.isInteger(c.maxEntriesPerMsg) || c.maxEntriesPerMsg < 1) return 'maxEntriesPerMsg must be an integer >= 1';
   if (!Number.isInteger(c.maxInflight) || c.maxInflight < 1) return 'maxInflight must be an integer >= 1';
+  if (c.snapshotRetryTicks !== undefined && !(Number.isInteger(c.snapshotRetryTicks) && c.snapshotRetryTicks >= 1)) return 'snapshotRetryTicks must be an integer >= 1';
   if (c.maxBytesPerMsg !== undefined && !(Number.isInteger(c.maxBytesPerMsg) && c.maxBytesPerMsg >= 1)) return 'maxBytesPerMsg must be an integer >= 1';
   return null;
 }

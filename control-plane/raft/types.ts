@@ -247,6 +247,15 @@ export interface RaftConfig {
    * more than a peer frame carries.
    */
   maxBytesPerMsg?: number;
+  /**
+   * Ticks a leader waits for a follower to answer an InstallSnapshot
+   * before it sends the snapshot again. Default electionTimeoutTicks. A
+   * host that reports a snapshot it could not hand over
+   * (RaftNode.reportSnapshotUnsent) and links that close
+   * (RaftNode.peerLinkClosed) can wait longer: a large snapshot takes a
+   * follower seconds to save, and each early resend is the whole state again.
+   */
+  snapshotRetryTicks?: number;
   /** Maximum un-acknowledged AppendEntries per follower in pipelined mode. */
   maxInflight: number;
   /** Maximum proposals appended but not yet committed (flow control). Default 1024. */

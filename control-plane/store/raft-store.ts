@@ -37,6 +37,8 @@ export interface RaftTiming {
 }
 
 /** 10 ms ticks; elections after 250-500 ms of silence; heartbeats every 50 ms. */
+/** A leader sends a follower its snapshot again after this many election timeouts without an answer (RaftConfig.snapshotRetryTicks). */
+export const SNAPSHOT_RETRY_ELECTION_TIMEOUTS = 20;
 export const DEFAULT_RAFT_TIMING: RaftTiming = { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 };
 /** A proposal not committed within this long fails with outcome unknown. */
 export const PROPOSAL_TIMEOUT_MS = 3000;
@@ -198,6 +200,12 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       preVote: true,
       checkQuorum: true,
       maxEntriesPerMsg: 512,
+      // The transport tells of a snapshot it could not send and of links that close
+      // (sendSnapshotFromDisk, onPeerClosed), so a snapshot is sent again only after a
+      // long silence: one of 71 MiB (~57,000 deployments) took a follower seconds to
+      // receive and save, and resent every election timeout the whole state's bytes
+      // kept both busy until leaders lost their followers (docs/architecture.md).
+      snapshotRetryTicks: SNAPSHOT_RETRY_ELECTION_TIMEOUTS * timing.electionTimeoutTicks,
       maxInflight: 256,
       maxUncommittedEntries: 8192,
       // Followers learn the commit index from the next append or heartbeat
@@ -463,6 +471,9 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
     for (const m of messages) this.describe(m);
     const fromDisk = messages.filter(isSnapshotOnDisk);
     this.transport.sendBatch(fromDisk.length === 0 ? messages : messages.filter((m) => !isSnapshotOnDisk(m)));
+    for (const m of messages) {
+      if (m.type === 'snapshot' && m.snapshot.data !== SNAPSHOT_ON_DISK && !this.transport.connectedPeers().includes(m.to)) this.raft.reportSnapshotUnsent(m.to);
+    }
     for (const m of fromDisk) this.sendSnapshotFromDisk(m);
   }
 
@@ -474,14 +485,21 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
    */
   private sendSnapshotFromDisk(m: Extract<Message, { type: 'snapshot' }>): void {
     const load = this.disk.loadSnapshot;
-    if (!load) return;
+    const unsent = () => {
+      if (!this.closed) this.raft.reportSnapshotUnsent(m.to);
+    };
+    if (!load) return unsent();
     load.call(this.disk).then(
       (snap) => {
-        if (this.closed || snap === null || snap.meta.index !== m.snapshot.meta.index || snap.meta.term !== m.snapshot.meta.term) return;
+        if (this.closed || snap === null || snap.meta.index !== m.snapshot.meta.index || snap.meta.term !== m.snapshot.meta.term) return unsent();
+        if (!this.transport.connectedPeers().includes(m.to)) return unsent();
         this.opts.log(`raft: snapshot at index ${snap.meta.index} read back from disk for ${m.to} (${snap.data.length} bytes)`);
         this.transport.sendBatch([{ ...m, snapshot: snap }]);
       },
-      (err) => this.opts.log(`raft: snapshot for ${m.to} not sent: ${(err as Error).message}`),
+      (err) => {
+        this.opts.log(`raft: snapshot for ${m.to} not sent: ${(err as Error).message}`);
+        unsent();
+      },
     );
   }
 

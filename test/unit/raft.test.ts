@@ -519,6 +519,35 @@ test('a lagging follower is caught up with InstallSnapshot (§7)', () => {
   assert.equal(logOf(n3), '12t1');
 });
 
+test('an InstallSnapshot is sent again after snapshotRetryTicks without an answer, or at once when the host reports it unsent or the link closed', () => {
+  const c = new Cluster(['n1', 'n2', 'n3'], { snapshotRetryTicks: 3 * T });
+  c.elect('n1');
+  c.isolate('n3');
+  for (let i = 1; i <= 5; i++) c.n('n1').propose(enc(`w${i}`));
+  c.deliverAll();
+  assert.equal(c.n('n1').compact(c.n('n1').status().applied, enc('state')).ok, true);
+  c.heal();
+  const lost = (m: Message) => !(m.type === 'snapshot' && m.to === 'n3'); // every InstallSnapshot to n3 is lost on the way
+  const snapshotsSent = () => c.sent.filter((m) => m.type === 'snapshot' && m.to === 'n3').length;
+  const tickUntil = (n: number, maxTicks: number): number => {
+    for (let t = 1; t <= maxTicks; t++) {
+      c.n('n1').tick();
+      c.deliverAll(lost);
+      if (snapshotsSent() >= n) return t;
+    }
+    return Infinity;
+  };
+  assert.ok(tickUntil(1, 2 * T) <= 2 * T, 'the leader sent n3 the snapshot');
+  const resentAfter = tickUntil(2, 10 * T);
+  assert.ok(resentAfter > 3 * T && resentAfter <= 3 * T + 5, `sent again only after snapshotRetryTicks (${3 * T}) without an answer: after ${resentAfter} ticks`);
+  c.n('n1').reportSnapshotUnsent('n3');
+  assert.ok(tickUntil(3, 10 * T) <= 5, 'reported unsent: sent again at the next heartbeat answer');
+  c.n('n1').peerLinkClosed('n3');
+  assert.ok(tickUntil(4, 10 * T) <= 5, 'the link closed: sent again at the next heartbeat answer');
+  for (let t = 0; t < 6 * T && c.n('n3').status().applied < c.n('n1').status().applied; t++) c.tickAll(); // the last one lost: after snapshotRetryTicks
+  assert.equal(c.n('n3').status().applied, c.n('n1').status().applied, 'once nothing is lost, n3 installs it and catches up');
+});
+
 test('a restarted replica resumes from its snapshot and re-applies the committed entries after it (§7)', () => {
   const c = new Cluster(['n1', 'n2', 'n3']);
   c.elect('n1');
