@@ -78,7 +78,7 @@ export async function snapshotFileInSlices(snap: Snapshot, yieldNow: () => Promi
   return [header, snap.data, fileTrailer(crc)];
 }
 
-/** The snapshot in `bytes`, or the reason they are not one. Never throws. */
+/** The snapshot in `bytes` (its data a view of them), or the reason they are not one. Never throws. */
 export function decodeSnapshotFile(bytes: Uint8Array): Snapshot | string {
   const f = parseSnapshotFile(bytes);
   if (typeof f === 'string') return f;
@@ -119,6 +119,9 @@ function parseSnapshotFile(bytes: Uint8Array): { crcAt: number; crc: number; sna
   return {
     crcAt,
     crc: view.getUint32(crcAt),
-    snapshot: () => ({ meta: { index, term }, data: new Uint8Array(bytes.subarray(HEADER_BYTES, crcAt)) }), // a copy, never a view of the file buffer
+    // A view of the caller's file buffer, not a copy: both are the file's size, and
+    // copying 71 MiB held a leader reading its snapshot back for a follower
+    // past an election timeout. Callers pass a buffer of their own (a file read).
+    snapshot: () => ({ meta: { index, term }, data: new Uint8Array(bytes.buffer, bytes.byteOffset + HEADER_BYTES, crcAt - HEADER_BYTES) }),
   };
 }
