@@ -20,7 +20,7 @@ import type { Transport } from './transport.ts';
 
 /**
  * Largest peer frame. A snapshot of the desired state travels whole, as one
- * message: at 64 MiB (~55,000 deployments) a follower that needed one was
+ * message: at 64 MiB (40,000-55,000 deployments) a follower that needed one was
  * refused it on every try and never caught up. 1 GiB is past what a
  * replica holds in memory; the limit only bounds what a peer holding the
  * token can make this process buffer.

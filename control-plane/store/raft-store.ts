@@ -36,9 +36,9 @@ export interface RaftTiming {
   heartbeatTicks: number;
 }
 
-/** 10 ms ticks; elections after 250-500 ms of silence; heartbeats every 50 ms. */
 /** A leader sends a follower its snapshot again after this many election timeouts without an answer (RaftConfig.snapshotRetryTicks). */
 export const SNAPSHOT_RETRY_ELECTION_TIMEOUTS = 20;
+/** 10 ms ticks; elections after 250-500 ms of silence; heartbeats every 50 ms. */
 export const DEFAULT_RAFT_TIMING: RaftTiming = { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 };
 /** A proposal not committed within this long fails with outcome unknown. */
 export const PROPOSAL_TIMEOUT_MS = 3000;
@@ -202,7 +202,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       maxEntriesPerMsg: 512,
       // The transport tells of a snapshot it could not send and of links that close
       // (sendSnapshotFromDisk, onPeerClosed), so a snapshot is sent again only after a
-      // long silence: one of 71 MiB (~57,000 deployments) took a follower seconds to
+      // long silence: one of 71 MiB (43,800 of the bench's deployments) took a follower seconds to
       // receive and save, and resent every election timeout the whole state's bytes
       // kept both busy until leaders lost their followers (docs/architecture.md).
       snapshotRetryTicks: SNAPSHOT_RETRY_ELECTION_TIMEOUTS * timing.electionTimeoutTicks,

@@ -200,7 +200,7 @@ for (const impl of IMPLEMENTATIONS) {
 
 // ---------------------------------------------------------------- size: what a large state makes the real transport carry
 
-test('PeerTransport: a snapshot over 64 MiB (a state of ~55,000 deployments) reaches the peer whole', async (t) => {
+test('PeerTransport: a snapshot over 64 MiB (a state of 40,000-55,000 deployments) reaches the peer whole', async (t) => {
   const g = await realGroup(t);
   await g.waitFor(() => g.transports.get('a')!.connectedPeers().includes('b'), 'a connected to b');
   const data = new Uint8Array(70 * 1024 * 1024);
