@@ -2,17 +2,17 @@
 // printed beside its target (docs/benchmarks.md: how each group measures).
 // Run on an otherwise idle machine; `--only NAME` runs one group (scheduler,
 // storage, apply, unit-kill, agent-kill, memory, failover, writes, big-state,
-// catch-up, rollout, probes, crashloop, services, isolation, cli, metrics,
-// kube, fleet). The fleet group runs only by name and takes --agents N (5000),
-// --units N (50000), --duration S (300: the steady-state window) and
-// --workers N (2).
+// catch-up, snapshot-catch-up, rollout, probes, crashloop, services,
+// isolation, cli, metrics, kube, fleet). The fleet group runs only by name
+// and takes --agents N (5000), --units N (50000), --duration S (300: the
+// steady-state window) and --workers N (2).
 
 import { oneOf, parseCommandLine, wholeNumber } from '../shared/flags.ts';
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
 import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill, median, pct } from './cluster.ts';
 import { benchPm2Restart, PM2_VERSION } from './pm2.ts';
-import { WARM_UP_MS, WINDOW_MAX_MS, WINDOW_WRITES, benchCatchUp, benchEtcdWrites, benchFailover, benchWrites, type WriteFigure } from './raft.ts';
+import { WARM_UP_MS, WINDOW_MAX_MS, WINDOW_WRITES, benchCatchUp, benchEtcdWrites, benchFailover, benchSnapshotCatchUp, benchWrites, type WriteFigure } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
 import { benchServiceProxy } from './services.ts';
 import { benchIsolation } from './isolation.ts';
@@ -34,6 +34,7 @@ const GROUPS = [
   'writes',
   'big-state',
   'catch-up',
+  'snapshot-catch-up',
   'rollout',
   'probes',
   'crashloop',
@@ -283,6 +284,18 @@ if (want('catch-up')) {
   console.log('\n== a restarted replica 10,000 entries behind catching up ==');
   const r = await benchCatchUp(10000);
   const line = `catch-up of ${r.entries} entries: ${f(r.catchUpMs, 0)} ms from restart to applied`;
+  console.log(line);
+  summary.push(line);
+}
+
+if (want('snapshot-catch-up')) {
+  console.log('\n== a restarted replica behind a large snapshot catching up (a follower down while 85,000 deployments are written) ==');
+  const r = await benchSnapshotCatchUp(85000);
+  const size = r.snapshotBytes !== null ? `${f(r.snapshotBytes / 1048576, 1)} MiB` : 'size not logged';
+  const line =
+    r.catchUpMs !== null
+      ? `snapshot catch-up after ${r.deployments} deployments (written in ${f(r.writeSeconds, 1)} s): ${f(r.catchUpMs, 0)} ms from restart to applied; the snapshot (${size}) sent ${r.sends} time(s)`
+      : `snapshot catch-up after ${r.deployments} deployments: NOT caught up within 120 s; the snapshot (${size}) sent ${r.sends} time(s)`;
   console.log(line);
   summary.push(line);
 }

@@ -168,7 +168,13 @@ async function measured(
  * window). stop() returns the count and stops listening.
  */
 function countSnapshots(c: Cluster): { stop(): number } {
-  let n = 0;
+  const lines = watchLines(c, /raft: snapshot at index \d+; log compacted/);
+  return { stop: () => lines.stop().length };
+}
+
+/** The replicas' output lines that match `re` from now until stop() (the processes running now; a restarted one is not followed). */
+function watchLines(c: Cluster, re: RegExp): { stop(): string[] } {
+  const seen: string[] = [];
   const offs: Array<() => void> = [];
   for (const p of c.cps) {
     for (const stream of [p.child.stdout!, p.child.stderr!]) {
@@ -176,7 +182,7 @@ function countSnapshots(c: Cluster): { stop(): number } {
       const on = (b: Buffer) => {
         const lines = (rest + b.toString()).split('\n');
         rest = lines.pop()!;
-        for (const l of lines) if (/raft: snapshot at index \d+; log compacted/.test(l)) n++;
+        for (const l of lines) if (re.test(l)) seen.push(l);
       };
       stream.on('data', on);
       offs.push(() => stream.off('data', on));
@@ -185,7 +191,7 @@ function countSnapshots(c: Cluster): { stop(): number } {
   return {
     stop() {
       for (const off of offs) off();
-      return n;
+      return seen;
     },
   };
 }
@@ -340,6 +346,62 @@ export async function benchCatchUp(entries = 10000): Promise<{ entries: number; 
       50,
     );
     return { entries, catchUpMs };
+  } finally {
+    await c.stop();
+  }
+}
+
+/**
+ * A follower down while the state grows past a large snapshot, then
+ * restarted: the leader reads its latest snapshot back from disk (85,000 of
+ * these deployments: the one taken at ~43,800 entries, ~71 MiB) and sends
+ * it, then the entries after it. Until 2026-12-05 a peer refused frames
+ * over 64 MiB, so such a follower never caught up, and the snapshot resent
+ * every election timeout cost elections (docs/benchmarks.md). Reports the
+ * time from the restart until its applied index reaches the leader's
+ * commit index (120 s at most), and how often the snapshot was sent.
+ */
+export async function benchSnapshotCatchUp(deployments = 85000): Promise<{
+  deployments: number;
+  writeSeconds: number;
+  catchUpMs: number | null;
+  sends: number;
+  snapshotBytes: number | null;
+}> {
+  const c = await Cluster.start({ replicas: 3, nodes: NODES, replicaSession: WRITES_SESSION });
+  try {
+    await c.agreedLeader(); // every replica holds the leader's term before one goes down (the loop watch reads terms from all three)
+    const li = await leaderIndex(c);
+    const lagging = li === 3 ? 2 : 3;
+    const p = c.cps[lagging - 1];
+    p.child.kill('SIGKILL');
+    await p.exited;
+    const url = c.urls[li - 1];
+    const w = await writeLoad(
+      16,
+      15 * 60_000,
+      (wk, k) => `sc${wk}-${k}`,
+      async (name) => (await put(url, c.token, name, 10000)) < 300,
+      deployments,
+    );
+    const lead = (await c.api('GET', '/v1/cluster')).json.replicas.find((r: { role: string }) => r.role === 'leader');
+    const sent = watchLines(c, /raft: snapshot at index \d+ read back from disk for /);
+    const t0 = performance.now();
+    c.startReplica(lagging);
+    let catchUpMs: number | null = null;
+    while (performance.now() - t0 < 120_000) {
+      const s = await fetch(`${c.urls[lagging - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } })
+        .then((r) => r.json() as Promise<{ appliedIndex?: number }>)
+        .catch(() => null);
+      if (s && (s.appliedIndex ?? 0) >= lead.commitIndex) {
+        catchUpMs = performance.now() - t0;
+        break;
+      }
+      await sleep(50);
+    }
+    const lines = sent.stop();
+    const bytes = lines.map((l) => /\((\d+) bytes\)/.exec(l)?.[1]).filter((b) => b !== undefined);
+    return { deployments: w.writes, writeSeconds: w.seconds, catchUpMs, sends: lines.length, snapshotBytes: bytes.length > 0 ? Number(bytes[bytes.length - 1]) : null };
   } finally {
     await c.stop();
   }
