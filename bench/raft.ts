@@ -298,15 +298,33 @@ export async function benchEtcdWrites(order: ReadonlyArray<'gateway' | 'grpc'> =
   return { version, warmUpPerSec: warm, rows };
 }
 
+/** SIGKILL one follower (the leader stays): the leader's URL and the follower's number, for c.startReplica. */
+async function killAFollower(c: Cluster): Promise<{ leaderUrl: string; lagging: number }> {
+  const li = await leaderIndex(c);
+  const lagging = li === 3 ? 2 : 3;
+  const p = c.cps[lagging - 1];
+  p.child.kill('SIGKILL');
+  await p.exited;
+  return { leaderUrl: c.urls[li - 1], lagging };
+}
+
+/** The leader's commit index now. */
+async function leaderCommit(c: Cluster): Promise<number> {
+  return (await c.api('GET', '/v1/cluster')).json.replicas.find((r: { role: string }) => r.role === 'leader').commitIndex;
+}
+
+/** Whether replica `i` (1-based) has applied through `index`; false while it does not answer. */
+async function appliedThrough(c: Cluster, i: number, index: number): Promise<boolean> {
+  const s = await fetch(`${c.urls[i - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } })
+    .then((r) => r.json() as Promise<{ appliedIndex?: number }>)
+    .catch(() => null);
+  return (s?.appliedIndex ?? 0) >= index;
+}
+
 export async function benchCatchUp(entries = 10000): Promise<{ entries: number; catchUpMs: number }> {
   const c = await Cluster.start({ replicas: 3, nodes: NODES });
   try {
-    const li = await leaderIndex(c);
-    const lagging = li === 3 ? 2 : 3;
-    const p = c.cps[lagging - 1];
-    p.child.kill('SIGKILL');
-    await p.exited;
-    const url = c.urls[li - 1];
+    const { leaderUrl: url, lagging } = await killAFollower(c);
     let next = 0;
     await Promise.all(
       Array.from({ length: 32 }, async () => {
@@ -316,19 +334,10 @@ export async function benchCatchUp(entries = 10000): Promise<{ entries: number; 
         }
       }),
     );
-    const lead = (await c.api('GET', '/v1/cluster')).json.replicas.find((r: { role: string }) => r.role === 'leader');
+    const commit = await leaderCommit(c);
     const t0 = performance.now();
     c.startReplica(lagging);
-    await waitFor(
-      'the restarted replica to catch up',
-      async () => {
-        const r = await fetch(`${c.urls[lagging - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } });
-        const s = await r.json();
-        return s.commitIndex >= lead.commitIndex && s.appliedIndex >= lead.commitIndex;
-      },
-      60000,
-      5,
-    );
+    await waitFor('the restarted replica to catch up', () => appliedThrough(c, lagging, commit), 60000, 5);
     const catchUpMs = performance.now() - t0;
     // The catch-up takes well under a second, and a replica reports its
     // event loop in whole 1 s windows: wait for the first window that
@@ -371,12 +380,7 @@ export async function benchSnapshotCatchUp(deployments = 85000): Promise<{
   const c = await Cluster.start({ replicas: 3, nodes: NODES, replicaSession: WRITES_SESSION });
   try {
     await c.agreedLeader(); // every replica holds the leader's term before one goes down (the loop watch reads terms from all three)
-    const li = await leaderIndex(c);
-    const lagging = li === 3 ? 2 : 3;
-    const p = c.cps[lagging - 1];
-    p.child.kill('SIGKILL');
-    await p.exited;
-    const url = c.urls[li - 1];
+    const { leaderUrl: url, lagging } = await killAFollower(c);
     const w = await writeLoad(
       16,
       15 * 60_000,
@@ -384,16 +388,13 @@ export async function benchSnapshotCatchUp(deployments = 85000): Promise<{
       async (name) => (await put(url, c.token, name, 10000)) < 300,
       deployments,
     );
-    const lead = (await c.api('GET', '/v1/cluster')).json.replicas.find((r: { role: string }) => r.role === 'leader');
+    const commit = await leaderCommit(c);
     const sent = watchLines(c, /raft: snapshot at index \d+ read back from disk for /);
     const t0 = performance.now();
     c.startReplica(lagging);
     let catchUpMs: number | null = null;
     while (performance.now() - t0 < 120_000) {
-      const s = await fetch(`${c.urls[lagging - 1]}/v1/replica`, { headers: { authorization: `Bearer ${c.token}` } })
-        .then((r) => r.json() as Promise<{ appliedIndex?: number }>)
-        .catch(() => null);
-      if (s && (s.appliedIndex ?? 0) >= lead.commitIndex) {
+      if (await appliedThrough(c, lagging, commit)) {
         catchUpMs = performance.now() - t0;
         break;
       }

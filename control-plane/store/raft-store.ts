@@ -200,11 +200,12 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       preVote: true,
       checkQuorum: true,
       maxEntriesPerMsg: 512,
-      // The transport tells of a snapshot it could not send and of links that close
-      // (sendSnapshotFromDisk, onPeerClosed), so a snapshot is sent again only after a
-      // long silence: one of 71 MiB (43,800 of the bench's deployments) took a follower seconds to
-      // receive and save, and resent every election timeout the whole state's bytes
-      // kept both busy until leaders lost their followers (docs/architecture.md).
+      // The transport tells of a snapshot it could not send and of links that
+      // close (sendSnapshotFromDisk, onPeerClosed), so a snapshot is sent again
+      // only after a long silence: one of 71 MiB (43,800 of the bench's
+      // deployments) took a follower seconds to receive and save, and resent
+      // every election timeout, the whole state's bytes kept both busy until
+      // leaders lost their followers (docs/architecture.md).
       snapshotRetryTicks: SNAPSHOT_RETRY_ELECTION_TIMEOUTS * timing.electionTimeoutTicks,
       maxInflight: 256,
       maxUncommittedEntries: 8192,
