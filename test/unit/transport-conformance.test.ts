@@ -16,7 +16,8 @@ import type { AddressInfo } from 'node:net';
 import { ManualClock } from '../../shared/clock.ts';
 import { SeededRandom } from '../../shared/random.ts';
 import type { Message } from '../../control-plane/raft/types.ts';
-import { PeerTransport } from '../../control-plane/raft-transport/peer-transport.ts';
+import { PeerTransport, unpackPeerFrame } from '../../control-plane/raft-transport/peer-transport.ts';
+import { packFrame, unpackFrame } from '../../shared/codec.ts';
 import type { Transport, TransportHandlers } from '../../control-plane/raft-transport/transport.ts';
 import { MemoryNetwork } from '../../control-plane/sim/memory-network.ts';
 
@@ -212,8 +213,45 @@ test('PeerTransport: a snapshot over 64 MiB (a state of 40,000-55,000 deployment
   if (m.type === 'snapshot') {
     assert.equal(m.snapshot.data.length, data.length);
     assert.ok(Buffer.from(m.snapshot.data).equals(Buffer.from(data)), 'every byte as sent');
+    // Taken as it came off the socket: joined with the message's head first, it would be a view at an offset into a copy.
+    assert.equal(m.snapshot.data.byteOffset, 0, 'the data is not a part of a joined copy of the frame');
+    assert.equal(m.snapshot.data.buffer.byteLength, data.length);
   }
   assert.ok(g.transports.get('a')!.connectedPeers().includes('b'), 'the connection stayed up');
+});
+
+test('unpackPeerFrame: a snapshot in two fragments keeps its data fragment; any other pair of fragments decodes as the joined bytes', () => {
+  const snapshot = (data: Uint8Array, extra?: Uint8Array): Message & Record<string, unknown> => ({
+    type: 'snapshot',
+    from: 'a',
+    to: 'b',
+    term: 3,
+    snapshot: { meta: { index: 60000, term: 3 }, data },
+    ...(extra ? { extra } : {}),
+  });
+  const apart = (bytes: Buffer, dataLength: number): Buffer[] => [bytes.subarray(0, bytes.length - dataLength), bytes.subarray(bytes.length - dataLength)];
+  const data = Buffer.alloc(100_000, 7);
+
+  // As sendSnapshot sends it: the message up to its data, ending in a bin 32 header, then the data.
+  const sent = apart(packFrame([snapshot(data)]), data.length);
+  assert.equal(sent[0][sent[0].length - 5], 0xc6, 'the head ends in a bin 32 header');
+  const kept = sent[1];
+  const got = unpackPeerFrame(sent) as Message[];
+  assert.deepEqual(got, unpackFrame(Buffer.concat(sent)), 'the same value as the joined bytes');
+  assert.ok(got[0].type === 'snapshot' && got[0].snapshot.data === kept, 'the data fragment itself, not a copy');
+
+  // The same shape, but the bin at the end belongs to another field (and the snapshot's data is empty).
+  const other = apart(packFrame([snapshot(new Uint8Array(0), data)]), data.length);
+  assert.equal(other[0][other[0].length - 5], 0xc6);
+  const decoded = unpackPeerFrame(other) as Array<Message & { extra: Uint8Array }>;
+  assert.deepEqual(decoded, unpackFrame(Buffer.concat(other)));
+  assert.equal(decoded[0].extra.length, data.length, 'the bytes stay with the field they were packed for');
+  assert.ok(decoded[0].type === 'snapshot' && decoded[0].snapshot.data.length === 0);
+
+  // An ordinary frame cut anywhere.
+  const frame = packFrame([{ type: 'heartbeat', from: 'a', to: 'b', term: 2, commit: 10, context: null }]);
+  assert.deepEqual(unpackPeerFrame([frame.subarray(0, 7), frame.subarray(7)]), unpackFrame(frame));
+  assert.deepEqual(unpackPeerFrame([frame]), unpackFrame(frame));
 });
 
 test('PeerTransport: one batch of 100 appends of 1 MiB each (a burst of large manifests) goes in frames of ~8 MiB: the socket holds a bounded part, what arrives is in order, the link stays up', async (t) => {
