@@ -50,23 +50,6 @@ export function takeFrame(data: RawData, socket?: unknown): Buffer {
 }
 
 /**
- * The same, its fragments left apart (a message its sender made of parts,
- * as a replica sends a large snapshot): a copy of the list, which is
- * emptied, or the one Buffer or ArrayBuffer as a list of one.
- */
-export function takeFragments(data: RawData, socket?: unknown): Buffer[] {
-  let list: Buffer[];
-  if (Array.isArray(data)) {
-    list = data.slice();
-    data.length = 0;
-  } else {
-    list = [Buffer.isBuffer(data) ? data : Buffer.from(data)];
-  }
-  dropMask(socket);
-  return list;
-}
-
-/**
  * ws keeps the last frame's mask in its receiver's `_mask` until the next
  * masked frame sets it again before reading it; nothing reads it between,
  * so forgetting it after the message is safe. A private field: if a later

@@ -16,8 +16,9 @@ import type { AddressInfo } from 'node:net';
 import { ManualClock } from '../../shared/clock.ts';
 import { SeededRandom } from '../../shared/random.ts';
 import type { Message } from '../../control-plane/raft/types.ts';
-import { PeerTransport, unpackPeerFrame } from '../../control-plane/raft-transport/peer-transport.ts';
-import { packFrame, unpackFrame } from '../../shared/codec.ts';
+import WebSocket from 'ws';
+import { PeerTransport, SNAPSHOT_PART_BYTES } from '../../control-plane/raft-transport/peer-transport.ts';
+import { packFrame } from '../../shared/codec.ts';
 import type { Transport, TransportHandlers } from '../../control-plane/raft-transport/transport.ts';
 import { MemoryNetwork } from '../../control-plane/sim/memory-network.ts';
 
@@ -213,45 +214,99 @@ test('PeerTransport: a snapshot over 64 MiB (a state of 40,000-55,000 deployment
   if (m.type === 'snapshot') {
     assert.equal(m.snapshot.data.length, data.length);
     assert.ok(Buffer.from(m.snapshot.data).equals(Buffer.from(data)), 'every byte as sent');
-    // Taken as it came off the socket: joined with the message's head first, it would be a view at an offset into a copy.
-    assert.equal(m.snapshot.data.byteOffset, 0, 'the data is not a part of a joined copy of the frame');
+    // Copied into a buffer of its own as its parts arrived (a view into a frame would have an offset).
+    assert.equal(m.snapshot.data.byteOffset, 0);
     assert.equal(m.snapshot.data.buffer.byteLength, data.length);
   }
   assert.ok(g.transports.get('a')!.connectedPeers().includes('b'), 'the connection stayed up');
 });
 
-test('unpackPeerFrame: a snapshot in two fragments keeps its data fragment; any other pair of fragments decodes as the joined bytes', () => {
-  const snapshot = (data: Uint8Array, extra?: Uint8Array): Message & Record<string, unknown> => ({
-    type: 'snapshot',
-    from: 'a',
-    to: 'b',
-    term: 3,
-    snapshot: { meta: { index: 60000, term: 3 }, data },
-    ...(extra ? { extra } : {}),
+test('PeerTransport: a large snapshot goes apart (a head, then its data in parts); what is sent after it arrives after it', async (t) => {
+  const g = await realGroup(t);
+  await g.waitFor(() => g.transports.get('a')!.connectedPeers().includes('b'), 'a connected to b');
+  const data = new Uint8Array(2 * 1024 * 1024 + 5);
+  for (let i = 0; i < data.length; i++) data[i] = i % 251;
+  const a = g.transports.get('a')!;
+  a.sendBatch([{ type: 'snapshot', from: 'a', to: 'b', term: 3, snapshot: { meta: { index: 500, term: 3 }, data } }]);
+  a.sendBatch([{ type: 'heartbeat', from: 'a', to: 'b', term: 3, commit: 500, context: null }]);
+  await g.waitFor(() => g.received.get('b')!.length === 2, 'b received both');
+  const [first, second] = g.received.get('b')!;
+  assert.equal(first.type, 'snapshot');
+  assert.equal(second.type, 'heartbeat');
+  if (first.type === 'snapshot') {
+    assert.deepEqual(first.snapshot.meta, { index: 500, term: 3 });
+    assert.ok(Buffer.from(first.snapshot.data).equals(Buffer.from(data)), 'every byte as sent');
+  }
+});
+
+/** Replica b's transport alone, with its log, and a raw WebSocket dialled into it as replica a. */
+async function rawPeer(t: TestContext): Promise<{ ws: WebSocket; received: Message[]; log: string[]; closed: Promise<number> }> {
+  const received: Message[] = [];
+  const log: string[] = [];
+  const server = http.createServer((_req, res) => res.writeHead(404).end());
+  // a's address is a closed port on loopback: b's own dialling of a fails and retries until closed.
+  const peers = new Map([
+    ['a', 'ws://127.0.0.1:1'],
+    ['b', ''],
+  ]);
+  const tr = new PeerTransport({ id: 'b', peers, token: 'raw', log: (l) => log.push(l), onMessage: (m) => received.push(m) });
+  server.on('upgrade', (req, socket, head) => {
+    if (!tr.handleUpgrade(req, socket, head)) socket.destroy();
   });
-  const apart = (bytes: Buffer, dataLength: number): Buffer[] => [bytes.subarray(0, bytes.length - dataLength), bytes.subarray(bytes.length - dataLength)];
-  const data = Buffer.alloc(100_000, 7);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const ws = new WebSocket(`ws://127.0.0.1:${(server.address() as AddressInfo).port}/raft`, { headers: { authorization: 'Bearer raw', 'x-mo-replica': 'a' } });
+  const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+  t.after(async () => {
+    ws.terminate();
+    tr.close();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  return { ws, received, log, closed };
+}
 
-  // As sendSnapshot sends it: the message up to its data, ending in a bin 32 header, then the data.
-  const sent = apart(packFrame([snapshot(data)]), data.length);
-  assert.equal(sent[0][sent[0].length - 5], 0xc6, 'the head ends in a bin 32 header');
-  const kept = sent[1];
-  const got = unpackPeerFrame(sent) as Message[];
-  assert.deepEqual(got, unpackFrame(Buffer.concat(sent)), 'the same value as the joined bytes');
-  assert.ok(got[0].type === 'snapshot' && got[0].snapshot.data === kept, 'the data fragment itself, not a copy');
+const headFor = (bytes: number, message: unknown = { type: 'snapshot', from: 'a', to: 'b', term: 2, snapshot: { meta: { index: 9, term: 2 }, data: new Uint8Array(0) } }) =>
+  packFrame({ snapshotBytes: bytes, message });
 
-  // The same shape, but the bin at the end belongs to another field (and the snapshot's data is empty).
-  const other = apart(packFrame([snapshot(new Uint8Array(0), data)]), data.length);
-  assert.equal(other[0][other[0].length - 5], 0xc6);
-  const decoded = unpackPeerFrame(other) as Array<Message & { extra: Uint8Array }>;
-  assert.deepEqual(decoded, unpackFrame(Buffer.concat(other)));
-  assert.equal(decoded[0].extra.length, data.length, 'the bytes stay with the field they were packed for');
-  assert.ok(decoded[0].type === 'snapshot' && decoded[0].snapshot.data.length === 0);
+test('PeerTransport: a snapshot sent apart by hand is put together from parts of any size', async (t) => {
+  const p = await rawPeer(t);
+  const data = Buffer.alloc(3 * SNAPSHOT_PART_BYTES + 7, 9);
+  p.ws.send(headFor(data.length));
+  for (const [from, to] of [
+    [0, 10],
+    [10, SNAPSHOT_PART_BYTES + 3],
+    [SNAPSHOT_PART_BYTES + 3, data.length],
+  ]) {
+    p.ws.send(data.subarray(from, to));
+  }
+  const until = Date.now() + DEADLINE_MS;
+  while (p.received.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(p.received.length, 1, p.log.join('\n'));
+  const m = p.received[0];
+  assert.ok(m.type === 'snapshot' && Buffer.from(m.snapshot.data).equals(data));
+});
 
-  // An ordinary frame cut anywhere.
-  const frame = packFrame([{ type: 'heartbeat', from: 'a', to: 'b', term: 2, commit: 10, context: null }]);
-  assert.deepEqual(unpackPeerFrame([frame.subarray(0, 7), frame.subarray(7)]), unpackFrame(frame));
-  assert.deepEqual(unpackPeerFrame([frame]), unpackFrame(frame));
+test('PeerTransport: a snapshot head that is not one, or data past the length it announced, is refused and the connection closed', async (t) => {
+  const over = await rawPeer(t);
+  over.ws.send(headFor(10));
+  over.ws.send(Buffer.alloc(11));
+  assert.equal(await over.closed, 1008);
+  assert.deepEqual(over.received, []);
+  assert.match(over.log.join('\n'), /refused: more snapshot data than the 10 bytes announced; closing/);
+
+  const notSnapshot = await rawPeer(t);
+  notSnapshot.ws.send(headFor(10, { type: 'heartbeat', from: 'a', to: 'b', term: 2, commit: 1, context: null }));
+  assert.equal(await notSnapshot.closed, 1008);
+  assert.match(notSnapshot.log.join('\n'), /refused: a snapshot head must carry a snapshot without data and its length/);
+
+  const tooLong = await rawPeer(t);
+  tooLong.ws.send(headFor(2 * 1024 * 1024 * 1024));
+  assert.equal(await tooLong.closed, 1008);
+  assert.match(tooLong.log.join('\n'), /refused: a snapshot head must carry/);
 });
 
 test('PeerTransport: one batch of 100 appends of 1 MiB each (a burst of large manifests) goes in frames of ~8 MiB: the socket holds a bounded part, what arrives is in order, the link stays up', async (t) => {

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
-import { receiveAsFragments, takeFragments, takeFrame } from '../../shared/ws-frames.ts';
+import { receiveAsFragments, takeFrame } from '../../shared/ws-frames.ts';
 import { fullCollection } from '../../control-plane/rest-collect.ts';
 
 test('takeFrame joins a fragment list and empties it; one fragment is handed over without a copy', () => {
@@ -26,19 +26,6 @@ test('takeFrame joins a fragment list and empties it; one fragment is handed ove
   const viewed = takeFrame(ab);
   assert.deepEqual([...viewed], [1, 2, 3]);
   assert.equal(viewed.buffer, ab, 'an ArrayBuffer is viewed, not copied');
-});
-
-test('takeFragments hands the fragments over apart, each as it was, and empties the list', () => {
-  const a = Buffer.from('ab');
-  const b = Buffer.from('cd');
-  const list = [a, b];
-  const taken = takeFragments(list);
-  assert.equal(taken.length, 2);
-  assert.equal(taken[0], a);
-  assert.equal(taken[1], b);
-  assert.equal(list.length, 0);
-  const buf = Buffer.from('xyz');
-  assert.deepEqual(takeFragments(buf), [buf]);
 });
 
 test('takeFrame leaves a socket that is not a ws WebSocket alone', () => {
