@@ -25,6 +25,9 @@ export class Progress {
   snapshotTicks = 0;
   /** Last index of each un-acknowledged append, oldest first; length <= maxInflight. */
   inflights: number[] = [];
+  /** The entry bytes of each of those appends, and their sum (bounded by maxInflightBytes). */
+  private inflightBytes: number[] = [];
+  bytesInFlight = 0;
   /** Heard from since the last check-quorum round (thesis §6.2). */
   recentActive = false;
   /** Ticks since we last heard from this follower (for fast 'no quorum' refusals). */
@@ -33,8 +36,16 @@ export class Progress {
   constructor(
     next: number,
     private readonly maxInflight: number,
+    /** 0: no bound. */
+    private readonly maxInflightBytes = 0,
   ) {
     this.next = next;
+  }
+
+  private clearInflights(): void {
+    this.inflights = [];
+    this.inflightBytes = [];
+    this.bytesInFlight = 0;
   }
 
   becomeProbe(): void {
@@ -47,7 +58,7 @@ export class Progress {
     this.state = 'probe';
     this.probeSent = false;
     this.pendingSnapshot = 0;
-    this.inflights = [];
+    this.clearInflights();
   }
 
   becomeReplicate(): void {
@@ -55,7 +66,7 @@ export class Progress {
     this.next = this.match + 1;
     this.probeSent = false;
     this.pendingSnapshot = 0;
-    this.inflights = [];
+    this.clearInflights();
   }
 
   becomeSnapshot(index: number): void {
@@ -63,7 +74,7 @@ export class Progress {
     this.pendingSnapshot = index;
     this.snapshotTicks = 0;
     this.probeSent = false;
-    this.inflights = [];
+    this.clearInflights();
   }
 
   /** A success reply for `index`. Returns false if it was stale (already known). */
@@ -101,18 +112,20 @@ export class Progress {
       case 'probe':
         return this.probeSent;
       case 'replicate':
-        return this.inflights.length >= this.maxInflight;
+        return this.inflights.length >= this.maxInflight || (this.maxInflightBytes > 0 && this.bytesInFlight >= this.maxInflightBytes);
       case 'snapshot':
         return true;
     }
   }
 
-  /** Bookkeeping after sending an append whose last entry is `lastIndex`. */
-  sentEntries(lastIndex: number, count: number): void {
+  /** Bookkeeping after sending an append whose last entry is `lastIndex`, with `bytes` of entry data. */
+  sentEntries(lastIndex: number, count: number, bytes = 0): void {
     if (this.state === 'replicate') {
       if (count > 0) {
         this.next = lastIndex + 1;
         this.inflights.push(lastIndex);
+        this.inflightBytes.push(bytes);
+        this.bytesInFlight += bytes;
       }
     } else if (this.state === 'probe') {
       this.probeSent = true;
@@ -123,10 +136,14 @@ export class Progress {
   freeTo(index: number): void {
     let i = 0;
     while (i < this.inflights.length && this.inflights[i] <= index) i++;
-    if (i > 0) this.inflights.splice(0, i);
+    if (i === 0) return;
+    this.inflights.splice(0, i);
+    for (const b of this.inflightBytes.splice(0, i)) this.bytesInFlight -= b;
   }
 
   freeFirstOne(): void {
+    if (this.inflights.length === 0) return;
     this.inflights.shift();
+    this.bytesInFlight -= this.inflightBytes.shift() ?? 0;
   }
 }

@@ -103,6 +103,7 @@ export class RaftNode {
       maxBytesPerMsg: config.maxBytesPerMsg ?? DEFAULT_MAX_BYTES_PER_MSG,
       snapshotRetryTicks: config.snapshotRetryTicks ?? config.electionTimeoutTicks,
       maxInflight: config.maxInflight,
+      maxInflightBytes: config.maxInflightBytes ?? 0,
       maxUncommittedEntries: config.maxUncommittedEntries ?? DEFAULT_MAX_UNCOMMITTED_ENTRIES,
       maxPendingReads: config.maxPendingReads ?? DEFAULT_MAX_PENDING_READS,
       piggybackCommit: config.piggybackCommit ?? false,
@@ -452,7 +453,7 @@ export class RaftNode {
     this.tickRole = this.tickHeartbeat;
     const last = this.log.lastIndex();
     for (const p of this.others) {
-      const pr = new Progress(last + 1, this.cfg.maxInflight);
+      const pr = new Progress(last + 1, this.cfg.maxInflight, this.cfg.maxInflightBytes);
       pr.recentActive = true;
       this.prs.set(p, pr);
     }
@@ -782,7 +783,9 @@ export class RaftNode {
     }
     if (entries.length === 0 && !sendIfEmpty) return false;
     this.send({ type: 'append', from: this.id, to, term: this.term, prevLogIndex, prevLogTerm, entries, commit: this.log.committed });
-    pr.sentEntries(prevLogIndex + entries.length, entries.length);
+    let bytes = 0;
+    for (const e of entries) bytes += e.data.length;
+    pr.sentEntries(prevLogIndex + entries.length, entries.length, bytes);
     return true;
   }
 
@@ -904,5 +907,6 @@ function validateConfig(c: RaftConfig): string | null {
   if (!Number.isInteger(c.maxInflight) || c.maxInflight < 1) return 'maxInflight must be an integer >= 1';
   if (c.snapshotRetryTicks !== undefined && !(Number.isInteger(c.snapshotRetryTicks) && c.snapshotRetryTicks >= 1)) return 'snapshotRetryTicks must be an integer >= 1';
   if (c.maxBytesPerMsg !== undefined && !(Number.isInteger(c.maxBytesPerMsg) && c.maxBytesPerMsg >= 1)) return 'maxBytesPerMsg must be an integer >= 1';
+  if (c.maxInflightBytes !== undefined && !(Number.isInteger(c.maxInflightBytes) && c.maxInflightBytes >= 0)) return 'maxInflightBytes must be an integer >= 0 (0: no bound)';
   return null;
 }

@@ -258,6 +258,14 @@ export interface RaftConfig {
   snapshotRetryTicks?: number;
   /** Maximum un-acknowledged AppendEntries per follower in pipelined mode. */
   maxInflight: number;
+  /**
+   * Maximum bytes of entry data in un-acknowledged AppendEntries per
+   * follower in pipelined mode (etcd's MaxInflightBytes); the append that
+   * crosses it still goes. Default: no bound. With the count alone, a
+   * follower back from a snapshot 40,000 entries behind was sent all of
+   * them at once, and packing those frames held the leader's loop.
+   */
+  maxInflightBytes?: number;
   /** Maximum proposals appended but not yet committed (flow control). Default 1024. */
   maxUncommittedEntries?: number;
   /** Maximum read-index requests waiting for confirmation. Default 1024. */

@@ -40,6 +40,8 @@ export interface RaftTiming {
 export const SNAPSHOT_RETRY_ELECTION_TIMEOUTS = 20;
 /** 10 ms ticks; elections after 250-500 ms of silence; heartbeats every 50 ms. */
 export const DEFAULT_RAFT_TIMING: RaftTiming = { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 };
+/** Entry bytes in flight to one follower, at most (RaftConfig.maxInflightBytes). */
+export const MAX_INFLIGHT_BYTES = 4 * 1024 * 1024;
 /** A proposal not committed within this long fails with outcome unknown. */
 export const PROPOSAL_TIMEOUT_MS = 3000;
 export const READ_TIMEOUT_MS = 2000;
@@ -208,6 +210,11 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       // leaders lost their followers (docs/architecture.md).
       snapshotRetryTicks: SNAPSHOT_RETRY_ELECTION_TIMEOUTS * timing.electionTimeoutTicks,
       maxInflight: 256,
+      // A follower behind by more than this gets it a few MiB at a time, as it
+      // answers: sent all at once (40,000 entries after a large snapshot), the
+      // packing of those frames held the leader's loop for most of a second,
+      // and taking them in one Ready held the follower's.
+      maxInflightBytes: MAX_INFLIGHT_BYTES,
       maxUncommittedEntries: 8192,
       // Followers learn the commit index from the next append or heartbeat
       // (§5.3) instead of an extra frame + ack per write (RaftNode.announceCommit).

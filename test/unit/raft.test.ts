@@ -418,6 +418,28 @@ test('an AppendEntries carries at most maxBytesPerMsg of entry data, and one ent
   assert.deepEqual(c.applied.get('n3'), c.applied.get('n1'), 'n3 caught up with every entry, in order');
 });
 
+test('a follower in replicate state is sent at most maxInflightBytes of entry data before it answers; the append that crosses the bound still goes', () => {
+  const sentTo = (bound: number | undefined) => {
+    const c = new Cluster(['n1', 'n2', 'n3'], { maxInflight: 256, maxInflightBytes: bound });
+    c.elect('n1');
+    c.n('n1').propose(enc('first'));
+    c.deliverAll(); // every follower answered: both in replicate state
+    c.isolate('n3'); // what is sent to n3 is lost, and no answer comes back
+    c.sent.length = 0;
+    for (let i = 0; i < 12; i++) assert.equal(c.n('n1').propose(enc(String(i % 10).repeat(400))).ok, true);
+    c.deliverAll();
+    const bytes = (to: string) =>
+      c.sent.filter((m) => m.type === 'append' && m.to === to).reduce((n, m) => n + (m.type === 'append' ? m.entries.reduce((k, e) => k + e.data.length, 0) : 0), 0);
+    const result = { n2: bytes('n2'), n3: bytes('n3') };
+    c.heal();
+    c.tickAll(4 * T);
+    assert.deepEqual(c.applied.get('n3'), c.applied.get('n1'), 'n3 caught up once it answered again');
+    return result;
+  };
+  assert.deepEqual(sentTo(2500), { n2: 4800, n3: 2800 }, 'n3: 7 entries of 400 bytes, the 7th crossing 2,500; n2, answering, all 12');
+  assert.deepEqual(sentTo(undefined), { n2: 4800, n3: 4800 }, 'without the bound, all 12 to n3 too');
+});
+
 test('proposals beyond maxUncommittedEntries are refused until the backlog commits', () => {
   const c = new Cluster(['n1', 'n2', 'n3'], { maxUncommittedEntries: 3 });
   c.elect('n1');
