@@ -19,11 +19,12 @@ import { validateMessage } from '../raft/validate.ts';
 import type { Transport } from './transport.ts';
 
 /**
- * Largest peer frame. A snapshot of the desired state travels whole, as one
- * message: at 64 MiB (40,000-55,000 deployments) a follower that needed one was
- * refused it on every try and never caught up. 1 GiB is past what a
- * replica holds in memory; the limit only bounds what a peer holding the
- * token can make this process buffer.
+ * Largest peer frame, and largest snapshot a head may announce (a snapshot
+ * of 1 MiB or more goes in parts, sendSnapshot). When a snapshot went as one
+ * frame of at most 64 MiB, a state past 40,000-55,000 deployments could not
+ * reach a follower that needed it: refused on every try, it never caught up.
+ * 1 GiB is past what a replica holds in memory; the limit only bounds what a
+ * peer holding the token can make this process buffer.
  */
 export const MAX_PEER_FRAME_BYTES = 1024 * 1024 * 1024;
 /**
