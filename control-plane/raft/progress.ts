@@ -27,7 +27,7 @@ export class Progress {
   inflights: number[] = [];
   /** The entry bytes of each of those appends, and their sum (bounded by maxInflightBytes). */
   private inflightBytes: number[] = [];
-  bytesInFlight = 0;
+  private bytesInFlight = 0;
   /** Heard from since the last check-quorum round (thesis §6.2). */
   recentActive = false;
   /** Ticks since we last heard from this follower (for fast 'no quorum' refusals). */
@@ -119,7 +119,7 @@ export class Progress {
   }
 
   /** Bookkeeping after sending an append whose last entry is `lastIndex`, with `bytes` of entry data. */
-  sentEntries(lastIndex: number, count: number, bytes = 0): void {
+  sentEntries(lastIndex: number, count: number, bytes: number): void {
     if (this.state === 'replicate') {
       if (count > 0) {
         this.next = lastIndex + 1;
