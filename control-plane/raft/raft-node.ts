@@ -591,6 +591,13 @@ export class RaftNode {
       if (m.type === 'vote') {
         this.electionElapsed = 0;
         this.vote = m.from; // persisted (Ready.hardState) before the response leaves
+      } else if (this.role === 'preCandidate' && m.term === this.term + 1 && m.from < this.id) {
+        // Two pre-candidates of one term that grant each other would both
+        // stand as candidates and split the vote (each votes for itself):
+        // the one later in rank (ids in order, as peerLinkClosed's slots)
+        // stands down; the earlier one keeps its campaign and refuses no
+        // one. If that campaign fails, this replica's own timer comes round.
+        this.becomeFollower(this.term, null);
       }
     } else {
       this.send({ type: respType, from: this.id, to: m.from, term: this.term, reject: true });

@@ -767,6 +767,31 @@ test('leader link closed: the survivors take turns by rank, so whatever their ra
     }
 });
 
+test('two pre-candidates of the same term: the one later in rank grants the other and stands down, so both never become candidates and split the vote', () => {
+  // A fleet failover (npm run bench -- --only fleet) showed it: the replica
+  // first in rank saw the close late (its CPU busy), so both pre-campaigned
+  // for the same term, each granted the other, both stood as candidates, and
+  // the vote split: a whole election timeout (560 ms) lost.
+  for (const first of ['n2', 'n3']) {
+    const c = new Cluster(['n1', 'n2', 'n3'], { preVote: true, checkQuorum: true });
+    c.elect('n1');
+    const term = c.n('n1').status().term;
+    c.isolate('n1');
+    const second = first === 'n2' ? 'n3' : 'n2';
+    // Each becomes a pre-candidate before it reads the other's request (ticked alone, nothing delivered).
+    for (const id of [first, second]) {
+      c.n(id).peerLinkClosed('n1');
+      for (let i = 0; i < 2 * T && c.n(id).status().role === 'follower'; i++) c.tick(id);
+      assert.equal(c.n(id).status().role, 'preCandidate', `${id} pre-campaigns`);
+    }
+    c.deliverAll();
+    assert.equal(c.n('n2').status().role, 'leader', `${first} first: n2, first in rank, leads`);
+    assert.equal(c.n('n2').status().term, term + 1, `${first} first: one new term`);
+    assert.equal(c.n('n3').status().role, 'follower', `${first} first: n3 follows`);
+    assert.equal(c.n('n3').status().term, term + 1, `${first} first: n3 is in the one new term, no split vote`);
+  }
+});
+
 test('leader link closed on one follower only: its pre-vote is refused by the follower that still hears the leader, and no term moves (§9.6 still guards)', () => {
   const c = new Cluster(['n1', 'n2', 'n3'], { preVote: true, checkQuorum: true });
   c.elect('n1');
