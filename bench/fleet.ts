@@ -40,6 +40,7 @@ import path from 'node:path';
 import { Cluster, inOwnSession, REPO, sleep, waitFor } from '../test/helpers/cluster.ts';
 import { cpuMs, rssMiB } from '../shared/proc.ts';
 import type { FleetWorkerReport } from './fleet-agents.ts';
+import type { FailoverGo, FailoverReport } from './failover-client.ts';
 import { parseCommandLine } from '../shared/flags.ts';
 
 export interface FleetOptions {
@@ -126,33 +127,34 @@ function deploymentManifest(name: string, replicas: number): unknown {
   };
 }
 
+/**
+ * A bench script (bench/NAME.ts) as one esbuild bundle in the cluster's temp
+ * dir, run by plain node: no tsx loader compiling every import in each
+ * worker (seconds of CPU on a busy machine, while the replicas wait for
+ * hellos).
+ */
+async function bundle(dir: string, name: 'fleet-agents' | 'failover-client'): Promise<string> {
+  const out = path.join(dir, `${name}.mjs`);
+  await build({
+    entryPoints: [path.join(REPO, `bench/${name}.ts`)],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outfile: out,
+    logLevel: 'silent',
+    external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
+    banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
+  });
+  return out;
+}
+
 class Workers {
   readonly procs: ChildProcess[] = [];
   readonly last = new Map<number, FleetWorkerReport>();
   /** Worst heartbeat gap and loop delay since reset(). */
   maxGapMs = 0;
   loopMaxMs = 0;
-
-  /**
-   * The worker as one esbuild bundle in the cluster's temp dir, run by plain
-   * node: no tsx loader compiling every import in each worker (seconds of CPU
-   * on a busy machine, while the replicas wait for hellos).
-   */
-  static async bundle(dir: string): Promise<string> {
-    const out = path.join(dir, 'fleet-agents.mjs');
-    await build({
-      entryPoints: [path.join(REPO, 'bench/fleet-agents.ts')],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      outfile: out,
-      logLevel: 'silent',
-      external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
-      banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
-    });
-    return out;
-  }
 
   start(c: Cluster, script: string, agents: number, workers: number): void {
     const urls = c.urls.map((u) => u.replace('http', 'ws') + '/agent').join(',');
@@ -228,6 +230,76 @@ class Workers {
   }
 }
 
+/** The failover's client process (bench/failover-client.ts): started before the kill, in a session of its own at the replicas' priority. */
+class FailoverClient {
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly reports: FailoverReport[],
+    private readonly wake: { fn: () => void },
+  ) {}
+
+  static async start(c: Cluster, script: string, urls: string[]): Promise<FailoverClient> {
+    const run = inOwnSession([process.execPath, script, '--urls', urls.join(','), '--token', c.token]);
+    const child = spawn(run.argv[0], run.argv.slice(1), { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: run.detached });
+    const reports: FailoverReport[] = [];
+    const wake = { fn: () => {} };
+    child.on('message', (m: FailoverReport) => {
+      reports.push(m);
+      wake.fn();
+    });
+    child.once('exit', () => wake.fn());
+    const client = new FailoverClient(child, reports, wake);
+    await client.next('ready', 30000);
+    return client;
+  }
+
+  /** Tell the client to kill and write; its answer. */
+  async run(go: FailoverGo): Promise<Extract<FailoverReport, { type: 'acked' }>> {
+    this.child.send(go);
+    const r = await this.next('acked', 60000);
+    if (r.type !== 'acked') throw new Error(`failover client: ${r.type === 'failed' ? r.error : r.type}`);
+    return r;
+  }
+
+  /** The next report of `type` (or a failure), waiting at most `ms`. */
+  private async next(type: FailoverReport['type'], ms: number): Promise<FailoverReport> {
+    const deadline = performance.now() + ms;
+    for (;;) {
+      const i = this.reports.findIndex((r) => r.type === type || r.type === 'failed');
+      if (i >= 0) return this.reports.splice(i, 1)[0];
+      if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`failover client (pid ${this.child.pid}) exited before its ${type} report`);
+      const left = deadline - performance.now();
+      if (left <= 0) throw new Error(`failover client (pid ${this.child.pid}): no ${type} report within ${ms / 1000} s`);
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, left);
+        this.wake.fn = () => {
+          clearTimeout(t);
+          r();
+        };
+      });
+    }
+  }
+
+  /** Stop it by its pid (it exits by itself once it has answered). */
+  async stop(): Promise<void> {
+    const p = this.child;
+    if (p.exitCode !== null || p.signalCode !== null || !p.pid) return;
+    const exited = new Promise((r) => p.once('exit', r));
+    const signal = (sig: NodeJS.Signals) => {
+      try {
+        process.kill(p.pid!, sig);
+      } catch {
+        /* it exited meanwhile */
+      }
+    };
+    signal('SIGTERM');
+    if (!(await Promise.race([exited.then(() => true), sleep(5000).then(() => false)]))) {
+      signal('SIGKILL');
+      await exited;
+    }
+  }
+}
+
 /** The replica (1-based) that says it leads the highest term, asking each one directly (/v1/replica). */
 async function leaderIndex(c: Cluster, exclude = -1): Promise<number> {
   const found = await waitFor(
@@ -291,7 +363,8 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
 
     // ---- 1. registration
     const t0 = performance.now();
-    workers.start(c, await Workers.bundle(c.dir), agents, workerCount);
+    const failoverScript = await bundle(c.dir, 'failover-client');
+    workers.start(c, await bundle(c.dir, 'fleet-agents'), agents, workerCount);
     let lastSay = 0;
     await workers.guard(
       waitFor(
@@ -383,20 +456,19 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     const survivors = c.urls.filter((_, j) => j !== li - 1);
     const notReadyBeforeFailover = notReadyLines.length;
     workers.resetMax();
-    const tf = performance.now();
-    victim.child.kill('SIGKILL');
-    let acked = false;
-    for (let n = 0; !acked; n++) {
-      try {
-        const r = await call(survivors[n % survivors.length], c.token, 'PUT', '/v1/deployments/fleet-probe', deploymentManifest('fleet-probe', 0), 1000);
-        acked = r.status < 300;
-      } catch {
-        /* not yet */
-      }
-      if (!acked) await sleep(5);
-      if (performance.now() - tf > 30000) throw new Error('no write acknowledged within 30 s of the leader kill');
+    // The kill and the writes come from a client process of its own (bench/failover-client.ts), started first.
+    const client = await FailoverClient.start(c, failoverScript, survivors);
+    let acked: Extract<FailoverReport, { type: 'acked' }>;
+    try {
+      acked = await client.run({ type: 'go', pid: victim.pid, path: '/v1/deployments/fleet-probe', body: JSON.stringify(deploymentManifest('fleet-probe', 0)) });
+    } finally {
+      await client.stop();
     }
-    const failoverWriteMs = performance.now() - tf;
+    const tf = acked.killedAt - performance.timeOrigin;
+    const failoverWriteMs = acked.ms;
+    const failoverTries = acked.tries
+      .map((t) => `cp-${c.urls.indexOf(t.url) + 1} ${t.startMs.toFixed(0)}-${t.endMs.toFixed(0)} ms: ${t.status ? `${t.status}${t.error ? ` (${t.error})` : ''}` : t.error}`)
+      .join('; ');
     const newLeader = await leaderIndex(c, li - 1);
     await waitFor(
       'every node Ready and every unit ready on the new leader',
@@ -416,7 +488,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     const failoverLoop = workers.loopMaxMs;
     const term1 = await termOf(c, newLeader);
     say(
-      `fleet: leader cp-${li} SIGKILLed: first write acknowledged after ${failoverWriteMs.toFixed(0)} ms, cp-${newLeader} shows every node and unit ready after ${failoverSettledMs.toFixed(0)} ms`,
+      `fleet: leader cp-${li} SIGKILLed at ${new Date(acked.killedAt).toISOString().slice(11, 23)} UTC: first write acknowledged after ${failoverWriteMs.toFixed(0)} ms (tries from the kill: ${failoverTries}), cp-${newLeader} shows every node and unit ready after ${failoverSettledMs.toFixed(0)} ms`,
     );
 
     return {
