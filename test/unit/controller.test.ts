@@ -630,6 +630,37 @@ test("a crashed unit's pass takes no read barrier (its unbind and create get the
   h.controller.stop();
 });
 
+test('a leader not caught up (a new one) waits for its read barrier before it plans, and plans once', async () => {
+  const h = setup();
+  h.controller.start();
+  await h.deploy(2);
+  await h.advance(20);
+  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
+  await h.advance(2000);
+  // Count plans (each reads the deployment's reports) and where the first barrier falls among them.
+  let plans = 0;
+  let plansAtFirstBarrier: number | null = null;
+  const reportsOf = h.registry.reportsOf.bind(h.registry);
+  h.registry.reportsOf = (d, visit) => {
+    plans++;
+    reportsOf(d, visit);
+  };
+  const readBarrier = h.store.readBarrier.bind(h.store);
+  h.store.readBarrier = () => {
+    plansAtFirstBarrier ??= plans;
+    return readBarrier();
+  };
+  // Elected anew: nothing of its term committed yet. A scale-up gives the pass something to do.
+  h.store.committedInTerm = false;
+  h.sent.length = 0;
+  await h.deploy(3);
+  await h.advance(20);
+  assert.equal(plansAtFirstBarrier, 0, 'the barrier came before any plan (a plan before it would be thrown away)');
+  assert.equal(spawns(h.sent).length, 1, 'the third unit is spawned');
+  assert.equal(spawns(h.sent)[0].boundThen, spawns(h.sent)[0].node, 'after its binding was committed');
+  h.controller.stop();
+});
+
 test('commitGated: writes, and stops behind an unbind of the same unit earlier in the plan; not a resent spawn, a forget, or a stop before its unbind', () => {
   const unbind = { type: 'unbind', unit: 'web-1', node: 'node-a', deployment: 'web', reason: 'crashed' } as const;
   const stop = { type: 'terminate', unit: 'web-1', node: 'node-a', reason: 'surplus' } as const;
