@@ -650,7 +650,8 @@ test('a leader not caught up (a new one) waits for its read barrier before it pl
     plansAtFirstBarrier ??= plans;
     return readBarrier();
   };
-  // Elected anew: nothing of its term committed yet. A scale-up gives the pass something to do.
+  // Elected anew: a new term, nothing of it committed yet. A scale-up gives the pass something to do.
+  h.store.currentTerm++;
   h.store.committedInTerm = false;
   h.sent.length = 0;
   await h.deploy(3);
