@@ -235,19 +235,23 @@ class FailoverClient {
   private constructor(
     private readonly child: ChildProcess,
     private readonly reports: FailoverReport[],
-    private readonly wake: { fn: () => void },
+    private readonly wake: { fn: () => void; closed: boolean },
   ) {}
 
   static async start(c: Cluster, script: string, urls: string[]): Promise<FailoverClient> {
     const run = inOwnSession([process.execPath, script, '--urls', urls.join(','), '--token', c.token]);
     const child = spawn(run.argv[0], run.argv.slice(1), { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: run.detached });
     const reports: FailoverReport[] = [];
-    const wake = { fn: () => {} };
+    const wake = { fn: () => {}, closed: false };
     child.on('message', (m: FailoverReport) => {
       reports.push(m);
       wake.fn();
     });
-    child.once('exit', () => wake.fn());
+    // 'close', not 'exit': it comes once the IPC channel has delivered every message (exit may come first).
+    child.once('close', () => {
+      wake.closed = true;
+      wake.fn();
+    });
     const client = new FailoverClient(child, reports, wake);
     await client.next('ready', 30000);
     return client;
@@ -267,7 +271,7 @@ class FailoverClient {
     for (;;) {
       const i = this.reports.findIndex((r) => r.type === type || r.type === 'failed');
       if (i >= 0) return this.reports.splice(i, 1)[0];
-      if (this.child.exitCode !== null || this.child.signalCode !== null) throw new Error(`failover client (pid ${this.child.pid}) exited before its ${type} report`);
+      if (this.wake.closed) throw new Error(`failover client (pid ${this.child.pid}) exited before its ${type} report`);
       const left = deadline - performance.now();
       if (left <= 0) throw new Error(`failover client (pid ${this.child.pid}): no ${type} report within ${ms / 1000} s`);
       await new Promise<void>((r) => {
