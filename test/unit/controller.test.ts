@@ -171,7 +171,14 @@ function setup(maxBindingsPerPass?: number) {
       revision: cmd.unit.revision,
     });
   };
-  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, silent, passes, passLog, logs, slow };
+  /** Deploy 2 replicas, report both spawned units Running, then let `settleMs` of clock time pass. */
+  const twoRunning = async (settleMs: number) => {
+    await deploy(2);
+    await advance(20);
+    for (const s of sent.filter((x) => x.cmd.type === 'spawn')) running(s.node, s.cmd);
+    await advance(settleMs);
+  };
+  return { clock, store, registry, controller, sent, advance, deploy, manifestOf, running, twoRunning, silent, passes, passLog, logs, slow };
 }
 
 const spawns = (sent: ReturnType<typeof setup>['sent']) => sent.filter((s) => s.cmd.type === 'spawn');
@@ -310,10 +317,7 @@ test('a sweep longer than the resync interval is not started over by the ticks d
 test('an idle loop skips its resync passes but every 10th; a report, or an agent process restarting, brings passes back', async () => {
   const h = setup();
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(1500); // the Running reports' passes, the status write, and the resync's sweep that finds the loop idle
+  await h.twoRunning(1500); // the Running reports' passes, the status write, and the resync's sweep that finds the loop idle
   const settled = h.passes.length;
   await h.advance(8000);
   assert.equal(h.passes.length, settled, `no pass while nothing can change: ${h.passes.slice(settled).map((t) => t - h.passes[0])}`);
@@ -344,10 +348,7 @@ test("an idle loop's safety-net sweeps take at most about 1% of the leader: a co
   assert.equal(idleResyncsSkipped(5000, 1000), IDLE_SWEEP_MAX_GAP_MS / 1000 - 1, 'never more than a minute apart');
   const h = setup();
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(1500); // settled, and a sweep that found the loop idle
+  await h.twoRunning(1500); // settled, and a sweep that found the loop idle
   // From now on every pass plans for at least 400 ms of the clock.
   h.slow.msPerRead = 400;
   const before = h.passes.length;
@@ -368,10 +369,7 @@ test("an idle loop's safety-net sweeps take at most about 1% of the leader: a co
 test('a node that falls silent: its unit is unbound and replaced on the other node, the new binding committed before the spawn', async () => {
   const h = setup();
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(100);
+  await h.twoRunning(100);
   const onA = [...h.store.state.units.values()].find((u) => u.nodeName === 'node-a')!;
   assert.ok(onA, 'one unit on node-a');
   h.sent.length = 0;
@@ -433,10 +431,7 @@ test('under a stream of reports, a pass waits 4x the time its predecessor spent 
   const h = setup();
   const starts = h.passLog;
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(200);
+  await h.twoRunning(200);
   // From now on every plan costs 25 ms of clock time (a big deployment's pass): reconcile reads the reports through reportsOf.
   const reportsOf = h.registry.reportsOf.bind(h.registry);
   h.registry.reportsOf = (d, visit) => {
@@ -477,10 +472,7 @@ test('under a stream of reports, a pass waits 4x the time its predecessor spent 
 test("reports that can only move a calm deployment's counts: a pass at most every LAZY_PASS_SPACING_MS; a scale or a crash meanwhile is acted on at once", async () => {
   const h = setup();
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(300);
+  await h.twoRunning(300);
   const [unit] = [...h.store.state.units.values()];
   const report = h.registry.nodes.get(unit.nodeName!)!.units.get(unit.name)!;
   // Calm now (both Running, nothing to do): a report every 5 ms for 1 s, each flipping readiness.
@@ -544,10 +536,7 @@ test('a crashed unit: its pass waits for no spacing and no turn of the loop, and
   const log = h.logs.push.bind(h.logs);
   h.logs.push = (...lines: string[]) => (order.push(...lines.map((l) => l.split(':')[0])), log(...lines));
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(2000);
+  await h.twoRunning(2000);
   const [unit] = [...h.store.state.units.values()];
   const report = h.registry.nodes.get(unit.nodeName!)!.units.get(unit.name)!;
   // A change that is not urgent runs a pass now...
@@ -587,10 +576,7 @@ test('a crashed unit: its pass waits for no spacing and no turn of the loop, and
 test("a crashed unit's pass takes no read barrier (its unbind and create get their quorum from their commits); a stray's terminate, or a leader not caught up, still waits for one", async () => {
   const h = setup();
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(2000);
+  await h.twoRunning(2000);
   const crash = async () => {
     const unit = [...h.store.state.units.values()].find((u) => h.registry.nodes.get(u.nodeName!)?.units.get(u.name)?.phase === 'Running')!;
     const report = h.registry.nodes.get(unit.nodeName!)!.units.get(unit.name)!;
@@ -633,10 +619,7 @@ test("a crashed unit's pass takes no read barrier (its unbind and create get the
 test('a leader not caught up (a new one) waits for its read barrier before it plans, and plans once', async () => {
   const h = setup();
   h.controller.start();
-  await h.deploy(2);
-  await h.advance(20);
-  for (const s of spawns(h.sent)) h.running(s.node, s.cmd);
-  await h.advance(2000);
+  await h.twoRunning(2000);
   // Count plans (each reads the deployment's reports) and where the first barrier falls among them.
   let plans = 0;
   let plansAtFirstBarrier: number | null = null;
