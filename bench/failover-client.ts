@@ -20,7 +20,7 @@
 //   parent -> child (IPC): { type: 'go', pid, path, body }
 //   child -> parent (IPC): { type: 'ready' }, then { type: 'acked', killedAt, ms, tries }
 
-import http from 'node:http';
+import { requestText } from './http.ts';
 import { parseCommandLine } from '../shared/flags.ts';
 import { DEFAULT_REPLICA_NICE, setOwnPriority } from '../control-plane/priority.ts';
 
@@ -53,41 +53,19 @@ const TRY_TIMEOUT_MS = 1000;
 /** The pause between two tries. */
 const PAUSE_MS = 5;
 
-const agent = new http.Agent({ keepAlive: true });
-
 /** The status and, for a refusal, the error the API gave (its one-line `error`). */
-function put(url: string, token: string, p: string, body: string): Promise<{ status: number; error?: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${url}${p}`,
-      {
-        method: 'PUT',
-        agent,
-        timeout: TRY_TIMEOUT_MS,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (text += d));
-        res.on('end', () => {
-          const status = res.statusCode ?? 0;
-          if (status >= 200 && status < 300) return resolve({ status });
-          let error = text.slice(0, 200);
-          try {
-            error = String((JSON.parse(text) as { error?: unknown }).error ?? error);
-          } catch {
-            /* not JSON: the text itself */
-          }
-          resolve({ status, error });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
+async function put(url: string, token: string, p: string, body: string): Promise<{ status: number; error?: string }> {
+  const { status, text } = await requestText('PUT', `${url}${p}`, {
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body,
+    timeoutMs: TRY_TIMEOUT_MS,
   });
+  if (status >= 200 && status < 300) return { status };
+  try {
+    return { status, error: String((JSON.parse(text) as { error?: unknown }).error ?? text.slice(0, 200)) };
+  } catch {
+    return { status, error: text.slice(0, 200) }; // not JSON: the text itself
+  }
 }
 
 async function run(urls: string[], token: string, go: FailoverGo): Promise<FailoverReport> {

@@ -42,6 +42,7 @@ import { cpuMs, rssMiB } from '../shared/proc.ts';
 import type { FleetWorkerReport } from './fleet-agents.ts';
 import type { FailoverGo, FailoverReport } from './failover-client.ts';
 import { parseCommandLine } from '../shared/flags.ts';
+import { NODE_ESM_BUNDLE } from '../launcher/bundle.ts';
 
 export interface FleetOptions {
   agents: number;
@@ -135,17 +136,7 @@ function deploymentManifest(name: string, replicas: number): unknown {
  */
 async function bundle(dir: string, name: 'fleet-agents' | 'failover-client'): Promise<string> {
   const out = path.join(dir, `${name}.mjs`);
-  await build({
-    entryPoints: [path.join(REPO, `bench/${name}.ts`)],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    outfile: out,
-    logLevel: 'silent',
-    external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
-    banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
-  });
+  await build({ ...NODE_ESM_BUNDLE, entryPoints: [path.join(REPO, `bench/${name}.ts`)], outfile: out });
   return out;
 }
 
@@ -232,28 +223,32 @@ class Workers {
 
 /** The failover's client process (bench/failover-client.ts): started before the kill, in a session of its own at the replicas' priority. */
 class FailoverClient {
-  private constructor(
-    private readonly child: ChildProcess,
-    private readonly reports: FailoverReport[],
-    private readonly wake: { fn: () => void; closed: boolean },
-  ) {}
+  private readonly reports: FailoverReport[] = [];
+  /** Set at 'close', not 'exit': 'close' comes once the IPC channel has delivered every message (exit may come first). */
+  private closed = false;
+  /** Wakes next() when a report or the close arrives. */
+  private wake: () => void = () => {};
+
+  private constructor(private readonly child: ChildProcess) {
+    child.on('message', (m: FailoverReport) => {
+      this.reports.push(m);
+      this.wake();
+    });
+    child.once('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+  }
 
   static async start(c: Cluster, script: string, urls: string[]): Promise<FailoverClient> {
     const run = inOwnSession([process.execPath, script, '--urls', urls.join(','), '--token', c.token]);
-    const child = spawn(run.argv[0], run.argv.slice(1), { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: run.detached });
-    const reports: FailoverReport[] = [];
-    const wake = { fn: () => {}, closed: false };
-    child.on('message', (m: FailoverReport) => {
-      reports.push(m);
-      wake.fn();
-    });
-    // 'close', not 'exit': it comes once the IPC channel has delivered every message (exit may come first).
-    child.once('close', () => {
-      wake.closed = true;
-      wake.fn();
-    });
-    const client = new FailoverClient(child, reports, wake);
-    await client.next('ready', 30000);
+    const client = new FailoverClient(spawn(run.argv[0], run.argv.slice(1), { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: run.detached }));
+    try {
+      await client.next('ready', 30000);
+    } catch (err) {
+      await client.stop();
+      throw err;
+    }
     return client;
   }
 
@@ -271,12 +266,12 @@ class FailoverClient {
     for (;;) {
       const i = this.reports.findIndex((r) => r.type === type || r.type === 'failed');
       if (i >= 0) return this.reports.splice(i, 1)[0];
-      if (this.wake.closed) throw new Error(`failover client (pid ${this.child.pid}) exited before its ${type} report`);
+      if (this.closed) throw new Error(`failover client (pid ${this.child.pid}) exited before its ${type} report`);
       const left = deadline - performance.now();
       if (left <= 0) throw new Error(`failover client (pid ${this.child.pid}): no ${type} report within ${ms / 1000} s`);
       await new Promise<void>((r) => {
         const t = setTimeout(r, left);
-        this.wake.fn = () => {
+        this.wake = () => {
           clearTimeout(t);
           r();
         };

@@ -7,13 +7,29 @@
 // working for hand starts. Writes go through a temp file and a rename, so
 // concurrent starts never see a half-written bundle.
 
-import { build } from 'esbuild';
+import { build, type BuildOptions } from 'esbuild';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/**
+ * What every one-file Node ES module bundle of this project is built with
+ * (these processes, the fleet simulator's scripts, a test's launcher): ws
+ * and msgpackr probe optional native add-ons with require(), so those stay
+ * out of the bundle and the ESM bundle gets a require.
+ */
+export const NODE_ESM_BUNDLE = {
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  logLevel: 'silent',
+  external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
+  banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
+} as const satisfies BuildOptions;
 
 export const ENTRIES = {
   controlPlane: { entry: 'control-plane/main.ts', out: 'dist/control-plane.mjs' },
@@ -64,22 +80,14 @@ export async function bundleProcesses(repo: string = REPO_DIR): Promise<{ contro
   await Promise.all(
     Object.values(ENTRIES).map(async ({ entry, out }) => {
       const result = await build({
+        ...NODE_ESM_BUNDLE,
         entryPoints: [path.join(repo, entry)],
-        bundle: true,
-        platform: 'node',
-        format: 'esm',
-        target: 'node20',
         write: false,
         outfile: path.join(repo, out),
         // Beside the bundle, not inside it: an inline map is ~4.5 MiB of
         // base64 that V8 keeps twice per process (in the source and as the
         // script's sourceMappingURL), ~9 MiB of every replica's and agent's heap.
         sourcemap: 'linked',
-        logLevel: 'silent',
-        // ws and msgpackr probe optional native add-ons with require():
-        // keep those out of the bundle and give the ESM bundle a require.
-        external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
-        banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
       });
       // The map first, so a bundle is never there before its map.
       for (const file of [...result.outputFiles].sort((a, b) => Number(b.path.endsWith('.map')) - Number(a.path.endsWith('.map')))) {

@@ -200,20 +200,15 @@ async function reachableFromHost(url: string): Promise<boolean> {
  */
 async function launcherForAnyone(t: TestContext): Promise<{ dir: string; script: string }> {
   const { build } = await import('esbuild');
+  const { NODE_ESM_BUNDLE } = await import('../../launcher/bundle.ts');
   const dir = mkdtempSync(join(tmpdir(), 'mo-launcher-public-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   chmodSync(dir, 0o755);
   const script = join(dir, 'launcher.mjs');
   await build({
+    ...NODE_ESM_BUNDLE,
     entryPoints: [join(REPO, 'launcher/main.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
     outfile: script,
-    logLevel: 'silent',
-    external: ['bufferutil', 'utf-8-validate', 'msgpackr-extract'],
-    banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
     plugins: [
       {
         name: 'no-esbuild',
