@@ -25,6 +25,8 @@ export interface SimStoresOptions {
   snapshotEvery?: number;
   /** Each replica's log lines. */
   log?: (id: string, line: string) => void;
+  /** A replica's clock made from the shared one (default: the shared one, or holdableClock with ticksHeld). */
+  clockFor?: (id: string, clock: Clock) => Clock;
 }
 
 /** A replica's view of the shared clock: its intervals skip their runs while `held()`. */
@@ -68,7 +70,7 @@ export async function openSimStores(seed: number, writeDelayMs: (id: string) => 
         log: (line) => opts.log?.(id, line),
         ...(opts.snapshotEvery === undefined ? {} : { snapshotEvery: opts.snapshotEvery }),
         timing: { tickMs: 10, electionTimeoutTicks: 25, heartbeatTicks: 5 },
-        clock: opts.ticksHeld ? holdableClock(clock, () => opts.ticksHeld!(id)) : clock,
+        clock: (opts.clockFor ?? ((_id, c) => c))(id, opts.ticksHeld ? holdableClock(clock, () => opts.ticksHeld!(id)) : clock),
         random,
         storage: async () => storage,
         transport: net.transport(id, ids),
