@@ -62,6 +62,8 @@ export const DEFAULT_SEGMENT_MAX_BYTES = 8 * 1024 * 1024;
 export const GROUP_COMMIT_MAX_SAVES = 256;
 /** Group commit stops adding saves once a batch would pass this many bytes. */
 export const GROUP_COMMIT_MAX_BYTES = 4 * 1024 * 1024;
+/** A batch of more entry bytes than this is framed in slices (record.ts encodeBatchInSlices), yielding between them. */
+export const ENCODE_IN_ONE_GO_BYTES = 1024 * 1024;
 /** Most operations waiting for the disk; more is a host that does not await, refused. */
 export const MAX_QUEUED_OPS = 4096;
 /** A snapshot file is written and flushed in pieces of this many bytes. */
@@ -155,6 +157,12 @@ async function writeNewSegment(dir: string, name: string, bytes: Uint8Array, siz
 function recordSizeProblem(e: Entry): string | null {
   if (encodedRecordBytes({ kind: 'entry', entry: e }) - RECORD_HEADER_BYTES <= MAX_RECORD_BYTES) return null;
   return `entry ${e.index} has ${e.data.length} data bytes, more than one record holds (${MAX_RECORD_BYTES})`;
+}
+
+function entryBytes(records: WalRecord[]): number {
+  let n = 0;
+  for (const r of records) if (r.kind === 'entry') n += r.entry.data.length;
+  return n;
 }
 
 function sameHardState(a: HardState, b: HardState): boolean {
@@ -593,7 +601,9 @@ export class DiskStorage implements RaftStorage {
     }
     if (records.length > 0) {
       try {
-        const batch = encodeBatch(records);
+        // A large batch (a follower taking megabytes of entries after a
+        // snapshot install, 30 MiB in one Ready measured) is framed in slices.
+        const batch = entryBytes(records) > ENCODE_IN_ONE_GO_BYTES ? await encodeBatchInSlices(records, () => new Promise((r) => setImmediate(r))) : encodeBatch(records);
         // Only await when a rotation is due: otherwise the write below is
         // handed to the thread pool in this same task, before the caller
         // (a leader sending its appends meanwhile) moves on.

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiskStorage, RaftStorageError } from '../../control-plane/raft-storage/index.ts';
 import { scanSegment, zeroFrom } from '../../control-plane/raft-storage/segment-scan.ts';
-import { DEFAULT_SEGMENT_MAX_BYTES } from '../../control-plane/raft-storage/disk-storage.ts';
+import { DEFAULT_SEGMENT_MAX_BYTES, ENCODE_IN_ONE_GO_BYTES } from '../../control-plane/raft-storage/disk-storage.ts';
 import { readStat } from '../../shared/proc.ts';
 import type { Entry, Snapshot } from '../../control-plane/raft/types.ts';
 
@@ -69,6 +69,22 @@ test('entries and hard state saved before close are loaded back after reopening,
   assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: 6 });
   assert.equal(loaded.snapshot, null);
   assert.deepEqual(loaded.entries, [noop, ...range(2, 9)]);
+});
+
+test('a save of more entry bytes than ENCODE_IN_ONE_GO_BYTES (framed in slices) is loaded back byte for byte, with the saves after it', async (t) => {
+  const dir = await tempDir(t);
+  const { storage } = await openStorage(t, dir);
+  const big: Entry[] = [];
+  for (let i = 1; big.reduce((n, e) => n + e.data.length, 0) <= 2 * ENCODE_IN_ONE_GO_BYTES; i++) big.push(entry(i, 1, 1500));
+  const last = big.length;
+  await storage.save({ hardState: { term: 1, vote: 'cp-1', commit: 0 }, entries: big, snapshot: null });
+  await storage.save({ hardState: { term: 1, vote: 'cp-1', commit: last }, entries: range(last + 1, last + 3), snapshot: null });
+  await storage.close();
+
+  const { storage: again } = await openStorage(t, dir);
+  const loaded = await again.load();
+  assert.deepEqual(loaded.hardState, { term: 1, vote: 'cp-1', commit: last });
+  assert.deepEqual(loaded.entries, [...big, ...range(last + 1, last + 3)]);
 });
 
 test('an entry at index i replaces every stored entry from i on (conflict truncation, §5.3), also after reopening', async (t) => {
