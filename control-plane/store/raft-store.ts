@@ -411,7 +411,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       this.sendMessages(rd.messages);
       // 3. APPLY.
       if (rd.snapshot) {
-        // Decoded in slices (the Ready waits, the event loop does not: heartbeats
+        // Decoded and restored in slices (the Ready waits, the event loop does not: heartbeats
         // keep arriving, so this follower does not campaign meanwhile).
         const decodeStart = this.clock.now();
         const value = await unpackInSlices(
@@ -421,7 +421,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
           SLICE_MS,
           () => this.clock.now(),
         );
-        this.state.restore(value as DesiredSnapshot);
+        await this.state.restoreInSlices(value as DesiredSnapshot, () => this.yieldIfLong());
         this.releaseSnapshot(rd.snapshot.meta); // persisted above
         this.opts.observer?.snapshot('installed', rd.snapshot.data.length, (this.clock.now() - decodeStart) / 1000);
         this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);

@@ -164,3 +164,47 @@ test('packed into chunks: the same bytes as one pack for every header size, what
     assert.ok(Buffer.from(sliced).equals(whole), `size hint ${hint}: bytes differ`);
   }
 });
+
+test('restoring in slices gives what restore gives; until its last step the old state stays whole and no listener hears a thing', async () => {
+  const s = bigState(200);
+  applyDeployment(s, 900, 'd-0', 1, 'b'); // a second template: units of two revisions
+  s.apply(901, { type: 'unit.create', at: 7, uid: 'u-new', deployment: 'd-0', nodeName: 'node-a', scheduling: null });
+  const bytes = await packInSlices(capture(s), () => Promise.resolve(), 0);
+  const one = new DesiredState();
+  one.restore(unpack(bytes) as DesiredSnapshot);
+
+  const r = bigState(3); // something to replace
+  const old = JSON.stringify(r.snapshot());
+  const heard: string[] = [];
+  r.onChange((kind, name) => heard.push(`${kind}/${name}`));
+  let pauses = 0;
+  await r.restoreInSlices(unpack(bytes) as DesiredSnapshot, async () => {
+    pauses++;
+    assert.equal(JSON.stringify(r.snapshot()), old, `the state changed before the last step (pause ${pauses})`);
+    assert.equal(heard.length, 0);
+    await new Promise((resolve) => setImmediate(resolve));
+  });
+  assert.ok(pauses >= Math.floor(200 / 64), `paused ${pauses} times`);
+  assert.equal(JSON.stringify(r.snapshot()), JSON.stringify(one.snapshot()));
+  assert.equal(JSON.stringify(r.snapshot()), JSON.stringify(s.snapshot()));
+  // Shared as restore shares them, and every record told once.
+  assert.equal(r.units.get('d-7-1')!.spec, r.deployments.get('d-7')!.unitSpec);
+  assert.equal(heard.filter((h) => h.startsWith('deployment/')).length, 200);
+  assert.equal(heard.filter((h) => h.startsWith('unit/')).length, s.units.size);
+  assert.equal(r.requestsOn('node-a').cpu, one.requestsOn('node-a').cpu);
+});
+
+test('a snapshot whose unit has no spec to take is refused before anything changes: the old state stays, whole', async () => {
+  const s = bigState(10);
+  const view = capture(s);
+  const unit = view.units.find((u) => u.spec === null)!;
+  unit.specHash = 'no-such-revision';
+  const bytes = await packInSlices(view, () => Promise.resolve(), 0);
+  for (const how of ['restore', 'restoreInSlices'] as const) {
+    const r = bigState(3);
+    const old = JSON.stringify(r.snapshot());
+    const restoring = async () => (how === 'restore' ? r.restore(unpack(bytes) as DesiredSnapshot) : r.restoreInSlices(unpack(bytes) as DesiredSnapshot, () => Promise.resolve()));
+    await assert.rejects(restoring(), new RegExp(`snapshot: unit ${unit.name} has no spec and deployment ${unit.deployment} no revision no-such-revision`));
+    assert.equal(JSON.stringify(r.snapshot()), old, how);
+  }
+});
