@@ -140,10 +140,4 @@ export class Progress {
     this.inflights.splice(0, i);
     for (const b of this.inflightBytes.splice(0, i)) this.bytesInFlight -= b;
   }
-
-  freeFirstOne(): void {
-    if (this.inflights.length === 0) return;
-    this.inflights.shift();
-    this.bytesInFlight -= this.inflightBytes.shift() ?? 0;
-  }
 }

@@ -440,6 +440,35 @@ test('a follower in replicate state is sent at most maxInflightBytes of entry da
   assert.deepEqual(sentTo(undefined), { n2: 4800, n3: 4800 }, 'without the bound, all 12 to n3 too');
 });
 
+test('a follower whose window is full and that answers only heartbeats (busy, or its appends lost) is sent empty appends, not more entries; it catches up once it answers', () => {
+  const c = new Cluster(['n1', 'n2', 'n3'], { maxInflight: 256, maxInflightBytes: 2500 });
+  c.elect('n1');
+  c.n('n1').propose(enc('first'));
+  c.deliverAll();
+  // Appends to n3 are lost; heartbeats reach it and it answers them.
+  const noAppendsToN3 = (m: Message) => !(m.type === 'append' && m.to === 'n3');
+  for (let i = 0; i < 12; i++) assert.equal(c.n('n1').propose(enc(String(i % 10).repeat(400))).ok, true);
+  c.deliverAll(noAppendsToN3);
+  c.sent.length = 0;
+  for (let i = 0; i < 4 * T; i++) {
+    for (const id of c.ids) c.n(id).tick();
+    c.deliverAll(noAppendsToN3);
+  }
+  const toN3 = c.sent.filter((m) => m.type === 'append' && m.to === 'n3');
+  assert.ok(
+    c.sent.some((m) => m.type === 'heartbeatResponse' && m.from === 'n3'),
+    'n3 answered heartbeats',
+  );
+  assert.ok(toN3.length > 0, 'n1 kept asking where n3 is');
+  assert.deepEqual(
+    toN3.map((m) => (m.type === 'append' ? m.entries.length : -1)).filter((n) => n > 0),
+    [],
+    'no entries beyond the full window (freeing a slot per heartbeat answer sent the rest, 400 bytes at a time)',
+  );
+  c.tickAll(4 * T);
+  assert.deepEqual(c.applied.get('n3'), c.applied.get('n1'), 'n3 caught up once its appends got through');
+});
+
 test('proposals beyond maxUncommittedEntries are refused until the backlog commits', () => {
   const c = new Cluster(['n1', 'n2', 'n3'], { maxUncommittedEntries: 3 });
   c.elect('n1');
