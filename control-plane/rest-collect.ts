@@ -24,6 +24,9 @@
 // probes and in `npm run bench -- --only big-state` (10,000 deployments),
 // under the election timeout's 250-500 ms; the leader then held 134-154
 // MiB, the followers 105-118, before the compaction and the release below.
+// The pause grows with the heap in use: 193-300 ms at ~220 MiB (85,000
+// deployments, `--only snapshot-catch-up`), so a heap over
+// REST_COLLECT_MAX_HEAP_BYTES is left to V8's own incremental collections.
 // Under load V8's incremental collections do the work and this never runs
 // (the 5,000-agent fleet keeps the loop ~25% busy).
 //
@@ -47,7 +50,16 @@ export interface RestCollectOptions {
   quietMs: number;
   /** Busy share of the loop (event-loop utilization over a reading) under which it counts as quiet. */
   maxBusy: number;
+  /** Heap in use (bytes) over which a rest is not worth a collection's pause (default REST_COLLECT_MAX_HEAP_BYTES). */
+  maxHeapUsedBytes?: number;
 }
+
+/**
+ * A full collection pauses the loop about 1 ms per MiB in use on this
+ * machine (28-68 ms at 40-70 MiB, 193 ms at 220): over this, its pause
+ * would pass 100 ms, a third of an election timeout.
+ */
+export const REST_COLLECT_MAX_HEAP_BYTES = 96 * 1048576;
 
 export const REST_COLLECT_DEFAULTS: RestCollectOptions = { minWorkMs: 1000, quietMs: 5000, maxBusy: 0.05 };
 
@@ -63,20 +75,28 @@ export class RestCollector {
   constructor(private readonly o: RestCollectOptions = REST_COLLECT_DEFAULTS) {}
 
   /**
-   * One reading: the clock (ms), and the loop's busy share over the `spanMs`
-   * since the last reading. 'first': a rest after a burst, collect now (the
-   * work counted is then done with); 'again': another collection of the
-   * same rest (collected() asked for one, and the loop stayed quiet); null:
-   * none.
+   * One reading: the clock (ms), the loop's busy share over the `spanMs`
+   * since the last reading, and the heap in use (bytes). 'first': a rest
+   * after a burst, collect now (the work counted is then done with);
+   * 'again': another collection of the same rest (collected() asked for
+   * one, and the loop stayed quiet); 'too-big': a rest that would collect
+   * but the heap in use is over maxHeapUsedBytes, so it does not (said once
+   * per rest, the work done with); null: none.
    */
-  tick(nowMs: number, busy: number, spanMs: number): 'first' | 'again' | null {
+  tick(nowMs: number, busy: number, spanMs: number, heapUsedBytes = 0): 'first' | 'again' | 'too-big' | null {
     if (busy >= this.o.maxBusy) {
       this.work += busy * spanMs;
       this.quietSince = null;
       this.inRest = 0; // work ends the rest: V8 collects as it allocates
       return null;
     }
-    if (this.inRest > 0) return 'again';
+    const due = this.inRest > 0 ? 'again' : this.due(nowMs);
+    if (due === null || heapUsedBytes <= (this.o.maxHeapUsedBytes ?? REST_COLLECT_MAX_HEAP_BYTES)) return due;
+    this.inRest = 0;
+    return 'too-big';
+  }
+
+  private due(nowMs: number): 'first' | null {
     this.quietSince ??= nowMs;
     if (nowMs - this.quietSince < this.o.quietMs || this.work < this.o.minWorkMs) return null;
     this.work = 0;
@@ -157,17 +177,24 @@ export function startRestCollection(log: (line: string) => void, release: () => 
     const busy = performance.eventLoopUtilization(now, last).utilization;
     const span = at - lastAt;
     [last, lastAt] = [now, at];
-    const due = decide.tick(at, busy, span);
+    const before = reading();
+    const due = decide.tick(at, busy, span, before.used_heap_size);
     if (due === null) return;
     // What only a later list or watch would read goes first, so the collection takes it too.
-    const released = due === 'first' ? release() : null;
-    const before = reading();
+    const released = due === 'again' ? null : release();
+    const mib = (b: number) => (b / 1048576).toFixed(1);
+    if (due === 'too-big') {
+      log(
+        `memory: not collected at rest: ${mib(before.used_heap_size)} MiB of heap in use, a full collection would stop the loop over 100 ms` +
+          (released === null ? '' : `; ${released}`),
+      );
+      return;
+    }
     const t0 = performance.now();
     collect();
     const ms = performance.now() - t0;
     const after = reading();
     const n = decide.collected(due === 'first', after.total_heap_size - after.used_heap_size);
-    const mib = (b: number) => (b / 1048576).toFixed(1);
     // Dead buffers' memory is given back after the pause (V8 frees their backing stores in the background): read it a second later.
     setTimeout(() => {
       log(

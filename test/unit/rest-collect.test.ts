@@ -77,3 +77,27 @@ test('fullCollection is V8 full collection: an unreachable object is gone after 
   assert.equal(ref.deref(), undefined);
   assert.equal(typeof (globalThis as { gc?: unknown }).gc, 'undefined', 'no gc() left on the global object');
 });
+
+test('a rest whose heap in use is over maxHeapUsedBytes is not collected (its pause would be too long): said once, then nothing until the next burst', () => {
+  const c = new RestCollector({ ...opts, maxHeapUsedBytes: 96 * 1048576 });
+  const big = 220 * 1048576;
+  const said: Array<string | null> = [];
+  for (let s = 0; s < 4; s++) said.push(c.tick(s * 1000, 0.6, 1000, big));
+  for (let s = 4; s < 40; s++) said.push(c.tick(s * 1000, 0.02, 1000, big));
+  assert.deepEqual(
+    said.map((d, s) => (d === null ? null : `${s}:${d}`)).filter((x) => x !== null),
+    ['9:too-big'],
+  );
+  // The next burst, with a heap that has shrunk under the bound: collected as usual.
+  for (let s = 40; s < 44; s++) assert.equal(c.tick(s * 1000, 0.6, 1000, big), null);
+  const after: Array<string | null> = [];
+  for (let s = 44; s < 60; s++) after.push(c.tick(s * 1000, 0.02, 1000, 60 * 1048576));
+  assert.deepEqual(
+    after.filter((d) => d !== null),
+    ['first'],
+  );
+  // A rest that goes on collecting (fragmented heap) stops once the heap in use passes the bound.
+  assert.equal(c.collected(true, REST_SLACK_BYTES + 1), 1);
+  assert.equal(c.tick(60_000, 0.01, 1000, big), 'too-big');
+  assert.equal(c.tick(61_000, 0.01, 1000, big), null);
+});
