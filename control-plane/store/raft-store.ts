@@ -299,7 +299,7 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
       // this the whole backlog ran as one task (an installing follower held
       // its loop ~1.1 s applying the ~20,000 entries after an 85,000-deployment
       // snapshot, profiled).
-      await this.yieldIfLong();
+      if (this.sliceSpent()) await this.nextTurn();
       const rd = this.raft.ready();
       if (!rd) break;
       await this.handle(rd);
@@ -421,7 +421,9 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
           SLICE_MS,
           () => this.clock.now(),
         );
-        await this.state.restoreInSlices(value as DesiredSnapshot, () => this.yieldIfLong());
+        await this.state.restoreInSlices(value as DesiredSnapshot, async () => {
+          if (this.sliceSpent()) await this.nextTurn();
+        });
         this.releaseSnapshot(rd.snapshot.meta); // persisted above
         this.opts.observer?.snapshot('installed', rd.snapshot.data.length, (this.clock.now() - decodeStart) / 1000);
         this.opts.log(`raft: installed a snapshot from the leader at index ${rd.snapshot.meta.index} (term ${rd.snapshot.meta.term})`);
@@ -450,53 +452,67 @@ export class RaftStore<T extends Transport = PeerTransport> implements Replicate
   }
 
   /**
-   * The event loop is not held longer than SLICE_MS by a Ready's work: past
-   * it, wait for the next turn of the loop (heartbeats, client requests and
-   * timers run meanwhile). The clock is the injected one, so under the
-   * simulation's virtual time no slice ever runs long and nothing changes.
+   * The event loop is not held longer than SLICE_MS by a Ready's work: once
+   * a stretch of it has run that long (sliceSpent), the next turn of the
+   * loop comes first (heartbeats, client requests and timers run
+   * meanwhile). The clock is the injected one, so under the simulation's
+   * virtual time no slice ever runs out and nothing changes.
    */
-  private async yieldIfLong(): Promise<void> {
-    if (this.clock.now() - this.sliceStart < SLICE_MS) return;
+  private sliceSpent(): boolean {
+    return this.clock.now() - this.sliceStart >= SLICE_MS;
+  }
+
+  private async nextTurn(): Promise<void> {
     await new Promise<void>((r) => this.clock.immediate(r));
     this.sliceStart = this.clock.now();
   }
 
-  /** When the current stretch of work without a yield began (drain, yieldIfLong, and after every write). */
+  /** When the current stretch of work without a yield began (drain, nextTurn, and after every write). */
   private sliceStart = 0;
 
-  /** Apply in order, in slices (yieldIfLong between entries): the state is always the log's prefix up to appliedIndex. */
+  /**
+   * Apply in order, in slices (the next turn of the loop between two
+   * entries once a slice is spent): the state is always the log's prefix up
+   * to appliedIndex. A Ready's few entries run in one go, with no await.
+   */
   private async applyCommitted(entries: Entry[]): Promise<void> {
     for (const e of entries) {
-      await this.yieldIfLong();
-      if (this.closed) return;
-      if (e.index <= this.appliedEarly && e.index <= this.state.appliedIndex) continue; // mutation 'apply-before-commit' applied it already
-      let result: ApplyResult = { ok: true };
-      if (e.kind === 'normal' && e.data.length > 0) {
-        try {
-          result = this.state.apply(e.index, decodeStoreData(e.data, `raft log entry ${e.index}`) as StoreCommand);
-        } catch (err) {
-          // A command this version cannot apply is skipped the same way on
-          // every replica (apply is deterministic); say so loudly.
-          this.opts.log(`raft: entry ${e.index} could not be applied: ${(err as Error).message}`);
-          result = { ok: false, code: 400, error: `entry could not be applied: ${(err as Error).message}` };
-        }
-      } else {
-        this.state.appliedIndex = e.index;
+      if (this.sliceSpent()) {
+        await this.nextTurn();
+        if (this.closed) return;
       }
-      this.appliedSinceSnapshot++;
-      this.appliedBytesSinceSnapshot += e.data.length;
-      const w = this.waiters.get(e.index);
-      if (w) {
-        this.waiters.delete(e.index);
-        this.clock.cancel(w.timer);
-        const obs = this.opts.observer;
-        if (obs) {
-          if (w.term === e.term) obs.committed((this.clock.now() - w.at) / 1000);
-          obs.proposal(w.term === e.term ? 'applied' : 'overwritten');
-        }
-        if (w.term === e.term) w.resolve(result);
-        else w.reject(new NoQuorumError(`no quorum: leadership changed before the write committed; it was not applied (entry ${e.index} holds term ${e.term}'s entry)`, 'refused'));
+      this.applyEntry(e);
+    }
+  }
+
+  private applyEntry(e: Entry): void {
+    if (e.index <= this.appliedEarly && e.index <= this.state.appliedIndex) return; // mutation 'apply-before-commit' applied it already
+    let result: ApplyResult = { ok: true };
+    if (e.kind === 'normal' && e.data.length > 0) {
+      try {
+        result = this.state.apply(e.index, decodeStoreData(e.data, `raft log entry ${e.index}`) as StoreCommand);
+      } catch (err) {
+        // A command this version cannot apply is skipped the same way on
+        // every replica (apply is deterministic); say so loudly.
+        this.opts.log(`raft: entry ${e.index} could not be applied: ${(err as Error).message}`);
+        result = { ok: false, code: 400, error: `entry could not be applied: ${(err as Error).message}` };
       }
+    } else {
+      this.state.appliedIndex = e.index;
+    }
+    this.appliedSinceSnapshot++;
+    this.appliedBytesSinceSnapshot += e.data.length;
+    const w = this.waiters.get(e.index);
+    if (w) {
+      this.waiters.delete(e.index);
+      this.clock.cancel(w.timer);
+      const obs = this.opts.observer;
+      if (obs) {
+        if (w.term === e.term) obs.committed((this.clock.now() - w.at) / 1000);
+        obs.proposal(w.term === e.term ? 'applied' : 'overwritten');
+      }
+      if (w.term === e.term) w.resolve(result);
+      else w.reject(new NoQuorumError(`no quorum: leadership changed before the write committed; it was not applied (entry ${e.index} holds term ${e.term}'s entry)`, 'refused'));
     }
   }
 
