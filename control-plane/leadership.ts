@@ -66,7 +66,9 @@ export function followLeadership(d: LeadershipDeps, registerNode: (name: string)
   // grace, or the first pass would find its units on a node "not registered"
   // and replace them all while their agent is still reconnecting.
   d.store.state.onChange((kind, name) => {
-    if (kind !== 'node' || !wasLeader) return;
+    if (!wasLeader) return;
+    if (kind === 'all') for (const rec of d.store.state.nodes.values()) d.registry.seed(rec.info, electedAt, graceUntil);
+    if (kind !== 'node') return;
     const rec = d.store.state.nodes.get(name);
     if (rec) d.registry.seed(rec.info, electedAt, graceUntil);
   });

@@ -217,6 +217,10 @@ export class ViewCache {
     } else if (kind === 'unit') {
       this.unitTouched(name, state);
       this.unitChanged(name);
+    } else if (kind === 'all') {
+      this.dropAll();
+      for (const gone of [...this.lastCounts.keys()]) if (!state.deployments.has(gone)) this.lastCounts.delete(gone);
+      this.unitsAll = true;
     }
   }
 

@@ -251,7 +251,10 @@ export class Controller {
   start(): void {
     const state = this.deps.store.state;
     state.onChange((kind, name) => {
-      if (kind === 'deployment') {
+      if (kind === 'all') {
+        for (const gone of this.active) if (!state.deployments.has(gone)) this.active.delete(gone);
+        this.activateAll();
+      } else if (kind === 'deployment') {
         if (state.deployments.has(name)) this.active.add(name);
         else {
           this.active.delete(name);
@@ -386,6 +389,10 @@ export class Controller {
 
   /** A change of the store: its deployment's units to the next pass (a sweep for nodes and the rest). */
   storeChanged(kind: ChangeKind, name: string): void {
+    if (kind === 'all') {
+      this.calm.clear();
+      return this.trigger();
+    }
     if (kind === 'deployment') {
       // A status write of its own (or any write that leaves the spec and the back-off) keeps a calm deployment calm.
       const d = this.deps.store.state.deployments.get(name);

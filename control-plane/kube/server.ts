@@ -183,7 +183,10 @@ export class KubeApi {
     const state = deps.store.state;
     state.onChange((kind, name) => {
       if (kind === 'node') this.podInputs++;
-      else if (kind === 'deployment') {
+      else if (kind === 'all') {
+        this.podInputs++;
+        this.uids.clear(); // relearned as deployments change
+      } else if (kind === 'deployment') {
         const uid = state.deployments.get(name)?.uid;
         if (this.uids.get(name) === uid) return;
         this.podInputs++;

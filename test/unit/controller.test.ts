@@ -218,6 +218,22 @@ test('a follower sends nothing; once it leads, its next pass acts', async () => 
   h.controller.stop();
 });
 
+test('a state replaced whole (a snapshot restored: one notice, all): the next pass acts on what it holds now, at once', async () => {
+  const h = setup();
+  h.controller.start();
+  await h.twoRunning(3000);
+  const before = spawns(h.sent).length;
+  assert.equal(before, 2);
+  // The same state, then web scaled to 3, as a snapshot from the leader would bring it.
+  const next = new DesiredState();
+  next.restore(structuredClone(h.store.state.snapshot()));
+  next.apply(next.appliedIndex + 1, { type: 'deployment.scale', at: 1, name: 'web', replicas: 3 });
+  h.store.state.restore(structuredClone(next.snapshot()));
+  await h.advance(50);
+  assert.equal(spawns(h.sent).length, before + 1, 'the third unit spawned within 50 ms of clock time');
+  h.controller.stop();
+});
+
 test('a spawn no agent answers is sent again after spawnTimeoutMs of clock time, not before', async () => {
   const h = setup();
   h.controller.start();

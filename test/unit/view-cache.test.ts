@@ -2,7 +2,8 @@
 // deployments (control-plane/api/view-cache.ts) equal the uncached views
 // (views.ts allUnitViews, allDeploymentViews) after every step of seeded
 // random histories of the desired state and the agents' reports, clock
-// included, with everything rendered given back now and then (release());
+// included, with everything rendered given back now and then (release())
+// and the whole state put back to an earlier one now and then (restore());
 // and an object whose inputs did not change is not rendered again.
 
 import { test } from 'node:test';
@@ -21,7 +22,12 @@ function history(seed: number, steps: number): ViewCache['unitRenderings'] {
   // A cache that keeps counts between renderings, told of every change as the API server tells it.
   const tracked = new ViewCache();
   tracked.follow(state, registry);
+  let saved: ReturnType<DesiredState['snapshot']> | null = null;
   randomHistory(seed, steps, state, registry, ({ step, now, pick, next }) => {
+    // Now and then the whole state goes back to an earlier one, as a follower installing a
+    // snapshot replaces its own (deployments and units come, change and go at once: one 'all' notice).
+    if (step % 23 === 4) saved = structuredClone(state.snapshot());
+    if (step % 23 === 15 && saved !== null) state.restore(structuredClone(saved));
     const src: ViewSource = { state, observed: registry.nodes, now };
     // Now and then everything rendered is given back, as a replica at rest does (release()).
     if (step % 17 === 9) tracked.release();
