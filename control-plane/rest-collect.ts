@@ -57,7 +57,7 @@ export interface RestCollectOptions {
 /**
  * A full collection pauses the loop about 1 ms per MiB in use on this
  * machine (28-68 ms at 40-70 MiB, 193 ms at 220): over this, its pause
- * would pass 100 ms, a third of an election timeout.
+ * would pass 100 ms, 40% of the shortest election timeout (250 ms).
  */
 export const REST_COLLECT_MAX_HEAP_BYTES = 96 * 1048576;
 

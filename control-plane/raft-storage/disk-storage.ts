@@ -601,8 +601,9 @@ export class DiskStorage implements RaftStorage {
     }
     if (records.length > 0) {
       try {
-        // A large batch (a follower taking megabytes of entries after a
-        // snapshot install, 30 MiB in one Ready measured) is framed in slices.
+        // A large batch (a follower catching up takes up to its 4 MiB
+        // in-flight bound of entries in one Ready; 30 MiB before raft's empty
+        // append for a full window) is framed in slices.
         const batch = entryBytes(records) > ENCODE_IN_ONE_GO_BYTES ? await encodeBatchInSlices(records, () => new Promise((r) => setImmediate(r))) : encodeBatch(records);
         // Only await when a rotation is due: otherwise the write below is
         // handed to the thread pool in this same task, before the caller
