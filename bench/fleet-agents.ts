@@ -10,8 +10,9 @@
 // replica, a terminate reports Terminating and then Succeeded, a forget
 // reports unit-gone, as node-agent/runtime/supervisor.ts would.
 //
-// Each agent heartbeats (with a WebSocket ping and, every STATS_INTERVAL_MS,
-// its figures, as the real agent does) at its own phase of the interval, so
+// Each agent heartbeats (with a WebSocket ping when the interval each
+// replica names is due and, every STATS_INTERVAL_MS, its figures, as the
+// real agent does) at its own phase of the interval, so
 // the fleet's frames are spread over time as real agents' are. The worker
 // reports to its parent (IPC) once a second: links open, units held,
 // commands, and how late its own timers ran (so a false NotReady can be told
@@ -32,7 +33,7 @@ import { AgentCore } from '../node-agent/agent-core.ts';
 import { AgentFigures } from '../node-agent/agent-figures.ts';
 import { ControlPlaneLink, type ReconnectPacing } from '../node-agent/control-plane-link.ts';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
-import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS, type AgentMessage, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import { STATS_INTERVAL_MS, type AgentMessage, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import { parseCommandLine, wholeNumber } from '../shared/flags.ts';
 import { DEFAULT_REPLICA_NICE, setOwnPriority } from '../control-plane/priority.ts';
 
@@ -94,7 +95,6 @@ class SimAgent {
   readonly units = new Map<string, UnitReport>();
   welcomed = new Set<string>();
   lastBeatAt = 0;
-  private beats = 0;
   private statsAt = Number.NEGATIVE_INFINITY;
 
   constructor(
@@ -146,7 +146,7 @@ class SimAgent {
     const withStats = now - this.statsAt >= STATS_INTERVAL_MS;
     if (withStats) this.statsAt = now;
     this.broadcast(this.core.heartbeat(Date.now(), withStats ? this.figures.stats(this.units.values()) : undefined));
-    if (this.beats++ % PING_EVERY_HEARTBEATS === 0) for (const l of this.links) l.ping(); // as node-agent/main.ts
+    for (const l of this.links) l.ping(); // when due, as node-agent/main.ts
     return gap;
   }
 
@@ -176,6 +176,7 @@ class SimAgent {
         link.send({ v: 1, type: 'log-end', requestId: msg.requestId, error: `no log for unit ${msg.name} on ${this.info.name} (a simulated node)` });
         return;
       case 'log-close':
+      case 'ping-interval': // the link keeps it
         return;
     }
   }

@@ -16,7 +16,16 @@ import { WebSocketServer, type RawData } from 'ws';
 import type { Clock, ClockTimer } from '../shared/clock.ts';
 import { systemClock } from '../shared/system-clock.ts';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
-import { MAX_FRAME_BYTES, type AgentStats, type Command, type ControlPlaneMessage, type ServicesMessage } from '../shared/protocol/messages.ts';
+import {
+  MAX_FRAME_BYTES,
+  MAX_PING_INTERVAL_MS,
+  MIN_PING_INTERVAL_MS,
+  PING_BUDGET_PER_SECOND,
+  type AgentStats,
+  type Command,
+  type ControlPlaneMessage,
+  type ServicesMessage,
+} from '../shared/protocol/messages.ts';
 import type { NodeRegistry } from './registry/node-registry.ts';
 import { LogRequests, type LogHandle, type LogParams, type LogRequestHandlers } from './log-requests.ts';
 import { AgentOutbox } from './agent-outbox.ts';
@@ -70,6 +79,28 @@ export interface AgentServerDeps {
  */
 export const LEADER_BROADCAST_MS = 100;
 
+/** The shortest allowed ping interval at which `agents` agents ping at most PING_BUDGET_PER_SECOND times a second between them. */
+function fittingPingInterval(agents: number): number {
+  let ms = MIN_PING_INTERVAL_MS;
+  while (ms < MAX_PING_INTERVAL_MS && (agents * 1000) / ms > PING_BUDGET_PER_SECOND) ms *= 2;
+  return ms;
+}
+
+/**
+ * The ping interval a replica names with `agents` connected, given the one
+ * it named last (shared/protocol/messages.ts, PING_BUDGET_PER_SECOND). More
+ * agents lengthen it at once. Fewer shorten it only once the shorter
+ * interval keeps to half the budget: a count that moves back and forth
+ * across one boundary (agents reconnecting) does not send every agent a new
+ * interval each time.
+ */
+export function pingIntervalFor(agents: number, current: number): number {
+  const fitting = fittingPingInterval(agents);
+  if (fitting >= current) return fitting;
+  const roomy = fittingPingInterval(agents * 2);
+  return roomy < current ? roomy : current;
+}
+
 export class AgentServer {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   private readonly sockets = new Map<string, WebSocket>();
@@ -83,6 +114,8 @@ export class AgentServer {
   private leaderNews: { term: number; leaderId: string | null } | null = null;
   private leaderSent: { term: number; leaderId: string | null } | null = null;
   private leaderTimer: ClockTimer | null = null;
+  /** The ping interval named to agents (pingIntervalFor the number connected). */
+  private pingIntervalMs = MIN_PING_INTERVAL_MS;
 
   constructor(private readonly deps: AgentServerDeps) {
     this.clock = deps.clock ?? systemClock;
@@ -122,6 +155,7 @@ export class AgentServer {
       if (node && this.sockets.get(node) === ws) {
         this.sockets.delete(node);
         this.deps.registry.disconnected(node, this.deps.now());
+        this.fitPingInterval(null);
       }
     });
     ws.on('message', (data, isBinary) => {
@@ -143,7 +177,9 @@ export class AgentServer {
           if (old && old !== ws) old.close(4000, 'replaced by a newer connection');
           this.sockets.set(node, ws);
           const { term, leaderId } = this.deps.leadership();
-          this.sendTo(ws, { v: 1, type: 'welcome', replicaId: this.deps.replicaId, term, leaderId, heartbeatIntervalMs: this.deps.heartbeatIntervalMs });
+          const pingIntervalMs = pingIntervalFor(this.sockets.size, this.pingIntervalMs);
+          this.sendTo(ws, { v: 1, type: 'welcome', replicaId: this.deps.replicaId, term, leaderId, heartbeatIntervalMs: this.deps.heartbeatIntervalMs, pingIntervalMs });
+          this.fitPingInterval(ws);
           this.deps.registry.hello(msg.node, msg.agentPid, msg.units, msg.highestTerm, now);
           this.deps.onHello?.(node);
           return;
@@ -197,6 +233,20 @@ export class AgentServer {
       const ws = this.sockets.get(node);
       if (ws) this.sendTo(ws, msg);
     }
+  }
+
+  /** Name a new ping interval to every connected agent (but `welcomed`, just told) if the number connected calls for one. */
+  private fitPingInterval(welcomed: WebSocket | null): void {
+    const next = pingIntervalFor(this.sockets.size, this.pingIntervalMs);
+    if (next === this.pingIntervalMs) return;
+    this.pingIntervalMs = next;
+    const others = [...this.sockets.values()].filter((ws) => ws !== welcomed);
+    if (others.length > 0) this.outbox.broadcast(others, encodeMessage({ v: 1, type: 'ping-interval', pingIntervalMs: next }));
+  }
+
+  /** The ping interval named to agents now (tests, metrics). */
+  get pingInterval(): number {
+    return this.pingIntervalMs;
   }
 
   /** Tell every connected agent about a leadership change (fencing). */

@@ -15,7 +15,7 @@
 import WebSocket from 'ws';
 import pRetry from 'p-retry';
 import { decodeControlPlaneMessage, encodeMessage } from '../shared/protocol/codec.ts';
-import { MAX_FRAME_BYTES, type AgentMessage, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
+import { MAX_FRAME_BYTES, MIN_PING_INTERVAL_MS, type AgentMessage, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import { zeroMask } from '../shared/ws-mask.ts';
 import { sendInRun } from '../shared/ws-cork.ts';
 import { receiveAsFragments, takeFrame } from '../shared/ws-frames.ts';
@@ -58,6 +58,14 @@ export interface LinkHandlers {
   onRoundTrip?: (link: ControlPlaneLink, seconds: number) => void;
 }
 
+/**
+ * A ping is due once this fraction of the interval has passed: the
+ * heartbeat timer that offers it fires a millisecond early now and then
+ * (timers run on the event loop's millisecond clock), and a ping skipped
+ * for that would wait a whole heartbeat more (2 s instead of 1 at 1 Hz).
+ */
+const PING_DUE_FRACTION = 0.9;
+
 export class ControlPlaneLink {
   readonly url: string;
   /** The replica id from its welcome, for log lines. */
@@ -71,6 +79,10 @@ export class ControlPlaneLink {
   private failingSince: number | null = null;
   /** When the unanswered ping() left (performance.now()), or null. */
   private pingSentAt: number | null = null;
+  /** When the last ping left (performance.now()), on this connection or an earlier one. */
+  private lastPingAt = Number.NEGATIVE_INFINITY;
+  /** At most one ping per this many ms: the replica names it (welcome, ping-interval frames). */
+  private pingIntervalMs = MIN_PING_INTERVAL_MS;
 
   constructor(
     url: string,
@@ -109,15 +121,19 @@ export class ControlPlaneLink {
   }
 
   /**
-   * Send a WebSocket ping (the agent sends one with each heartbeat) unless
-   * one is still unanswered; the replica's pong, answered by its event loop,
-   * gives onRoundTrip the round trip. A stalled replica answers late and
-   * shows as one long round trip. False when not sent.
+   * Send a WebSocket ping (the agent offers one with each heartbeat) unless
+   * one is still unanswered or the last left less than `pingIntervalMs` ago
+   * (shared/protocol/messages.ts, PING_BUDGET_PER_SECOND); the replica's
+   * pong, answered by its event loop, gives onRoundTrip the round trip. A
+   * stalled replica answers late and shows as one long round trip. False
+   * when not sent.
    */
   ping(): boolean {
     const ws = this.ws;
-    if (!ws || ws.readyState !== WebSocket.OPEN || this.pingSentAt !== null) return false;
-    this.pingSentAt = performance.now();
+    const now = performance.now();
+    if (!ws || ws.readyState !== WebSocket.OPEN || this.pingSentAt !== null || now - this.lastPingAt < this.pingIntervalMs * PING_DUE_FRACTION) return false;
+    this.pingSentAt = now;
+    this.lastPingAt = now;
     ws.ping();
     return true;
   }
@@ -244,7 +260,10 @@ export class ControlPlaneLink {
     const buf = takeFrame(data, ws);
     const decoded = decodeControlPlaneMessage(buf);
     if (!decoded.ok) return this.reject(ws, decoded.error);
-    this.handlers.onMessage(this, decoded.msg);
+    const msg = decoded.msg;
+    // The replica's ping interval is this link's own business; the agent still sees the frame.
+    if (msg.type === 'welcome' || msg.type === 'ping-interval') this.pingIntervalMs = msg.pingIntervalMs;
+    this.handlers.onMessage(this, msg);
   }
 
   private reject(ws: WebSocket, reason: string): void {

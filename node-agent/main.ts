@@ -22,7 +22,7 @@ import type { Command, ControlPlaneMessage, SpawnCommand } from '../shared/proto
 import { makeLogger } from '../shared/log.ts';
 import { AgentCore } from './agent-core.ts';
 import { AgentFigures } from './agent-figures.ts';
-import { PING_EVERY_HEARTBEATS, STATS_INTERVAL_MS } from '../shared/protocol/messages.ts';
+import { STATS_INTERVAL_MS } from '../shared/protocol/messages.ts';
 import { ControlPlaneLink } from './control-plane-link.ts';
 import { parseAgentFlags, USAGE } from './flags.ts';
 import { UnitCgroups, agentCgroupName } from './runtime/cgroups.ts';
@@ -278,6 +278,8 @@ async function main(): Promise<void> {
       case 'leader':
         noteLeadership(msg.term, msg.leaderId);
         return;
+      case 'ping-interval':
+        return; // the link keeps it (control-plane-link.ts)
       case 'spawn':
       case 'terminate':
       case 'forget':
@@ -328,7 +330,7 @@ async function main(): Promise<void> {
     const withStats = now - statsAt >= STATS_INTERVAL_MS;
     if (withStats) statsAt = now;
     broadcast(core.heartbeat(now, withStats ? figures.stats(supervisor.list()) : undefined));
-    if (beats++ % PING_EVERY_HEARTBEATS === 0) for (const link of links) link.ping();
+    for (const link of links) link.ping(); // when due: at most once per the interval each replica names
   }, config.heartbeatIntervalMs);
 
   async function shutdown(signal: string): Promise<void> {

@@ -431,7 +431,7 @@ export class ReplicaMetrics {
     );
     family(
       'mo_agent_heartbeat_rtt_seconds',
-      `Round trip from the agent to each replica: a WebSocket ping sent with each heartbeat, answered by the replica's event loop${agentHelp}.`,
+      `Round trip from the agent to each replica: a WebSocket ping sent with a heartbeat (at most once per the interval the replica names), answered by the replica's event loop${agentHelp}.`,
       'histogram',
       (node, s) => s.heartbeatRtt.flatMap((r) => histogramRows('mo_agent_heartbeat_rtt_seconds', { node, replica: r.replica }, r.seconds)),
     );

@@ -290,6 +290,7 @@ class SimAgent {
       case 'services':
       case 'log-open':
       case 'log-close':
+      case 'ping-interval':
         return;
     }
   }

@@ -87,7 +87,7 @@ export interface LogEndMessage {
 export interface AgentStats {
   /** From a spawn command's arrival to the unit's process running. */
   spawnSeconds: HistogramCounts;
-  /** Round trip of a WebSocket ping sent with each heartbeat, per replica connection (by replica id). */
+  /** Round trip of the WebSocket pings sent with heartbeats (PING_BUDGET_PER_SECOND), per replica connection (by replica id). */
   heartbeatRtt: Array<{ replica: string; seconds: HistogramCounts; lastSeconds: number }>;
   /** Probe results by probe kind and outcome. */
   probes: Array<{ probe: 'startup' | 'readiness' | 'liveness'; result: 'success' | 'failure'; count: number }>;
@@ -106,13 +106,22 @@ export interface AgentStats {
 export const STATS_INTERVAL_MS = 5000;
 
 /**
- * An agent sends a WebSocket ping (its round trip: mo_agent_heartbeat_rtt_seconds)
- * with every this many heartbeats, the first included: once a second at the
- * default 200 ms heartbeat. Each ping costs the replica a pong, one socket
- * write: with a ping per heartbeat, 5,000 agents at 1 Hz cost every replica
- * 8% of a core in pong writes alone.
+ * An agent sends each replica a WebSocket ping (its round trip:
+ * mo_agent_heartbeat_rtt_seconds) with a heartbeat, at most once per the
+ * interval that replica names (`pingIntervalMs` in its welcome and in
+ * `ping-interval` frames), and MIN_PING_INTERVAL_MS until it has named one.
+ * Each ping costs the replica a pong, one socket write: at 5,000 agents
+ * pinging every 5 s, 18% of a replica's busy time in the fleet bench went
+ * to pong writes. So a replica names the shortest interval (a power of two
+ * times MIN_PING_INTERVAL_MS, up to MAX_PING_INTERVAL_MS) at which its
+ * connected agents send at most PING_BUDGET_PER_SECOND pings a second
+ * between them: a small cluster gets a sample a second per link, a large
+ * fleet the same number of samples per replica, spread over its agents.
+ * (gRPC servers bound the pings they accept for the same reason.)
  */
-export const PING_EVERY_HEARTBEATS = 5;
+export const PING_BUDGET_PER_SECOND = 200;
+export const MIN_PING_INTERVAL_MS = 1000;
+export const MAX_PING_INTERVAL_MS = 64_000;
 
 export type AgentMessage = HelloMessage | HeartbeatMessage | UnitStatusMessage | UnitGoneMessage | CommandRefusedMessage | LogDataMessage | LogEndMessage;
 
@@ -126,6 +135,15 @@ export interface WelcomeMessage {
   term: number;
   leaderId: string | null;
   heartbeatIntervalMs: number;
+  /** Ping this replica at most once per this many ms (PING_BUDGET_PER_SECOND). */
+  pingIntervalMs: number;
+}
+
+/** The replica's ping interval changed (its number of connected agents did): ping it at most once per `pingIntervalMs`. */
+export interface PingIntervalMessage {
+  v: 1;
+  type: 'ping-interval';
+  pingIntervalMs: number;
 }
 
 export interface SpawnCommand {
@@ -213,6 +231,7 @@ export interface ServicesMessage {
   table: ProxyTable;
 }
 
-export type ControlPlaneMessage = ServicesMessage | WelcomeMessage | SpawnCommand | TerminateCommand | ForgetCommand | LeaderMessage | LogOpenMessage | LogCloseMessage;
+export type ControlPlaneMessage =
+  ServicesMessage | WelcomeMessage | PingIntervalMessage | SpawnCommand | TerminateCommand | ForgetCommand | LeaderMessage | LogOpenMessage | LogCloseMessage;
 
 export type Command = SpawnCommand | TerminateCommand | ForgetCommand;

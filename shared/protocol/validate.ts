@@ -40,6 +40,7 @@ import {
   type UnitGoneMessage,
   type UnitStatusMessage,
   type WelcomeMessage,
+  type PingIntervalMessage,
 } from './messages.ts';
 
 // ---- named limits ---------------------------------------------------------
@@ -322,7 +323,9 @@ const controlPlaneSchemas: {
     term,
     leaderId: nullable(id),
     heartbeatIntervalMs: integer({ min: 1 }),
+    pingIntervalMs: integer({ min: 1 }),
   }),
+  'ping-interval': object<PingIntervalMessage>({ v, type: literal('ping-interval'), pingIntervalMs: integer({ min: 1 }) }),
   spawn: object<SpawnCommand>({
     v,
     type: literal('spawn'),

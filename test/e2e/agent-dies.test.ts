@@ -238,8 +238,8 @@ test('when the agent is killed with SIGKILL, every unit it started dies within 2
   assert.deepEqual(hello.node.labels, { zone: 'a' });
   assert.equal(cp1.received[0].msg.type, 'hello', 'hello is the first frame');
 
-  cp1.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100 });
-  cp2.send({ v: 1, type: 'welcome', replicaId: 'cp-2', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100 });
+  cp1.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100, pingIntervalMs: 1000 });
+  cp2.send({ v: 1, type: 'welcome', replicaId: 'cp-2', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100, pingIntervalMs: 1000 });
   for (const n of [1, 2, 3]) cp1.send(spawnCommand(`web-${n}`, ['sleep', '300'], 1));
   cp1.send(spawnCommand('tree-1', ['sh', '-c', 'sleep 300 & wait'], 1));
 
@@ -291,7 +291,7 @@ test('fencing: a spawn with a term lower than a leader message already seen is r
   const agent = startAgent(t, 'node-b', [await cp.listen()], [], unitPids);
   await waitUntil(() => cp.frames('hello').length > 0, AGENT_START_MS, 'hello');
 
-  cp.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 2, leaderId: 'cp-1', heartbeatIntervalMs: 100 });
+  cp.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 2, leaderId: 'cp-1', heartbeatIntervalMs: 100, pingIntervalMs: 1000 });
   cp.send({ v: 1, type: 'leader', term: 4, leaderId: 'cp-2' });
   const stale = spawnCommand('web-4', ['sleep', '300'], 3, 'cp-1');
   cp.send(stale);
@@ -339,7 +339,7 @@ test('a malformed frame closes that connection only: the agent keeps running, re
   const unitPids = new Set<number>();
   const agent = startAgent(t, 'node-c', [await cp.listen()], [], unitPids);
   await waitUntil(() => cp.frames('hello').length > 0, AGENT_START_MS, 'hello');
-  cp.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100 });
+  cp.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100, pingIntervalMs: 1000 });
   cp.send(spawnCommand('web-1', ['sleep', '300'], 1));
   const { pid } = await cp.report('web-1', 'Running');
   unitPids.add(pid!);
@@ -370,7 +370,7 @@ test('terminate stops a unit with its grace, terminate of an unknown unit answer
   const unitPids = new Set<number>();
   const agent = startAgent(t, 'node-d', [await cp.listen()], [], unitPids);
   await waitUntil(() => cp.frames('hello').length > 0, AGENT_START_MS, 'hello');
-  cp.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100 });
+  cp.send({ v: 1, type: 'welcome', replicaId: 'cp-1', term: 1, leaderId: 'cp-1', heartbeatIntervalMs: 100, pingIntervalMs: 1000 });
   cp.send(spawnCommand('web-1', ['sleep', '300'], 1));
   cp.send(spawnCommand('web-2', ['sleep', '300'], 1));
   cp.send(spawnCommand('ghost-1', ['no-such-program-xyz'], 1));

@@ -82,8 +82,8 @@ const agentMessages: AgentMessage[] = [
 ];
 
 const controlPlaneMessages: ControlPlaneMessage[] = [
-  { v: 1, type: 'welcome', replicaId: 'cp-1', term: 4, leaderId: 'cp-2', heartbeatIntervalMs: 1000 },
-  { v: 1, type: 'welcome', replicaId: 'cp-1', term: 0, leaderId: null, heartbeatIntervalMs: 1000 },
+  { v: 1, type: 'welcome', replicaId: 'cp-1', term: 4, leaderId: 'cp-2', heartbeatIntervalMs: 1000, pingIntervalMs: 1000 },
+  { v: 1, type: 'welcome', replicaId: 'cp-1', term: 0, leaderId: null, heartbeatIntervalMs: 1000, pingIntervalMs: 32000 },
   { v: 1, type: 'spawn', commandId: 'c-2', term: 4, leaderId: 'cp-2', unit: { name: 'web-1', deployment: 'web', spec, revision: 1, specHash: '0123456789abcdef' } },
   {
     v: 1,
@@ -98,6 +98,7 @@ const controlPlaneMessages: ControlPlaneMessage[] = [
   { v: 1, type: 'forget', commandId: 'c-4', term: 4, leaderId: 'cp-2', name: 'web-1' },
   { v: 1, type: 'leader', term: 5, leaderId: 'cp-3' },
   { v: 1, type: 'leader', term: 5, leaderId: null },
+  { v: 1, type: 'ping-interval', pingIntervalMs: 2000 },
 ];
 
 function refusedAsAgent(frame: Uint8Array): string {
@@ -146,8 +147,8 @@ test('an optional field set to undefined is left out of the frame and decodes as
 
 test('frames are plain msgpack maps that a generic decoder reads', () => {
   const frame = encodeMessage(controlPlaneMessages[0]);
-  // 0x86: a fixmap of 6 entries, not msgpackr's record extension.
-  assert.equal(frame[0], 0x86);
+  // 0x87: a fixmap of 7 entries, not msgpackr's record extension.
+  assert.equal(frame[0], 0x87);
   assert.deepEqual(new Packr({ useRecords: false }).unpack(frame), controlPlaneMessages[0]);
 });
 
@@ -235,6 +236,8 @@ test('wrong fields deep inside a spawn command are refused with their path', () 
     [withField(spawn, ['leaderId'], null), 'spawn.leaderId: expected a non-empty string of at most 128 chars, got null'],
     [withField(controlPlaneMessages[0], ['leaderId'], undefined), 'welcome.leaderId: missing'],
     [withField(controlPlaneMessages[0], ['heartbeatIntervalMs'], 0), 'welcome.heartbeatIntervalMs: expected a positive integer, got 0'],
+    [withField(controlPlaneMessages[0], ['pingIntervalMs'], undefined), 'welcome.pingIntervalMs: missing'],
+    [withField({ v: 1, type: 'ping-interval', pingIntervalMs: 2000 }, ['pingIntervalMs'], -5), 'ping-interval.pingIntervalMs: expected a positive integer, got -5'],
     [withField(controlPlaneMessages[3], ['gracePeriodMs'], 1e400), 'terminate.gracePeriodMs: expected a non-negative integer, got Infinity'],
   ];
   for (const [msg, error] of cases) assert.equal(refusedAsControlPlane(forge(msg)), error);
