@@ -70,6 +70,15 @@ export class NodeRegistry {
    */
   private readonly byDeployment = new Map<string, Map<string, string[]>>();
   private lastCheckMs = Number.POSITIVE_INFINITY;
+  /**
+   * No Ready node can turn NotReady at or before this time (ms): the
+   * earliest deadline the last full check found, lowered by whatever sets
+   * an earlier one (a connection closed, a node turning Ready, a seeded
+   * node). Heartbeats only move deadlines later. A check before it only
+   * notes the time: at 5,000 nodes each check walked all of them, 6-7
+   * times a second, to find one due every few seconds.
+   */
+  private judgeAtMs = Number.NEGATIVE_INFINITY;
   private listeners: Array<(c: RegistryChange) => void> = [];
 
   constructor(readonly notReadyAfterMs: number) {}
@@ -139,17 +148,21 @@ export class NodeRegistry {
       units: new Map(),
       highestTerm: 0,
     });
+    this.noteDeadline(this.nodes.get(info.name)!);
   }
 
   heartbeat(node: string, now: number): void {
     const n = this.nodes.get(node);
     if (!n) return;
+    // Earlier than the last: a seeded node's grace ran ahead of the clock.
+    const earlier = now < n.lastHeartbeatMs;
     n.lastHeartbeatMs = now;
     if (!n.ready) {
       n.ready = true;
       n.notReadySinceMs = null;
+      this.noteDeadline(n);
       this.emit({ type: 'node-ready', node });
-    }
+    } else if (earlier) this.noteDeadline(n);
   }
 
   unitStatus(node: string, u: UnitReport): void {
@@ -203,6 +216,18 @@ export class NodeRegistry {
     if (!n) return;
     n.connected = false;
     n.disconnectedAtMs = now;
+    this.noteDeadline(n);
+  }
+
+  /** When a Ready node turns NotReady unless it is heard from: its heartbeat timeout, or the grace after its connection closed. */
+  private deadlineOf(n: ObservedNodeState): number {
+    const closedAt = n.connected ? null : (n.disconnectedAtMs ?? null);
+    return Math.min(n.lastHeartbeatMs + this.notReadyAfterMs, closedAt === null ? Number.POSITIVE_INFINITY : closedAt + CLOSE_GRACE_MS);
+  }
+
+  /** A node's deadline may have moved earlier than any the last check found. */
+  private noteDeadline(n: ObservedNodeState): void {
+    if (n.ready) this.judgeAtMs = Math.min(this.judgeAtMs, this.deadlineOf(n));
   }
 
   /** Turn silent nodes NotReady. Called on a short period by the shell. */
@@ -213,10 +238,15 @@ export class NodeRegistry {
     const stalledMs = now - this.lastCheckMs;
     this.lastCheckMs = now;
     if (stalledMs > STALL_SKIP_MS) return;
+    if (now <= this.judgeAtMs) return;
+    // Listeners may lower it meanwhile (a node-not-ready listener that acts at once).
+    this.judgeAtMs = Number.POSITIVE_INFINITY;
+    let judgeAt = Number.POSITIVE_INFINITY;
     for (const n of this.nodes.values()) {
       if (!n.ready) continue;
       const silentForMs = now - n.lastHeartbeatMs;
-      const closedForMs = !n.connected && n.disconnectedAtMs != null ? now - n.disconnectedAtMs : -1;
+      const closedAt = n.connected ? null : (n.disconnectedAtMs ?? null);
+      const closedForMs = closedAt === null ? -1 : now - closedAt;
       let why: string | null = null;
       if (closedForMs > CLOSE_GRACE_MS) why = `agent connection closed ${(closedForMs / 1000).toFixed(2)}s ago, no reconnect`;
       else if (silentForMs > this.notReadyAfterMs) why = `no heartbeat for ${(silentForMs / 1000).toFixed(1)}s`;
@@ -224,8 +254,11 @@ export class NodeRegistry {
         n.ready = false;
         n.notReadySinceMs = now;
         this.emit({ type: 'node-not-ready', node: n.name, silentForMs, why });
+        continue;
       }
+      judgeAt = Math.min(judgeAt, this.deadlineOf(n));
     }
+    this.judgeAtMs = Math.min(this.judgeAtMs, judgeAt);
   }
 
   /** The nodes reporting a unit of this name, or undefined when none does. O(1). */
