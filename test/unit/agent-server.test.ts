@@ -14,7 +14,7 @@ import { decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/
 class FakeSocket extends EventEmitter {
   readonly OPEN = 1;
   readyState = 1;
-  readonly got: Array<{ type: string; term?: number; leaderId?: string | null }> = [];
+  readonly got: Array<{ type: string; term?: number; leaderId?: string | null; pingIntervalMs?: number }> = [];
   send(data: Uint8Array): void {
     const d = decodeControlPlaneMessage(data);
     assert.ok(d.ok, 'a frame the agent can decode');
@@ -86,4 +86,46 @@ test('an election burst of leadership changes reaches each agent as one frame wi
   for (const ws of agents) assert.deepEqual(leaderFrames(ws), ['2/cp-2', '3/cp-1', '4/null']);
   s.close();
   assert.equal(clock.nextAt(), null, 'close leaves no timer behind');
+});
+
+/** The ping intervals a socket was told, in its welcome and in ping-interval frames, in order. */
+function toldPingIntervals(ws: FakeSocket): number[] {
+  return ws.got.flatMap((m) => (m.type === 'welcome' || m.type === 'ping-interval' ? [m.pingIntervalMs!] : []));
+}
+
+test('a replica tells every connected agent a new ping interval when the count of agents calls for one, and a newcomer in its welcome', () => {
+  const clock = new ManualClock(1000);
+  const s = server(clock);
+  const join = (name: string): FakeSocket => {
+    const ws = connect(s, name);
+    runUntil(clock, clock.now());
+    return ws;
+  };
+  const leave = (ws: FakeSocket) => {
+    ws.readyState = 3;
+    ws.emit('close');
+    runUntil(clock, clock.now());
+  };
+
+  // PING_BUDGET_PER_SECOND (200) agents once a second: the budget exactly.
+  const agents = Array.from({ length: 200 }, (_, i) => join(`node-${i}`));
+  assert.deepEqual(toldPingIntervals(agents[0]), [1000]);
+  assert.deepEqual(toldPingIntervals(agents[199]), [1000]);
+
+  const newcomer = join('node-200');
+  assert.equal(s.pingInterval, 2000);
+  assert.deepEqual(toldPingIntervals(newcomer), [2000], 'the 201st agent hears the new interval in its welcome, once');
+  for (const ws of agents) assert.deepEqual(toldPingIntervals(ws), [1000, 2000], 'every agent already connected hears it in a frame');
+
+  // Down to 101 agents: 1 s would be within the budget but not within half of it, so nothing is sent.
+  for (const ws of agents.slice(101)) leave(ws);
+  leave(newcomer);
+  assert.equal(s.pingInterval, 2000);
+  for (const ws of agents.slice(0, 101)) assert.deepEqual(toldPingIntervals(ws), [1000, 2000]);
+  // At 100 it is within half the budget at 1 s.
+  leave(agents[100]);
+  assert.equal(s.pingInterval, 1000);
+  for (const ws of agents.slice(0, 100)) assert.deepEqual(toldPingIntervals(ws), [1000, 2000, 1000]);
+  for (const ws of agents.slice(100)) assert.equal(toldPingIntervals(ws).length, 2, 'nothing to agents that left');
+  s.close();
 });
