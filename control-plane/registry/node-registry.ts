@@ -74,7 +74,8 @@ export class NodeRegistry {
    * No Ready node can turn NotReady at or before this time (ms): the
    * earliest deadline the last full check found, lowered by whatever sets
    * an earlier one (a connection closed, a node turning Ready, a seeded
-   * node). Heartbeats only move deadlines later. A check before it only
+   * node, a seeded node's first heartbeat before its grace ends). Other
+   * heartbeats only move deadlines later. A check before it only
    * notes the time: at 5,000 nodes each check walked all of them, 6-7
    * times a second, to find one due every few seconds.
    */
