@@ -489,9 +489,7 @@ export class DesiredState {
 
   /** Replace the whole state by a snapshot's (snapshot() or capture()'s shape), in one go. */
   restore(s: DesiredSnapshot): void {
-    const byName = new Map<string, DeploymentRecord>();
-    for (let i = 0; i < s.deployments.length; i++) byName.set(s.deployments[i].name, (s.deployments[i] = wholeDeployment(s.deployments[i])));
-    for (let i = 0; i < s.units.length; i++) s.units[i] = wholeUnit(s.units[i], byName);
+    for (const _ of wholeRecords(s));
     this.swapIn(s);
   }
 
@@ -505,15 +503,7 @@ export class DesiredState {
    * about half of it this preparation (profiled).
    */
   async restoreInSlices(s: DesiredSnapshot, pause: () => Promise<void>): Promise<void> {
-    const byName = new Map<string, DeploymentRecord>();
-    for (let i = 0; i < s.deployments.length; i++) {
-      byName.set(s.deployments[i].name, (s.deployments[i] = wholeDeployment(s.deployments[i])));
-      if ((i & 63) === 63) await pause();
-    }
-    for (let i = 0; i < s.units.length; i++) {
-      s.units[i] = wholeUnit(s.units[i], byName);
-      if ((i & 63) === 63) await pause();
-    }
+    for (const _ of wholeRecords(s)) await pause();
     this.swapIn(s);
   }
 
@@ -596,6 +586,23 @@ export class DesiredState {
       }
     }
     return { cpu, memory };
+  }
+}
+
+/**
+ * Make a snapshot's records whole, in place (restore's preparation): every
+ * deployment, then every unit. Yields after every 64 records, so that a
+ * caller may pause there (restoreInSlices) or not (restore).
+ */
+function* wholeRecords(s: DesiredSnapshot): Generator<void, void, void> {
+  const byName = new Map<string, DeploymentRecord>();
+  for (let i = 0; i < s.deployments.length; i++) {
+    byName.set(s.deployments[i].name, (s.deployments[i] = wholeDeployment(s.deployments[i])));
+    if ((i & 63) === 63) yield;
+  }
+  for (let i = 0; i < s.units.length; i++) {
+    s.units[i] = wholeUnit(s.units[i], byName);
+    if ((i & 63) === 63) yield;
   }
 }
 
