@@ -381,7 +381,7 @@ export class UnitSupervisor {
     try {
       rec.log = new UnitLog(this.logPath(req.name), this.maxLogBytes);
     } catch (err) {
-      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: cannot open log file: ${errorText(err)}` });
+      this.finish(rec, { phase: 'Failed', reason: 'StartError', message: `spawn ${program}: cannot keep its log: ${errorText(err)}` });
       return { ok: true, created: true, report: { ...rec.report } };
     }
 

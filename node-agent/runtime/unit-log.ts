@@ -27,6 +27,13 @@
 // an in-memory queue (which would need its own limit), and a local append
 // of one pipe chunk (<= 64 KiB) costs microseconds. Readers that follow a
 // live log subscribe to its records in-process (no polling).
+//
+// A unit's file is created with its first record, not when it starts:
+// creating a file is the costly part (~0.4 ms of the agent's CPU each in
+// ext4's inode allocation, 11% of the agents' CPU in a 1,000-unit apply,
+// perf), and it sat between a unit's spawn and its Running report. A live
+// unit that wrote nothing reads as an empty log; one that ends without a
+// record gets its empty file then, so a finished unit always has one.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -178,10 +185,11 @@ export class LogDirectory {
     return this.entries.get(name)?.live ?? undefined;
   }
 
-  /** Whether any log file of `name` is known here. */
-  has(name: string): boolean {
+  /** Whether a log of `name` is known here: a file, or a live writer yet to write one. `which` 'current': its current file only. */
+  has(name: string, which: 'any' | 'current' = 'any'): boolean {
     const e = this.entries.get(name);
-    return e !== undefined && (e.hasCurrent || e.hasRotated || e.live !== null);
+    if (e === undefined) return false;
+    return which === 'current' ? e.hasCurrent : e.hasCurrent || e.hasRotated || e.live !== null;
   }
 
   usage(): { bytes: number; files: number } {
@@ -190,12 +198,17 @@ export class LogDirectory {
 
   // ---- called by UnitLog ----
 
-  /** @internal */
-  opened(log: UnitLog, sizeBytes: number): void {
+  /** @internal A writer began (its file comes with its first record: opened). */
+  started(log: UnitLog): void {
     const e = this.entry(log.name);
     e.live = log;
     e.finishedAt = null;
     e.startedAt = this.now();
+  }
+
+  /** @internal The writer's current file is open, holding `sizeBytes` already. */
+  opened(log: UnitLog, sizeBytes: number): void {
+    const e = this.entry(log.name);
     if (!e.hasCurrent) {
       e.hasCurrent = true;
       this.fileCount++;
@@ -370,7 +383,14 @@ export class UnitLog {
     // A record must fit a file: its text gets what the stamp and stream leave.
     this.maxLineBytes = Math.max(1, Math.min(MAX_LOG_LINE_BYTES, maxBytes - (STAMP_CHARS + 9)));
     this.directory = directory ?? LogDirectory.for(path.dirname(logPath));
-    this.fd = fs.openSync(logPath, 'a');
+    this.fd = null;
+    this.sizeBytes = 0;
+    this.directory.started(this);
+  }
+
+  /** Open (creating it if need be) the current file, appending to what it holds. */
+  private openFile(): void {
+    this.fd = fs.openSync(this.path, 'a');
     this.sizeBytes = fs.fstatSync(this.fd).size;
     this.directory.opened(this, this.sizeBytes);
   }
@@ -425,8 +445,12 @@ export class UnitLog {
     return () => this.subscribers.delete(sub);
   }
 
-  /** The unit ended: write held partial lines, close the file, tell followers. The log stays on disk. */
+  /** The unit ended: write held partial lines, close the file, tell followers. The log stays on disk (an empty file if it wrote nothing). */
   close(): void {
+    this.finish(true);
+  }
+
+  private finish(keepFile: boolean): void {
     if (this.ended) return;
     const time = this.directory.now();
     for (const stream of ['stdout', 'stderr'] as const) {
@@ -437,6 +461,13 @@ export class UnitLog {
       this.append(time, stream, [held]);
     }
     this.ended = true;
+    if (this.fd === null && keepFile && !this.directory.has(this.name, 'current')) {
+      try {
+        this.openFile();
+      } catch {
+        // no file: the log reads as absent, as one retention removed
+      }
+    }
     if (this.fd !== null) {
       try {
         fs.closeSync(this.fd);
@@ -453,7 +484,7 @@ export class UnitLog {
 
   /** Close and remove both files at once (not waiting for retention). */
   remove(): void {
-    this.close();
+    this.finish(false);
     this.directory.removed(this);
   }
 
@@ -469,6 +500,7 @@ export class UnitLog {
       } while (off < line.length);
     }
     try {
+      if (this.fd === null) this.openFile();
       let batch: Buffer[] = [];
       let batchBytes = 0;
       for (const rec of records) {

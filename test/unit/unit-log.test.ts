@@ -147,8 +147,10 @@ test('node retention: the file cap, rotated files of live units after finished u
   assert.deepEqual(d.usage().files, 2);
   const w1 = new UnitLog(path.join(dir, 'w-1.log'), 200, d);
   const w2 = new UnitLog(path.join(dir, 'w-2.log'), 200, d);
-  assert.deepEqual(d.usage().files, 4);
-  for (let i = 0; i < 5; i++) w1.write(Buffer.from(`w1 line ${i}\n`)); // rotates: 5 files
+  assert.deepEqual(d.usage().files, 2, 'a live unit has no file before its first record');
+  w2.write(Buffer.from('w2 start\n'));
+  assert.deepEqual(d.usage().files, 3);
+  for (let i = 0; i < 5; i++) w1.write(Buffer.from(`w1 line ${i}\n`)); // its file, then it rotates: 5 files
   assert.equal(fs.existsSync(path.join(dir, 'old-1.log')), false, 'the oldest finished log went first');
   assert.equal(fs.existsSync(path.join(dir, 'old-2.log')), true);
   for (let i = 0; i < 5; i++) w2.write(Buffer.from(`w2 line ${i}\n`)); // rotates: old-2 goes
@@ -195,6 +197,49 @@ test('readUnitLog: both files in order, since then tail, and null for no log', (
   assert.equal(readUnitLog(d, '../etc/passwd'), null);
 });
 
+test('a file comes with the first record: a silent live unit reads as empty, and ends with an empty file; one removed leaves none', (t) => {
+  const { dir, d, open } = logDir(t);
+  const quiet = open('quiet-1');
+  assert.equal(fs.existsSync(d.currentPath('quiet-1')), false, 'no file while the unit wrote nothing');
+  assert.deepEqual(readUnitLog(d, 'quiet-1'), [], 'a live unit without output has an empty log, not none');
+  assert.deepEqual(d.usage(), { bytes: 0, files: 0 });
+  quiet.close();
+  assert.equal(fs.statSync(d.currentPath('quiet-1')).size, 0, 'it ended with an empty file');
+  assert.deepEqual(readUnitLog(d, 'quiet-1'), []);
+  assert.deepEqual(d.usage(), { bytes: 0, files: 1 });
+
+  const talk = open('talk-1');
+  talk.write(Buffer.from('hello\n'));
+  assert.deepEqual(lines(d.currentPath('talk-1')), ['2026-05-01T10:00:00.000Z stdout hello']);
+  assert.deepEqual(d.usage(), { bytes: lines(d.currentPath('talk-1'))[0].length + 1, files: 2 });
+
+  const gone = open('gone-1');
+  gone.remove();
+  assert.equal(fs.existsSync(d.currentPath('gone-1')), false);
+  assert.equal(readUnitLog(d, 'gone-1'), null);
+  assert.deepEqual(fs.readdirSync(dir).sort(), ['quiet-1.log', 'talk-1.log']);
+});
+
+test('a writer appends to a file an earlier agent left under its name, and counts its bytes once', (t) => {
+  const dir = tempDir(t);
+  const old = '2026-05-01T09:00:00.000Z stdout before\n';
+  fs.writeFileSync(path.join(dir, 'again-1.log'), old);
+  const d = new LogDirectory(dir, { now: () => T0 });
+  const log = new UnitLog(path.join(dir, 'again-1.log'), undefined, d);
+  assert.deepEqual(
+    readUnitLog(d, 'again-1')!.map((l) => l.text),
+    ['before'],
+    'readable before the writer writes',
+  );
+  log.write(Buffer.from('after\n'));
+  assert.deepEqual(
+    readUnitLog(d, 'again-1')!.map((l) => l.text),
+    ['before', 'after'],
+  );
+  assert.deepEqual(d.usage(), { bytes: fs.statSync(path.join(dir, 'again-1.log')).size, files: 1 });
+  log.close();
+  assert.deepEqual(d.usage(), { bytes: fs.statSync(path.join(dir, 'again-1.log')).size, files: 1 });
+});
 /** A fake connection: frames are collected; writes complete when `release` is called (or at once). */
 function fakeConn(autoWrite = true) {
   const frames: AgentMessage[] = [];
