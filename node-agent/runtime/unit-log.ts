@@ -185,11 +185,10 @@ export class LogDirectory {
     return this.entries.get(name)?.live ?? undefined;
   }
 
-  /** Whether a log of `name` is known here: a file, or a live writer yet to write one. `which` 'current': its current file only. */
-  has(name: string, which: 'any' | 'current' = 'any'): boolean {
+  /** Whether a log of `name` is known here: a file, or a live writer yet to write one. */
+  has(name: string): boolean {
     const e = this.entries.get(name);
-    if (e === undefined) return false;
-    return which === 'current' ? e.hasCurrent : e.hasCurrent || e.hasRotated || e.live !== null;
+    return e !== undefined && (e.hasCurrent || e.hasRotated || e.live !== null);
   }
 
   usage(): { bytes: number; files: number } {
@@ -461,7 +460,7 @@ export class UnitLog {
       this.append(time, stream, [held]);
     }
     this.ended = true;
-    if (this.fd === null && keepFile && !this.directory.has(this.name, 'current')) {
+    if (this.fd === null && keepFile) {
       try {
         this.openFile();
       } catch {
