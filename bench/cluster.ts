@@ -1,7 +1,8 @@
 // bench/cluster.ts -- end-to-end figures from a real local cluster (one OS
 // process per replica and per agent, units as real processes):
 //   * apply of N replicas of `sleep` until all are Running, against plain
-//     child_process.spawn of the same count in the same run (ratio);
+//     child_process.spawn of the same count in the same run (ratio), in
+//     two passes in mirrored order;
 //   * unit kill -9 until its replacement is Running (median, p99);
 //   * agent SIGKILL until all its units are Running elsewhere (median);
 //   * memory: RSS of an idle agent (with its guard helper) and of a
@@ -25,6 +26,7 @@ export const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN;
 };
+export const mean = (xs: number[]): number => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : NaN);
 export const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] : NaN;
@@ -367,35 +369,61 @@ async function isolatedSpawn(n: number, workers: number): Promise<number | null>
   }
 }
 
-export async function benchApply(
-  counts = [200, 1000],
-): Promise<Array<{ replicas: number; clusterMs: number; plainMs: number; ratio: number; isolatedMs: number | null; cpRssMiB: number }>> {
+/** One pass of the apply comparison at one count: each side's time, in ms. */
+export interface ApplyPass {
+  clusterMs: number;
+  plainMs: number;
+  isolatedMs: number | null;
+  cpRssMiB: number;
+}
+
+/**
+ * The apply comparison at each count, in two passes in mirrored order (plain
+ * spawn, the isolation alone, the cluster; then the cluster, the isolation,
+ * plain), each side on fresh processes each time. This machine's process
+ * creation drifts by a third within an hour (the plain spawn of 1,000 took
+ * 4.6-5.2 s one morning and 6.2-6.6 s later that day), and one pass in one
+ * order put that drift on one side only. A figure is the mean of the passes.
+ */
+export async function benchApply(counts = [200, 1000]): Promise<Array<{ replicas: number; passes: ApplyPass[] }>> {
   const out = [];
   for (const n of counts) {
-    await quiet();
-    const plainMs = await plainSpawn(n);
-    await quiet();
-    const isolatedMs = await isolatedSpawn(n, BIG_NODES.length);
-    await quiet();
-    const c = await Cluster.start({ nodes: BIG_NODES });
-    const w = new UnitWatch(c);
-    try {
-      await w.start();
-      await quiet(); // the agents' start (warm sandboxes, first heartbeats) is over
-      const t0 = performance.now();
-      const r = await c.api('PUT', '/v1/deployments/load', webManifest('load', n, { cpu: '10m', memory: '8Mi' }));
-      if (r.status !== 201) throw new Error(r.text);
-      const t1 = await w.until(() => w.runningCount('load') === n, 120000);
-      const clusterMs = t1 - t0;
-      await sleep(300);
-      const cpRss = rssMiB(c.cps[0].pid);
-      out.push({ replicas: n, clusterMs, plainMs, ratio: clusterMs / plainMs, isolatedMs, cpRssMiB: cpRss });
-    } finally {
-      w.stop();
-      await c.stop();
+    const passes: ApplyPass[] = [];
+    for (const order of [
+      ['plain', 'isolated', 'cluster'],
+      ['cluster', 'isolated', 'plain'],
+    ] as const) {
+      const pass: Partial<ApplyPass> = {};
+      for (const side of order) {
+        await quiet();
+        if (side === 'plain') pass.plainMs = await plainSpawn(n);
+        else if (side === 'isolated') pass.isolatedMs = await isolatedSpawn(n, BIG_NODES.length);
+        else Object.assign(pass, await clusterApply(n));
+      }
+      passes.push(pass as ApplyPass);
     }
+    out.push({ replicas: n, passes });
   }
   return out;
+}
+
+/** A fresh cluster (one replica, BIG_NODES' agents) applies n replicas of `sleep`: from the PUT until the watch shows all Running. */
+async function clusterApply(n: number): Promise<{ clusterMs: number; cpRssMiB: number }> {
+  const c = await Cluster.start({ nodes: BIG_NODES });
+  const w = new UnitWatch(c);
+  try {
+    await w.start();
+    await quiet(); // the agents' start (warm sandboxes, first heartbeats) is over
+    const t0 = performance.now();
+    const r = await c.api('PUT', '/v1/deployments/load', webManifest('load', n, { cpu: '10m', memory: '8Mi' }));
+    if (r.status !== 201) throw new Error(r.text);
+    const t1 = await w.until(() => w.runningCount('load') === n, 120000);
+    await sleep(300);
+    return { clusterMs: t1 - t0, cpRssMiB: rssMiB(c.cps[0].pid) };
+  } finally {
+    w.stop();
+    await c.stop();
+  }
 }
 
 /** kill -9 of a unit until its replacement is Running: `warmups` times not counted (as benchPm2Restart's), then `rounds` times. */

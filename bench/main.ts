@@ -10,7 +10,7 @@
 import { oneOf, parseCommandLine, wholeNumber } from '../shared/flags.ts';
 import { benchScheduler } from './scheduler.ts';
 import { benchStorage } from './raft-storage.ts';
-import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill, median, pct } from './cluster.ts';
+import { benchAgentKill, benchApply, benchIdleMemory, benchUnitKill, mean, median, pct } from './cluster.ts';
 import { benchPm2Restart, PM2_VERSION } from './pm2.ts';
 import { WARM_UP_MS, WINDOW_MAX_MS, WINDOW_WRITES, benchCatchUp, benchEtcdWrites, benchFailover, benchSnapshotCatchUp, benchWrites, type WriteFigure } from './raft.ts';
 import { benchCrashLoop, benchProbeCpu, benchRollout } from './workloads.ts';
@@ -106,14 +106,19 @@ if (want('storage')) {
 
 if (want('apply')) {
   console.log(
-    '\n== apply N replicas of sleep until all Running vs N child_process.spawn from a fresh small Node process, and vs the same isolation (cgroups, namespaces, pipes) made by a fresh small Node process (both measured first) ==',
+    '\n== apply N replicas of sleep until all Running vs N child_process.spawn from a fresh small Node process, and vs the same isolation (cgroups, namespaces, pipes) made by a fresh small Node process: two passes in mirrored order (plain, isolated, cluster; then cluster, isolated, plain), each side on fresh processes, a figure the mean of the passes ==',
   );
+  const ms = (xs: number[]) => xs.map((x) => f(x, 0)).join(' and ');
   for (const r of await benchApply([200, 1000])) {
-    const isolated =
-      r.isolatedMs === null
-        ? 'the same isolation without the cluster: not measured (needs root, cgroups and mo-init)'
-        : `the same isolation without the cluster (cgroups, mo-init namespaces, output pipes) ${f(r.isolatedMs, 0)} ms: cluster / isolated ${f(r.clusterMs / r.isolatedMs, 2)}, isolated / plain ${f(r.isolatedMs / r.plainMs, 2)}`;
-    const line = `apply ${r.replicas}: cluster ${f(r.clusterMs, 0)} ms, plain spawn ${f(r.plainMs, 0)} ms, ratio ${f(r.ratio, 2)} (target <= 1.5: ${verdict(r.ratio <= 1.5)}); ${isolated}; replica RSS with ${r.replicas} units ${f(r.cpRssMiB)} MiB${r.replicas === 1000 ? ` (target < 150: ${verdict(r.cpRssMiB < 150)})` : ''}`;
+    const cluster = r.passes.map((p) => p.clusterMs);
+    const plain = r.passes.map((p) => p.plainMs);
+    const ratio = mean(cluster) / mean(plain);
+    const iso = r.passes.map((p) => p.isolatedMs);
+    const isolated = iso.some((x) => x === null)
+      ? 'the same isolation without the cluster: not measured (needs root, cgroups and mo-init)'
+      : `the same isolation without the cluster (cgroups, mo-init namespaces, output pipes) ${f(mean(iso as number[]), 0)} ms (passes ${ms(iso as number[])}): cluster / isolated ${f(mean(cluster) / mean(iso as number[]), 2)}, isolated / plain ${f(mean(iso as number[]) / mean(plain), 2)}`;
+    const rss = Math.max(...r.passes.map((p) => p.cpRssMiB));
+    const line = `apply ${r.replicas}: cluster ${f(mean(cluster), 0)} ms, plain spawn ${f(mean(plain), 0)} ms, ratio ${f(ratio, 2)} (passes ${r.passes.map((p) => f(p.clusterMs / p.plainMs, 2)).join(' and ')}: cluster ${ms(cluster)} ms, plain ${ms(plain)} ms) (target <= 1.5: ${verdict(ratio <= 1.5)}); ${isolated}; replica RSS with ${r.replicas} units ${f(rss)} MiB, the larger of the passes${r.replicas === 1000 ? ` (target < 150: ${verdict(rss < 150)})` : ''}`;
     console.log(line);
     summary.push(line);
   }
@@ -196,7 +201,6 @@ if (want('writes')) {
       await cluster();
     }
   }
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const passes = (xs: number[]) => `passes ${xs.map((x) => Math.round(x)).join(' and ')}`;
   const windows = (rs: WriteFigure[]) => rs.map((r) => `${r.writes} in ${f(r.seconds, 1)} s`).join(' and ');
   {
