@@ -137,8 +137,9 @@ if (want('unit-kill')) {
   // process tree run cold code on either side (a trace of 30 kills of ours: 9-12 ms for the
   // first eight, 5-7 ms after). Their medians are printed too. Two passes in mirrored order, as apply and
   // writes run, so that the machine's drift during the run falls on both sides alike.
-  const ours: Awaited<ReturnType<typeof benchUnitKill>>[] = [];
-  const pm2: Awaited<ReturnType<typeof benchPm2Restart>>[] = [];
+  type Kills = { samples: number[]; warmup: number[] };
+  const ours: Kills[] = [];
+  const pm2: Kills[] = [];
   for (const order of [
     ['pm2', 'ours'],
     ['ours', 'pm2'],
@@ -152,7 +153,7 @@ if (want('unit-kill')) {
   const pm2All = pm2.flatMap((r) => r.samples);
   const oursMedian = median(oursAll);
   const pm2Median = median(pm2All);
-  const perPass = (rs: Array<{ samples: number[] }>) => rs.map((r) => f(median(r.samples))).join(' and ');
+  const perPass = (rs: Kills[]) => rs.map((r) => f(median(r.samples))).join(' and ');
   const line = `unit kill -9 -> replacement Running: median ${f(oursMedian)} ms, p99 ${f(pct(oursAll, 99))} ms over ${oursAll.length} kills (passes ${perPass(ours)}); PM2 ${PM2_VERSION} kill -9 -> its 'online' event: median ${f(pm2Median)} ms, p99 ${f(pct(pm2All, 99))} ms over ${pm2All.length} kills (passes ${perPass(pm2)}); ratio ${f(oursMedian / pm2Median, 2)} (target median <= PM2's: ${verdict(oursMedian <= pm2Median)}); each side's first ${KILL_WARMUPS} kills in each pass not counted (their median: ours ${f(median(ours.flatMap((r) => r.warmup)))} ms, PM2 ${f(median(pm2.flatMap((r) => r.warmup)))} ms)`;
   console.log(line);
   summary.push(line);
