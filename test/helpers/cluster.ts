@@ -32,7 +32,7 @@ export interface Proc {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-import { pidAlive } from '../../shared/proc.ts';
+import { pidAlive, readStat } from '../../shared/proc.ts';
 export { pidAlive };
 
 export async function sleep(ms: number): Promise<void> {
@@ -283,10 +283,20 @@ export class Cluster {
     return procs.map((p) => `--- ${p.name} (pid ${p.pid}), last ${lines} lines:\n${p.output.slice(-lines).join('\n')}`).join('\n');
   }
 
-  /** Call the API on the first replica that answers. */
+  /**
+   * Call the API on the first replica that answers. A replica stopped by a
+   * signal (SIGSTOP: state T in /proc) is asked last: the kernel still
+   * accepts its connections, so a request to it waits out the whole 15 s
+   * timeout before the next replica is tried.
+   */
   async api(method: string, p: string, body?: unknown, token: string | null = this.token): Promise<{ status: number; json: any; text: string }> {
+    const stopped = (i: number) => {
+      const state = this.cps[i] ? readStat(this.cps[i].pid)?.state : undefined;
+      return state === 'T' || state === 't';
+    };
+    const urls = this.urls.map((u, i) => ({ u, last: stopped(i) }));
     let lastErr: unknown;
-    for (const u of this.urls) {
+    for (const u of [...urls.filter((x) => !x.last), ...urls.filter((x) => x.last)].map((x) => x.u)) {
       try {
         const r = await fetch(u + p, {
           method,
