@@ -51,27 +51,29 @@ function environOf(pid: number): Record<string, string> {
 }
 
 /**
- * Unit processes of `deployment` alive now, one per unit: below each of the
- * agents' direct children (a unit's process group leader, or an idle warm
- * sandbox), the first process whose environment names it (a unit started
- * from a warm sandbox has it only in its command, PID 3 of its namespace).
+ * Unit processes of `deployment` alive now, one per unit (by its
+ * MO_UNIT_NAME): anywhere below each agent, the top-most process whose
+ * environment names the deployment, i.e. the unit's command (its init and
+ * the spawn server's fork above it do not carry it; the `sleep`s a command
+ * forks below it come and go). The whole tree
+ * is walked: a unit started from a warm sandbox sits below a child of the
+ * agent of its own, but every unit started cold sits below the agent's one
+ * spawn server (`mo-init --serve`), so one child of the agent can hold many
+ * units. (Stopping at the first unit below each child counted two cold
+ * starts on one agent as one, and a rollout was seen one unit short.)
  */
 function aliveByOs(c: Cluster, deployment: string): number[] {
-  const out: number[] = [];
+  const byUnit = new Map<string, number>();
   for (const agent of c.agents.values()) {
-    for (const top of childrenOf(agent.pid)) {
-      const queue = [top];
-      for (let i = 0; i < queue.length && i < 16; i++) {
-        const pid = queue[i];
-        if (pidAlive(pid) && environOf(pid).MO_DEPLOYMENT === deployment) {
-          out.push(pid);
-          break;
-        }
-        queue.push(...childrenOf(pid));
-      }
+    const queue = childrenOf(agent.pid);
+    for (let i = 0; i < queue.length; i++) {
+      const pid = queue[i];
+      const env = environOf(pid);
+      if (env.MO_DEPLOYMENT === deployment && env.MO_UNIT_NAME && !byUnit.has(env.MO_UNIT_NAME) && pidAlive(pid)) byUnit.set(env.MO_UNIT_NAME, pid);
+      queue.push(...childrenOf(pid));
     }
   }
-  return out;
+  return [...byUnit.values()];
 }
 
 interface Bounds {
