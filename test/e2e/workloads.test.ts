@@ -55,12 +55,12 @@ function environOf(pid: number): Record<string, string> {
  * MO_UNIT_NAME): anywhere below each agent, the top-most process whose
  * environment names the deployment, i.e. the unit's command (its init and
  * the spawn server's fork above it do not carry it; the `sleep`s a command
- * forks below it come and go). The whole tree
- * is walked: a unit started from a warm sandbox sits below a child of the
- * agent of its own, but every unit started cold sits below the agent's one
- * spawn server (`mo-init --serve`), so one child of the agent can hold many
- * units. (Stopping at the first unit below each child counted two cold
- * starts on one agent as one, and a rollout was seen one unit short.)
+ * forks below it come and go). The whole tree is walked: a unit started
+ * from a warm sandbox sits below a child of the agent of its own, but every
+ * unit started cold sits below the agent's one spawn server
+ * (`mo-init --serve`), so one child of the agent can hold many units.
+ * (Stopping at the first unit below each child counted two cold starts on
+ * one agent as one, and a rollout was seen one unit short.)
  */
 function aliveByOs(c: Cluster, deployment: string): number[] {
   const byUnit = new Map<string, number>();
