@@ -58,8 +58,23 @@ export interface FleetResult {
   workers: number;
   registerMs: number;
   unitsMs: number;
-  /** Per replica, in cp order. */
-  replicas: Array<{ id: string; role: string; cpuPct: number; rssIdleMiB: number; rssFleetMiB: number; rssUnitsMiB: number; kibPerNode: number; kibPerUnit: number }>;
+  /**
+   * Per replica, in cp order. RSS idle (no agent yet), 3 s after every node
+   * was Ready, 3 s after every unit was, and at the end of the steady state
+   * (by then most of the apply's garbage is collected: what the replica
+   * holds with them all).
+   */
+  replicas: Array<{
+    id: string;
+    role: string;
+    cpuPct: number;
+    rssIdleMiB: number;
+    rssFleetMiB: number;
+    rssUnitsMiB: number;
+    rssSteadyMiB: number;
+    kibPerNode: number;
+    kibPerUnit: number;
+  }>;
   leaderCpuPct: number;
   notReady: number;
   notReadyLines: string[];
@@ -444,6 +459,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     }
     const windowMs = performance.now() - w0;
     const cpuPct = c.cps.map((p, i) => ((cpuMs(p.pid) - cpu0[i]) / windowMs) * 100);
+    const rssSteady = c.cps.map((p) => rssMiB(p.pid));
     const steadyGap = workers.maxGapMs;
     const steadyLoop = workers.loopMaxMs;
     const leaderCheck = await leaderIndex(c);
@@ -504,6 +520,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
         rssIdleMiB: rssIdle[i],
         rssFleetMiB: rssFleet[i],
         rssUnitsMiB: rssUnits[i],
+        rssSteadyMiB: rssSteady[i],
         kibPerNode: ((rssFleet[i] - rssIdle[i]) * 1024) / agents,
         kibPerUnit: ((rssUnits[i] - rssFleet[i]) * 1024) / units,
       })),
@@ -541,7 +558,7 @@ export function formatFleet(r: FleetResult): string[] {
     `fleet: leader SIGKILL until the first acknowledged write: ${f(r.failoverWriteMs, 0)} ms (target < 1000 ms: ${r.failoverWriteMs < 1000 ? 'meets target' : 'MISSES target'}); until the new leader shows every node and unit ready: ${f(r.failoverSettledMs, 0)} ms; NotReady after it: ${r.failoverNotReady} (the simulator's worst heartbeat gap meanwhile ${f(r.failoverSimGapMs, 0)} ms, its worst event-loop delay ${f(r.failoverSimLoopMs, 0)} ms: its links to the dead replica reconnect meanwhile); terms from the start to after the failover: +${r.elections} (1 is the failover's own election)`,
     ...r.replicas.map(
       (x) =>
-        `fleet: ${x.id} (${x.role} in the steady state) RSS ${f(x.rssIdleMiB, 0)} MiB idle, ${f(x.rssFleetMiB, 0)} with the nodes, ${f(x.rssUnitsMiB, 0)} with the units: ${f(x.kibPerNode)} KiB per node, ${f(x.kibPerUnit, 2)} KiB per unit; CPU ${f(x.cpuPct)}%`,
+        `fleet: ${x.id} (${x.role} in the steady state) RSS ${f(x.rssIdleMiB, 0)} MiB idle, ${f(x.rssFleetMiB, 0)} with the nodes, ${f(x.rssUnitsMiB, 0)} with the units, ${f(x.rssSteadyMiB, 0)} after the steady state: ${f(x.kibPerNode)} KiB per node, ${f(x.kibPerUnit, 2)} KiB per unit; CPU ${f(x.cpuPct)}%`,
     ),
   ];
   for (const l of r.notReadyLines) lines.push(`fleet: NotReady seen: ${l}`);
