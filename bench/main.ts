@@ -311,9 +311,9 @@ if (want('unit-memory')) {
   // whether the units are processes or the fleet simulator's (bench/fleet.ts:
   // the real protocol, codec and agent core), and 10,000 real units would
   // be 10,000 process trees and namespaces on this 2-core machine: the
-  // simulator's 1,000 agents run them, one replica's RSS read at the end
-  // of 30 s of steady state (heartbeats and all), then its failover as in
-  // the fleet group.
+  // simulator's 1,000 agents run them, and each replica's RSS is read at
+  // the end of 30 s of steady state (heartbeats and all); then comes the
+  // failover, as in the fleet group.
   const opts = { agents: 1000, units: 10000, durationS: 30, workers: 2 };
   console.log(
     `\n== a replica's memory with ${opts.units} units: ${opts.agents} simulated agents (the fleet simulator) against 3 real replicas, RSS after ${opts.durationS} s of steady state ==`,
