@@ -9,6 +9,52 @@ export const COLUMN_GAP = 3;
 export const NONE = '<none>';
 
 /** kubectl's HumanDuration: 45s, 2m5s, 15m, 3h20m, 2d4h, 1y20d. */
+/**
+ * Natural order of names, so web-2 comes before web-10: runs of digits
+ * compare as numbers, everything else character by character. For the names
+ * objects have here (lowercase letters, digits, '-' and '.') this is the
+ * order of localeCompare(b, 'en', { numeric: true }) (test/unit/cli-format.test.ts
+ * checks it on random names) without loading ICU's collator, whose first use
+ * was a tenth of a `mo get nodes` (a CPU profile).
+ */
+export function naturalCompare(a: string, b: string): number {
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    if (isDigit(a.charCodeAt(i)) && isDigit(b.charCodeAt(j))) {
+      const x = digitRun(a, i);
+      const y = digitRun(b, j);
+      // Leading zeros aside, the longer number is the larger; of two as long, the first digit that differs decides.
+      if (x.end - x.start !== y.end - y.start) return x.end - x.start - (y.end - y.start);
+      for (let k = 0; k < x.end - x.start; k++) {
+        const d = a.charCodeAt(x.start + k) - b.charCodeAt(y.start + k);
+        if (d !== 0) return d;
+      }
+      i = x.end;
+      j = y.end;
+      continue;
+    }
+    const d = a.charCodeAt(i) - b.charCodeAt(j);
+    if (d !== 0) return d;
+    i++;
+    j++;
+  }
+  return a.length - i - (b.length - j);
+}
+
+function isDigit(c: number): boolean {
+  return c >= 48 && c <= 57;
+}
+
+/** The run of digits at `at`: where its significant digits start (leading zeros skipped, one kept) and where it ends. */
+function digitRun(s: string, at: number): { start: number; end: number } {
+  let end = at;
+  while (end < s.length && isDigit(s.charCodeAt(end))) end++;
+  let start = at;
+  while (start < end - 1 && s.charCodeAt(start) === 48) start++;
+  return { start, end };
+}
+
 export function humanDuration(ms: number): string {
   const seconds = Math.floor(ms / 1000);
   if (seconds < -1) return '<invalid>';

@@ -2,12 +2,12 @@
 // control-plane replica with its role, term, commit index and pid, the
 // leader marked; -o json passes the server's object through unchanged.
 
-import YAML from 'yaml';
 import { outputFormat, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { UsageError } from '../errors.ts';
 import { clusterTable } from '../format.ts';
 import type { ClusterStatus } from '../resources.ts';
+import { loadYaml } from '../yaml.ts';
 
 export async function runCluster(ctx: Context, args: ParsedArgs, words: string[]): Promise<void> {
   requireFlags(args, 'cluster', ['output']);
@@ -19,6 +19,6 @@ export async function runCluster(ctx: Context, args: ParsedArgs, words: string[]
   const format = outputFormat(args, ['table', 'wide', 'json', 'yaml']);
   const status = (await ctx.client().get<ClusterStatus>('/v1/cluster')) ?? {};
   if (format === 'json') ctx.out(JSON.stringify(status, null, 2) + '\n');
-  else if (format === 'yaml') ctx.out(YAML.stringify(status));
+  else if (format === 'yaml') ctx.out((await loadYaml()).stringify(status));
   else ctx.out(clusterTable(status));
 }

@@ -4,7 +4,7 @@
 // scores), for a node and a deployment their units, and for every object
 // its recent events.
 
-import { eventAge, sourceText, unitStatus } from '../format.ts';
+import { eventAge, naturalCompare, sourceText, unitStatus } from '../format.ts';
 import { expectPositionals, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { RequestError } from '../errors.ts';
@@ -84,7 +84,7 @@ async function eventsSection(ctx: Context, kind: string, name: string): Promise<
 
 async function unitsWhere(ctx: Context, keep: (u: UnitObject) => boolean): Promise<UnitObject[]> {
   const list = await ctx.client().get<ListObject<UnitObject>>(resourcePath('units'));
-  return (list?.items ?? []).filter(keep).sort((a, b) => String(a.metadata?.name).localeCompare(String(b.metadata?.name), 'en', { numeric: true }));
+  return (list?.items ?? []).filter(keep).sort((a, b) => naturalCompare(String(a.metadata?.name), String(b.metadata?.name)));
 }
 
 /** The per-plugin scores, a map by plugin name as the server sends them. */

@@ -2,13 +2,13 @@
 // lists or shows objects as kubectl-like tables, passes JSON through, and
 // follows `?watch=1` streams printing one row per event.
 
-import YAML from 'yaml';
 import { expectPositionals, flagSet, flagValue, outputFormat, requireFlags, type OutputFormat, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { UsageError } from '../errors.ts';
-import { COLUMNS, columnWidths, formatRow, sortEvents, table } from '../format.ts';
+import { COLUMNS, columnWidths, formatRow, naturalCompare, sortEvents, table } from '../format.ts';
 import { kubeNotation, matchesSelector, parseSelector, type Requirement } from '../kube.ts';
 import { resolveResource, resourcePath, splitTypeSlashName, type EventObject, type ListObject, type ResourceType, type WatchEvent } from '../resources.ts';
+import { loadYaml } from '../yaml.ts';
 
 const ALL: ResourceType[] = ['nodes', 'units', 'deployments', 'events', 'services', 'endpoints'];
 /** The types whose objects carry metadata.labels, so `-l` means something. */
@@ -27,15 +27,15 @@ function eventMatches(e: EventObject, name: string): boolean {
 
 /** Natural order, so web-2 comes before web-10. */
 function byName(a: unknown, b: unknown): number {
-  return nameOf(a).localeCompare(nameOf(b), 'en', { numeric: true });
+  return naturalCompare(nameOf(a), nameOf(b));
 }
 
-export function printObjects(ctx: Context, format: OutputFormat, type: ResourceType, value: unknown, items: unknown[]): void {
+export async function printObjects(ctx: Context, format: OutputFormat, type: ResourceType, value: unknown, items: unknown[]): Promise<void> {
   // -o json|yaml in Kubernetes notation (cpu: 100m, memory: 128Mi, RFC 3339 times).
   if (format === 'json') {
     ctx.out(JSON.stringify(kubeNotation(value), null, 2) + '\n');
   } else if (format === 'yaml') {
-    ctx.out(YAML.stringify(kubeNotation(value)));
+    ctx.out((await loadYaml()).stringify(kubeNotation(value)));
   } else if (items.length === 0) {
     ctx.notice('No resources found.');
   } else {
@@ -71,7 +71,7 @@ export async function runGet(ctx: Context, args: ParsedArgs, words: string[]): P
 
   if (name !== undefined && type !== 'events') {
     const obj = await client.get<unknown>(resourcePath(type, name));
-    printObjects(ctx, format, type, obj, [obj]);
+    await printObjects(ctx, format, type, obj, [obj]);
     return;
   }
   const list = (await client.get<ListObject<unknown>>(resourcePath(type))) ?? {};
@@ -85,7 +85,7 @@ export async function runGet(ctx: Context, args: ParsedArgs, words: string[]): P
   }
   // -o json of a filtered list is still a List, holding what the user asked for.
   const value = name !== undefined || selector !== undefined ? { ...list, items } : list;
-  printObjects(ctx, format, type, value, items);
+  await printObjects(ctx, format, type, value, items);
 }
 
 async function watch(ctx: Context, type: ResourceType, name: string | undefined, format: OutputFormat, withEventColumn: boolean, selector?: Requirement[]): Promise<void> {
@@ -95,6 +95,8 @@ async function watch(ctx: Context, type: ResourceType, name: string | undefined,
   let widths: number[] | undefined;
   let burst: string[][] = [];
   let burstTimer: NodeJS.Timeout | undefined;
+  // Loaded before the stream opens: each event is printed as it comes, in order.
+  const YAML = format === 'yaml' ? await loadYaml() : undefined;
 
   const flushBurst = () => {
     burstTimer = undefined;
@@ -114,7 +116,7 @@ async function watch(ctx: Context, type: ResourceType, name: string | undefined,
       return;
     }
     if (format === 'yaml') {
-      ctx.out('---\n' + YAML.stringify(kubeNotation(ev)));
+      ctx.out('---\n' + YAML!.stringify(kubeNotation(ev)));
       return;
     }
     const row = [...(withEventColumn ? [ev.type] : []), ...cols.row(ev.object, ctx.now(), wide)];

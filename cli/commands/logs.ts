@@ -9,6 +9,7 @@ import type { IncomingMessage } from 'node:http';
 import { expectPositionals, flagSet, flagValue, requireFlags, type ParsedArgs } from '../args.ts';
 import type { Context } from '../context.ts';
 import { RequestError, UsageError } from '../errors.ts';
+import { naturalCompare } from '../format.ts';
 import { resolveResource, resourcePath, splitTypeSlashName, type ListObject } from '../resources.ts';
 
 /** The trailer a replica ends a broken log stream with (control-plane/api/logs.ts). */
@@ -115,7 +116,7 @@ async function deploymentLogs(ctx: Context, deployment: string, query: string, f
   const units = (Array.isArray(list.items) ? list.items : [])
     .filter((u) => u?.spec?.deployment === deployment && typeof u.metadata?.name === 'string')
     .map((u) => u.metadata!.name!)
-    .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+    .sort(naturalCompare);
   if (units.length === 0) throw new RequestError(`deployment ${deployment} has no units`);
 
   const opened = await Promise.allSettled(units.map((u) => openLog(ctx, u, query, follow)));

@@ -3,12 +3,12 @@
 // object changed, in kubectl's words (`deployment.apps/web created`).
 
 import { readFile } from 'node:fs/promises';
-import YAML from 'yaml';
 import { expectPositionals, flagValue, requireFlags, type ParsedArgs } from '../args.ts';
 import { wholeNumber } from '../../shared/flags.ts';
 import type { Context } from '../context.ts';
 import { ApiError, RequestError, UsageError } from '../errors.ts';
 import { DISPLAY_PREFIX, resolveResource, resourcePath, splitTypeSlashName, type ListObject, type UnitObject } from '../resources.ts';
+import { loadYaml } from '../yaml.ts';
 
 /** Most manifests one `apply` sends (documents in one YAML stream). */
 export const MAX_APPLY_DOCUMENTS = 100;
@@ -29,8 +29,8 @@ export function manyErrors(lines: readonly string[]): RequestError {
  * only need a name. A stream with several broken documents reports each
  * one's first error (one line each), not only the first.
  */
-export function parseManifests(text: string, source: string): Array<Record<string, unknown>> {
-  const docs = YAML.parseAllDocuments(text);
+export async function parseManifests(text: string, source: string): Promise<Array<Record<string, unknown>>> {
+  const docs = (await loadYaml()).parseAllDocuments(text);
   const all = Array.isArray(docs) ? docs : [docs];
   const out: Array<Record<string, unknown>> = [];
   const errors: string[] = [];
@@ -77,7 +77,7 @@ export async function runApply(ctx: Context, args: ParsedArgs, words: string[]):
       throw new RequestError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
   }
-  const manifests = parseManifests(text, file === '-' ? 'stdin' : file);
+  const manifests = await parseManifests(text, file === '-' ? 'stdin' : file);
   const many = manifests.length > 1;
   const named = manifests.map((m, i) => ({ m, name: manifestName(m), where: many ? `document ${i + 1}: ` : '' }));
   const unnamed = named.filter((d) => d.name === undefined);

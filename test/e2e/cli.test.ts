@@ -577,6 +577,17 @@ describe('finding the leader and a reachable replica', () => {
     }
   });
 
+  test('cluster status -o yaml prints the status object as YAML', async () => {
+    const up = await startFake(routes({ 'GET /v1/cluster': CLUSTER }));
+    try {
+      const run = await mo(['cluster', 'status', '-o', 'yaml'], envFor(up));
+      assert.equal(run.code, 0, run.stderr);
+      assert.deepEqual(YAML.parse(run.stdout), CLUSTER);
+    } finally {
+      await up.close();
+    }
+  });
+
   test('no reachable server fails with exit 1 naming each server and why', async () => {
     const a = await closedPort();
     const b = await closedPort();
@@ -809,6 +820,42 @@ describe('mo get -w', () => {
       expected.object.spec.resources = { cpu: '1000m', memory: '2048Mi' };
       expected.object.status.scheduling.at = new Date(NOW).toISOString();
       assert.deepEqual(JSON.parse(stdout.split('\n')[0]), expected);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once('exit', r)));
+      await fake.close();
+    }
+  });
+
+  test('-o yaml -w prints each watch event as a YAML document, in the order they come', async () => {
+    const events = [1, 2, 3].map((i) => ({ type: i === 1 ? 'ADDED' : 'MODIFIED', object: unit('web-1', 'node-a', 'Running', 110 + i, '1') }));
+    const fake = await startFake(
+      routes({
+        'GET /v1/units?watch=1': (_q, res) => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.write(events.map((ev) => JSON.stringify(ev) + '\n').join(''));
+        },
+      }),
+    );
+    const child = spawnMo(['get', 'units', 'web-1', '-w', '-o', 'yaml'], envFor(fake));
+    let stdout = '';
+    child.stdout!.on('data', (c) => (stdout += c));
+    try {
+      const docs = () => YAML.parseAllDocuments(stdout).filter((d) => d.contents !== null);
+      const deadline = Date.now() + 10_000;
+      while (docs().length < 3 && Date.now() < deadline && child.exitCode === null) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const seen = docs().map((d) => d.toJS() as { type: string; object: { status: { pid: number } } });
+      assert.deepEqual(
+        seen.map((e) => [e.type, e.object.status.pid]),
+        [
+          ['ADDED', 111],
+          ['MODIFIED', 112],
+          ['MODIFIED', 113],
+        ],
+        stdout,
+      );
     } finally {
       child.kill('SIGTERM');
       await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once('exit', r)));

@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { outputFormat, parseMoArgs, requireFlags } from '../../cli/args.ts';
 import { UsageError, RequestError } from '../../cli/errors.ts';
-import { humanDuration, table } from '../../cli/format.ts';
+import { humanDuration, naturalCompare, table } from '../../cli/format.ts';
 import { parseDurationMs, parseManifests } from '../../cli/commands/mutate.ts';
 import type { EventView } from '../../shared/api-types.ts';
 
@@ -37,6 +37,25 @@ test('table pads every column to its widest cell with three spaces and no traili
     ],
   );
   assert.equal(out, 'NAME     STATUS\nweb-1    Running\nweb-10   Pending\n');
+});
+
+describe('names in natural order', () => {
+  test('numbers in names compare as numbers: web-2 before web-10', () => {
+    assert.deepEqual(['web-10', 'web-2', 'node-b', 'web-1', 'node-a', 'web-02x'].sort(naturalCompare), ['node-a', 'node-b', 'web-1', 'web-2', 'web-02x', 'web-10']);
+  });
+
+  test("agrees with localeCompare(b, 'en', { numeric: true }) on random names of letters, digits, '-' and '.'", () => {
+    // What get, describe and logs sorted with before (it loads ICU's collator: a tenth of a `mo get nodes`).
+    const alphabet = 'abmz0189-.';
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const word = () => Array.from({ length: 1 + Math.floor(next() * 7) }, () => alphabet[Math.floor(next() * alphabet.length)]).join('');
+    for (let n = 0; n < 20000; n++) {
+      const a = word();
+      const b = word();
+      assert.equal(Math.sign(naturalCompare(a, b)), Math.sign(a.localeCompare(b, 'en', { numeric: true })), `${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
+    }
+  });
 });
 
 describe('the argument parser', () => {
@@ -97,20 +116,20 @@ describe('the argument parser', () => {
 });
 
 describe('reading manifests for apply', () => {
-  test('reads JSON and every document of a YAML stream, skipping empty ones', () => {
-    assert.deepEqual(parseManifests('{"metadata": {"name": "a"}}', 'x'), [{ metadata: { name: 'a' } }]);
+  test('reads JSON and every document of a YAML stream, skipping empty ones', async () => {
+    assert.deepEqual(await parseManifests('{"metadata": {"name": "a"}}', 'x'), [{ metadata: { name: 'a' } }]);
     assert.deepEqual(
-      parseManifests('metadata: {name: a}\n---\n---\nmetadata: {name: b}\n', 'x').map((m) => (m.metadata as { name: string }).name),
+      (await parseManifests('metadata: {name: a}\n---\n---\nmetadata: {name: b}\n', 'x')).map((m) => (m.metadata as { name: string }).name),
       ['a', 'b'],
     );
   });
 
-  test('refuses a file with no manifest or one that is not an object', () => {
-    assert.throws(
+  test('refuses a file with no manifest or one that is not an object', async () => {
+    await assert.rejects(
       () => parseManifests('', 'f.yaml'),
       (e: unknown) => e instanceof RequestError && /f.yaml: no manifest found/.test(e.message),
     );
-    assert.throws(() => parseManifests('- a\n- b\n', 'f.yaml'), /invalid manifest: f.yaml: expected an object/);
+    await assert.rejects(() => parseManifests('- a\n- b\n', 'f.yaml'), /invalid manifest: f.yaml: expected an object/);
   });
 
   test('reads drain timeouts as seconds unless a unit is given', () => {
