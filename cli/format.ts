@@ -8,7 +8,6 @@ import type { ClusterStatus, DeploymentObject, EventObject, NodeObject, Resource
 export const COLUMN_GAP = 3;
 export const NONE = '<none>';
 
-/** kubectl's HumanDuration: 45s, 2m5s, 15m, 3h20m, 2d4h, 1y20d. */
 /**
  * Natural order of names, so web-2 comes before web-10: runs of digits
  * compare as numbers, everything else character by character. For the names
@@ -55,6 +54,7 @@ function digitRun(s: string, at: number): { start: number; end: number } {
   return { start, end };
 }
 
+/** kubectl's HumanDuration: 45s, 2m5s, 15m, 3h20m, 2d4h, 1y20d. */
 export function humanDuration(ms: number): string {
   const seconds = Math.floor(ms / 1000);
   if (seconds < -1) return '<invalid>';

@@ -115,8 +115,8 @@ async function watch(ctx: Context, type: ResourceType, name: string | undefined,
       ctx.out(JSON.stringify(kubeNotation(ev)) + '\n');
       return;
     }
-    if (format === 'yaml') {
-      ctx.out('---\n' + YAML!.stringify(kubeNotation(ev)));
+    if (YAML !== undefined) {
+      ctx.out('---\n' + YAML.stringify(kubeNotation(ev)));
       return;
     }
     const row = [...(withEventColumn ? [ev.type] : []), ...cols.row(ev.object, ctx.now(), wide)];
