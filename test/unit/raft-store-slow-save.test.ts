@@ -3,7 +3,8 @@
 // keeps sending heartbeats meanwhile, so its followers do not campaign
 // (RaftNode.takeLeaderMessages); a follower whose save hangs answers
 // heartbeats meanwhile, so its leader does not step down for want of a
-// quorum (RaftNode.takeEarlyMessages). Three RaftStores on the simulation's
+// quorum (RaftNode.takeEarlyMessages); a write its two followers saved is
+// applied during the leader's own save (RaftNode.takeCommittedDuringSave). Three RaftStores on the simulation's
 // memory network and disks, one manual clock; a slow disk takes 2 s per
 // write once the cluster has settled, 4-8 election timeouts.
 
@@ -16,10 +17,12 @@ const SLOW_SAVE_MS = 2000;
 
 /**
  * Once a leader has settled, the saves of `slowed(leader, all)` take 2 s
- * each; a write proposed then is applied after them, with no election
- * meanwhile: every replica keeps the term and the leader.
+ * each; a write proposed then is applied, with no election meanwhile:
+ * every replica keeps the term and the leader. `applied` says when: 'after'
+ * the slow saves, or 'during' them (the two followers saved it, a majority
+ * without the leader: RaftNode.takeCommittedDuringSave).
  */
-async function writeThroughSlowSaves(seed: number, slowed: (leader: string, all: string[]) => string[], what: string): Promise<void> {
+async function writeThroughSlowSaves(seed: number, slowed: (leader: string, all: string[]) => string[], what: string, applied: 'during' | 'after'): Promise<void> {
   const slow = new Set<string>();
   const { clock, stores, runUntil, close } = await openSimStores(seed, (id) => (slow.has(id) ? SLOW_SAVE_MS : 1));
   try {
@@ -44,17 +47,18 @@ async function writeThroughSlowSaves(seed: number, slowed: (leader: string, all:
       assert.equal(s.leaderId(), leader.id, `${s.id} follows ${s.leaderId()}`);
     }
     assert.equal(outcome, 'applied');
-    assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the slow saves were done`);
+    if (applied === 'after') assert.ok(clock.now() - t0 >= SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms, before the slow saves were done`);
+    else assert.ok(clock.now() - t0 < SLOW_SAVE_MS, `applied after ${clock.now() - t0} ms: it waited for the leader's own save, though both followers had saved it`);
   } finally {
     await close();
   }
 }
 
-test('a leader whose save hangs for 2 s keeps its followers: same term and leader, its write applied once the save is done', () =>
-  writeThroughSlowSaves(11, (leader) => [leader], 'the leader'));
+test('a leader whose save hangs for 2 s keeps its followers: same term and leader, and its write applied before the save is done (the two followers hold it)', () =>
+  writeThroughSlowSaves(11, (leader) => [leader], 'the leader', 'during'));
 
 test("every replica's save hangs for 2 s at once (one disk under all three stalls): no election, and the write is applied after it", () =>
-  writeThroughSlowSaves(12, (_leader, all) => all, 'every replica'));
+  writeThroughSlowSaves(12, (_leader, all) => all, 'every replica', 'after'));
 
 test('takeEarlyMessages: a follower hands out its heartbeat responses while a Ready is outstanding, and nothing else', () => {
   const b = new RaftNode({
@@ -116,4 +120,53 @@ test('takeLeaderMessages: a leader hands out its heartbeats while a Ready is out
   a.advance(first);
   const next = a.ready();
   assert.ok(next === null || !next.messages.some((m) => early.includes(m)), 'a message taken early is not in the next Ready again');
+});
+
+test('takeCommittedDuringSave: a leader hands out, while its Ready is saved, the entries both followers hold: each once, none it has not begun to save, none to a follower', () => {
+  const node = (id: string) =>
+    new RaftNode({ id, peers: ['a', 'b', 'c'], electionTimeoutTicks: 10, heartbeatTicks: 2, random: () => 0, preVote: false, checkQuorum: false, maxEntriesPerMsg: 64, maxInflight: 8 });
+  const a = node('a');
+  for (let i = 0; i < 20 && a.status().role === 'follower'; i++) a.tick();
+  a.advance(a.ready()!);
+  const term = a.status().term;
+  for (const from of ['b', 'c']) a.step({ type: 'voteResponse', from, to: 'a', term, reject: false });
+  assert.equal(a.status().role, 'leader');
+  const ack = (from: string, index: number) => a.step({ type: 'appendResponse', from, to: 'a', term, reject: false, index, hintIndex: index });
+  // The leader's empty entry (index 1), saved and acknowledged: committed and applied.
+  a.advance(a.ready()!);
+  ack('b', 1);
+  a.advance(a.ready()!);
+  assert.equal(a.status().applied, 1);
+  const data = (s: string) => new TextEncoder().encode(s);
+  assert.ok(a.propose(data('x')).ok); // index 2
+  const saving = a.ready()!; // index 2 is being saved from here on
+  assert.deepEqual(
+    saving.entries.map((e) => e.index),
+    [2],
+  );
+  assert.ok(a.propose(data('y')).ok); // index 3: proposed during the save, not handed out yet
+  assert.deepEqual(a.takeCommittedDuringSave(16), [], 'nothing is committed yet');
+  ack('b', 3);
+  assert.deepEqual(a.takeCommittedDuringSave(16), [], 'one follower and an unsaved leader are not a majority');
+  ack('c', 3);
+  assert.deepEqual(
+    a.takeCommittedDuringSave(16).map((e) => e.index),
+    [2],
+    'both followers hold 2 and 3: 2 is handed out, 3 waits for the Ready that saves it',
+  );
+  assert.deepEqual(a.takeCommittedDuringSave(16), [], 'taken once');
+  a.advance(saving);
+  assert.equal(a.status().applied, 2);
+  const next = a.ready()!;
+  assert.deepEqual(
+    next.committedEntries.map((e) => e.index),
+    [3],
+    'the next Ready applies from 3: 2 is not handed out again',
+  );
+  // A follower hands out nothing, Ready outstanding or not.
+  const b = node('b');
+  b.step({ type: 'append', from: 'a', to: 'b', term, prevLogIndex: 0, prevLogTerm: 0, commit: 1, entries: [{ index: 1, term, kind: 'noop', data: new Uint8Array(0) }] });
+  const rd = b.ready()!;
+  assert.deepEqual(b.takeCommittedDuringSave(16), []);
+  b.advance(rd);
 });
