@@ -4,7 +4,9 @@
 // (RaftNode.takeLeaderMessages); a follower whose save hangs answers
 // heartbeats meanwhile, so its leader does not step down for want of a
 // quorum (RaftNode.takeEarlyMessages); a write its two followers saved is
-// applied during the leader's own save (RaftNode.takeCommittedDuringSave). Three RaftStores on the simulation's
+// applied during the leader's own save (RaftNode.takeCommittedDuringSave),
+// and a write proposed during that save has its appends sent at once
+// (RaftStore.sendAppendsSoon). Three RaftStores on the simulation's
 // memory network and disks, one manual clock; a slow disk takes 2 s per
 // write once the cluster has settled, 4-8 election timeouts.
 
@@ -59,6 +61,41 @@ test('a leader whose save hangs for 2 s keeps its followers: same term and leade
 
 test("every replica's save hangs for 2 s at once (one disk under all three stalls): no election, and the write is applied after it", () =>
   writeThroughSlowSaves(12, (_leader, all) => all, 'every replica', 'after'));
+
+test('a write proposed while the leader saves the one before has its appends sent at once, not after that save (RaftStore.sendAppendsSoon)', async () => {
+  const slow = new Set<string>();
+  const held = new Set<string>();
+  const { clock, net, stores, runUntil, close } = await openSimStores(13, (id) => (slow.has(id) ? SLOW_SAVE_MS : 1), { ticksHeld: (id) => held.has(id) });
+  try {
+    await runUntil('a leader caught up', () => stores.some((s) => s.caughtUp()));
+    const leader = stores.find((s) => s.isLeader())!;
+    // When each entry's first append left the leader, by the clock.
+    const sentAt = new Map<number, number>();
+    const sendFrame = net.sendFrame.bind(net);
+    net.sendFrame = (from, to, msgs) => {
+      if (from === leader.id) for (const m of msgs) if (m.type === 'append') for (const e of m.entries) if (!sentAt.has(e.index)) sentAt.set(e.index, clock.now());
+      sendFrame(from, to, msgs);
+    };
+    // The leader's saves take 2 s and its ticks do not run (they would send its messages too):
+    // only its next Ready or sendAppendsSoon can send an append.
+    slow.add(leader.id);
+    held.add(leader.id);
+    let answered = 0;
+    const register = (name: string) =>
+      void leader.propose({ type: 'node.register', at: clock.now(), node: { name, capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} } }).finally(() => answered++);
+    register('node-a');
+    await runUntil('the first write sent with its Ready', () => sentAt.size > 0, 100);
+    const first = Math.max(...sentAt.keys());
+    const t0 = clock.now();
+    register('node-b');
+    await runUntil("the second write's append sent during the first write's save", () => sentAt.has(first + 1), SLOW_SAVE_MS / 2);
+    assert.ok(sentAt.get(first + 1)! - t0 < 10, `sent ${sentAt.get(first + 1)! - t0} ms after it was proposed`);
+    held.clear();
+    await runUntil('both writes answered', () => answered === 2, 10_000);
+  } finally {
+    await close();
+  }
+});
 
 test('takeEarlyMessages: a follower hands out its heartbeat responses while a Ready is outstanding, and nothing else', () => {
   const b = new RaftNode({
