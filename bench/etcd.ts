@@ -70,14 +70,19 @@ export async function startEtcd(bin: string, members = 3, session: 'own' | 'shar
   const killAll = () => {
     for (const k of kids) if (k.exitCode === null && k.signalCode === null) k.kill('SIGKILL');
   };
-  process.once('exit', killAll);
+  // The bench exits with the members up (Ctrl-C, bench/main.ts): they are killed by pid and their data removed.
+  const atExit = () => {
+    killAll();
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+  };
+  process.once('exit', atExit);
   const stop = async () => {
     for (const k of kids) if (k.exitCode === null && k.signalCode === null) k.kill('SIGTERM');
     const deadline = sleep(5000).then(() => killAll());
     await Promise.race([Promise.all(exited), deadline]);
     killAll();
     await Promise.all(exited);
-    process.removeListener('exit', killAll);
+    process.removeListener('exit', atExit);
     fs.rmSync(dir, { recursive: true, force: true });
   };
   try {

@@ -24,6 +24,19 @@ import { LoopWatch } from './loop-watch.ts';
 import { benchBigState, type ReplicaPhase as BigStateReplica } from './big-state.ts';
 import { benchFleet, formatFleet } from './fleet.ts';
 
+// Ctrl-C or a SIGTERM mid-run: exit through process.exit, so that the
+// 'exit' hooks of the clusters and etcd members this run started kill them
+// by pid and remove their temp dirs (test/helpers/cluster.ts, etcd.ts). A
+// group with a handler of its own (fleet) is left to it.
+for (const [sig, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+] as const) {
+  process.on(sig, () => {
+    if (process.listenerCount(sig) === 1) process.exit(code);
+  });
+}
+
 const GROUPS = [
   'scheduler',
   'storage',

@@ -5,6 +5,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -316,4 +317,33 @@ test('an agent restarted before its node turns NotReady runs nothing of its past
     names.join(',') === 'web-3,web-4' ? '' : JSON.stringify((await c.api('GET', '/v1/events')).json.items.map((e: any) => `${e.reason} ${e.involvedObject.name}: ${e.message}`));
   assert.deepEqual(names, ['web-3', 'web-4'], why);
   for (const b of before) assert.equal(pidAlive(b.status.pid), false);
+});
+
+test('a process interrupted with a cluster up (Ctrl-C of npm run bench) leaves none of its processes and no temp dir', { timeout: 60000 }, async () => {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/interrupted-cluster.ts'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (b) => (out += b));
+  child.stderr!.on('data', (b) => (err += b));
+  let started: { dir: string; pids: number[] } | null = null;
+  try {
+    started = await waitFor(
+      'the cluster up and its pids printed',
+      () => (out.includes('\n') ? (JSON.parse(out.slice(0, out.indexOf('\n'))) as { dir: string; pids: number[] }) : null),
+      40000,
+    );
+    assert.ok(fs.existsSync(started.dir));
+    assert.equal(started.pids.length, 2);
+    for (const pid of started.pids) assert.ok(pidAlive(pid), `${pid} is running before the interrupt`);
+    child.kill('SIGINT');
+    assert.equal(await exited, 130, err);
+    const { dir, pids } = started;
+    await waitFor('every process of the cluster gone', () => pids.every((pid) => !pidAlive(pid)), 10000);
+    assert.equal(fs.existsSync(dir), false, `${dir} is still there`);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    for (const pid of started?.pids ?? []) if (pidAlive(pid)) process.kill(pid, 'SIGKILL');
+    if (started) fs.rmSync(started.dir, { recursive: true, force: true });
+  }
 });

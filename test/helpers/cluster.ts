@@ -156,6 +156,7 @@ export class Cluster {
     await ensureBundles();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-test-'));
     const c = new Cluster(dir, await freeBasePort(full.replicas), full);
+    process.once('exit', c.stopNow);
     try {
       for (let i = 1; i <= full.replicas; i++) c.startReplica(i);
       await waitFor('the API to answer', () => c.healthy(), 20000);
@@ -331,7 +332,18 @@ export class Cluster {
     return (await this.units()).filter((u) => u.spec.deployment === deployment && u.status.phase === 'Running' && u.status.pid && pidAlive(u.status.pid));
   }
 
+  /**
+   * This process exits with the cluster up (`npm run bench` or a test
+   * interrupted by Ctrl-C, bench/main.ts): every process of it is killed by
+   * its pid and its temp dir removed, synchronously, as 'exit' requires.
+   */
+  private readonly stopNow = (): void => {
+    for (const p of [...this.agents.values(), ...this.cps.filter(Boolean)]) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+    fs.rmSync(this.dir, { recursive: true, force: true, maxRetries: 5 });
+  };
+
   async stop(): Promise<void> {
+    process.removeListener('exit', this.stopNow);
     await Cluster.hooks.stopping?.(this).catch(() => undefined);
     const all = [...this.agents.values(), ...this.cps.filter(Boolean)];
     for (const p of all) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
