@@ -324,17 +324,16 @@ export class RaftNode {
 
   /**
    * A leader's entries committed since its outstanding Ready was handed
-   * out, for the host to apply now, while it is still saving that Ready:
-   * at most `max`, in order, each handed out once (the next Ready's
-   * committedEntries starts after them). A leader counts itself toward a
-   * commit only for entries on its own disk (advance), but two followers
-   * are a majority of three without it (thesis §10.2.1: a leader may
-   * commit an entry before it has written it itself), and a committed
-   * entry may be applied at once. Without this, their clients waited for
-   * the rest of the leader's save, about half of it on average: at most
-   * the entries handed out so far (this Ready's included), so that once
-   * advance() is called everything applied is on this replica's disk, as
-   * before. Empty for any other role, or with no Ready outstanding.
+   * out, for the host to apply now, while it still saves that Ready: their
+   * clients need not wait for the rest of the save. A leader counts itself
+   * toward a commit only for entries on its own disk (advance), but two
+   * followers are a majority of three without it (thesis §10.2.1: a leader
+   * may commit an entry before it has written it itself), and a committed
+   * entry may be applied at once. At most `max` entries, in order, each
+   * handed out once (the next Ready's committedEntries starts after them),
+   * and none past those handed out for saving (this Ready's included), so
+   * that once advance() is called everything applied is on this replica's
+   * disk, as before. Empty for any other role, or with no Ready outstanding.
    */
   takeCommittedDuringSave(max: number): Entry[] {
     if (!this.readyOutstanding || this.role !== 'leader') return [];
