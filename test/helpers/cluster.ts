@@ -332,20 +332,25 @@ export class Cluster {
     return (await this.units()).filter((u) => u.spec.deployment === deployment && u.status.phase === 'Running' && u.status.pid && pidAlive(u.status.pid));
   }
 
+  /** Every agent and replica process this cluster started (a stopped replica's slot may be empty). */
+  private processes(): Proc[] {
+    return [...this.agents.values(), ...this.cps.filter(Boolean)];
+  }
+
   /**
    * This process exits with the cluster up (`npm run bench` or a test
    * interrupted by Ctrl-C, bench/main.ts): every process of it is killed by
    * its pid and its temp dir removed, synchronously, as 'exit' requires.
    */
   private readonly stopNow = (): void => {
-    for (const p of [...this.agents.values(), ...this.cps.filter(Boolean)]) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+    for (const p of this.processes()) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
     fs.rmSync(this.dir, { recursive: true, force: true, maxRetries: 5 });
   };
 
   async stop(): Promise<void> {
     process.removeListener('exit', this.stopNow);
     await Cluster.hooks.stopping?.(this).catch(() => undefined);
-    const all = [...this.agents.values(), ...this.cps.filter(Boolean)];
+    const all = this.processes();
     for (const p of all) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
     const deadline = Date.now() + 6000;
     for (const p of all) {
