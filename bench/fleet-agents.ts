@@ -67,6 +67,9 @@ export function fleetNodeName(i: number): string {
 
 /** Timer resolution of the heartbeat wheel: each tick sends the agents whose phase falls in it. */
 const TICK_MS = 20;
+/** The longest the connect loop waits for one batch's links to open before it starts the next. */
+const CONNECT_WAIT_MS = 2000;
+
 /** A simulated unit reports Running this long after its spawn arrived (a fresh process's start). */
 const SIM_START_MS = 2;
 /** Made-up pids start here (above any real pid_max default), one per unit. */
@@ -303,12 +306,6 @@ async function main(): Promise<void> {
     const name = fleetNodeName(first + i);
     agents.push(new SimAgent({ name, capacity, taints: [], labels: { zone: `zone-${(first + i) % 3}`, fleet: 'sim' } }, urls, values.token!, counters));
   }
-  // Connect gradually (a fleet does not boot in one millisecond): 100 agents every 20 ms.
-  for (let i = 0; i < agents.length; i += 100) {
-    for (const a of agents.slice(i, i + 100)) a.start();
-    await new Promise((r) => setTimeout(r, 20));
-  }
-
   // The heartbeat wheel: agent k beats when (t mod interval) crosses its phase.
   const slots = Math.max(1, Math.round(heartbeatMs / TICK_MS));
   const bySlot: SimAgent[][] = Array.from({ length: slots }, () => []);
@@ -369,6 +366,23 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop());
   // The parent went away: do not linger.
   process.on('disconnect', () => void stop());
+
+  // Connect gradually (a fleet does not boot in one millisecond): 100 agents
+  // every 20 ms, and a batch only once the one before it has its links open
+  // (or after CONNECT_WAIT_MS), so the worker's own loop is not buried
+  // under hundreds of handshakes at once (with batches every 20 ms
+  // regardless, its timers ran up to 4.8 s late while the fleet connected).
+  // The wheel above already runs, so an agent beats from its first open
+  // link on, as node-agent/main.ts does; a wheel started after this loop
+  // (10-15 s here) had left the first agents silent that long: thousands of
+  // NotReady announced while the fleet registered, the simulator's doing.
+  for (let i = 0; i < agents.length && !stopping; i += 100) {
+    const batch = agents.slice(i, i + 100);
+    for (const a of batch) a.start();
+    const until = performance.now() + CONNECT_WAIT_MS;
+    do await new Promise((r) => setTimeout(r, 20));
+    while (!stopping && performance.now() < until && !batch.every((a) => a.links.every((l) => l.isOpen)));
+  }
 }
 
 void main();

@@ -30,7 +30,7 @@
 //   4. failover: SIGKILL of the leader until the first acknowledged write,
 //      then until the new leader's API shows every node Ready and every
 //      unit still ready (no unit replaced).
-// NotReady lines are counted from the end of registration to the end.
+// NotReady lines are counted from the first registration to the end.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { build } from 'esbuild';
@@ -353,9 +353,10 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  // NotReady lines from every replica's output (only the leader narrates them).
+  // NotReady lines from every replica's output (only the leader narrates
+  // them), from the first registration on: a node that registered and then
+  // went unheard while the rest of the fleet connected counts too.
   const notReadyLines: string[] = [];
-  let countNotReady = false;
   for (const p of c.cps) {
     let rest = '';
     p.child.stdout!.on('data', (b: Buffer) => {
@@ -363,7 +364,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
       const lines = text.split('\n');
       rest = lines.pop() ?? '';
       if (process.env.FLEET_LOG_DIR) fs.appendFileSync(path.join(process.env.FLEET_LOG_DIR, `${p.name}.log`), lines.map((l) => l + '\n').join(''));
-      for (const line of lines) if (countNotReady && / NotReady: /.test(line) && line.includes('node ')) notReadyLines.push(`${p.name}: ${line.trim()}`);
+      for (const line of lines) if (/ NotReady: /.test(line) && line.includes('node ')) notReadyLines.push(`${p.name}: ${line.trim()}`);
     });
   }
   try {
@@ -400,7 +401,6 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
       ),
     );
     const registerMs = performance.now() - t0;
-    countNotReady = true;
     await sleep(3000); // let the registration's garbage settle before measuring memory
     const rssFleet = c.cps.map((p) => rssMiB(p.pid));
     say(`fleet: ${agents} nodes Ready in ${(registerMs / 1000).toFixed(1)} s; RSS ${rssFleet.map((r) => r.toFixed(0)).join(' / ')} MiB`);
