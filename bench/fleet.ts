@@ -43,6 +43,7 @@ import type { FleetWorkerReport } from './fleet-agents.ts';
 import type { FailoverGo, FailoverReport } from './failover-client.ts';
 import { parseCommandLine } from '../shared/flags.ts';
 import { NODE_ESM_BUNDLE } from '../launcher/bundle.ts';
+import { markPhase } from './loop-watch.ts';
 
 export interface FleetOptions {
   agents: number;
@@ -377,6 +378,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     );
 
     // ---- 1. registration
+    markPhase(c, 'registration');
     const t0 = performance.now();
     const failoverScript = await bundle(c.dir, 'failover-client');
     workers.start(c, await bundle(c.dir, 'fleet-agents'), agents, workerCount);
@@ -407,6 +409,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
 
     // ---- 2. units
     const deployments = Math.ceil(units / UNITS_PER_DEPLOYMENT);
+    markPhase(c, 'units');
     const t1 = performance.now();
     for (let d = 0; d < deployments; d++) {
       const n = Math.min(UNITS_PER_DEPLOYMENT, units - d * UNITS_PER_DEPLOYMENT);
@@ -446,6 +449,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     say(`fleet: ${units} units ready in ${(unitsMs / 1000).toFixed(1)} s; RSS ${rssUnits.map((r) => r.toFixed(0)).join(' / ')} MiB`);
 
     // ---- 3. steady state
+    markPhase(c, 'steady state');
     li = await leaderIndex(c);
     workers.resetMax();
     const cpu0 = c.cps.map((p) => cpuMs(p.pid));
@@ -473,6 +477,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     workers.resetMax();
     // The kill and the writes come from a client process of its own (bench/failover-client.ts), started first.
     const client = await FailoverClient.start(c, failoverScript, survivors);
+    markPhase(c, 'failover and the 5 s after it settled');
     let acked: Extract<FailoverReport, { type: 'acked' }>;
     try {
       acked = await client.run({ type: 'go', pid: victim.pid, path: '/v1/deployments/fleet-probe', body: JSON.stringify(deploymentManifest('fleet-probe', 0)) });
@@ -539,6 +544,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
   } finally {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    markPhase(c, 'teardown (the agents close their links)');
     await workers.stop();
     await c.stop();
     httpAgent.destroy();

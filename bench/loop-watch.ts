@@ -31,6 +31,21 @@ interface Followed {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 
+/** The phases a benchmark marked on a cluster (markPhase), in order. */
+const phases = new WeakMap<Cluster, Array<{ name: string; at: number }>>();
+
+/**
+ * From now until the next mark, the cluster's windows count in phase
+ * `name`: lines() then prints each phase's longest stops apart, so a stop in
+ * a burst the benchmark made (a fleet connecting, a failover) is not read as
+ * one in its quiet part. A window counts in the phase its end falls in.
+ */
+export function markPhase(c: Cluster, name: string): void {
+  const list = phases.get(c) ?? [];
+  list.push({ name, at: Date.now() });
+  phases.set(c, list);
+}
+
 function getJson(url: string, token: string): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const req = http.get(url, { agent, timeout: 2000, headers: { authorization: `Bearer ${token}` } }, (res) => {
@@ -162,6 +177,23 @@ export class LoopWatch {
               ? `${elections} new terms: ${caused.why}`
               : `${elections} new terms: ELECTIONS the benchmark did not cause`;
       out.push(`event loop during ${f.group}: ${parts.join('; ')}; term ${Number.isFinite(first) ? first : '?'} -> ${last}: ${verdict}`);
+      const marks = phases.get(f.cluster) ?? [];
+      if (marks.length > 0) {
+        const byPhase = marks.map((m, k) => {
+          const until = marks[k + 1]?.at ?? Number.POSITIVE_INFINITY;
+          const each = f.cluster.urls.map((url, i) => {
+            const ws = (f.replicas.get(url)?.windows ?? []).filter((w) => w.end > m.at && w.end <= until);
+            if (ws.length === 0) return `cp-${i + 1} no window`;
+            const maxMs = summarize(ws).maxMs;
+            const long = ws.filter((w) => w.maxMs > LONG_STOP_MS).length;
+            return `cp-${i + 1} ${maxMs.toFixed(0)} ms${whereItWent(ws, maxMs)}${long > 0 ? `, ${long} s over ${LONG_STOP_MS} ms` : ''}`;
+          });
+          const secs = Number.isFinite(until) ? ` (${((until - m.at) / 1000).toFixed(0)} s)` : '';
+          return each.every((e) => e.endsWith(' no window')) ? null : `${m.name}${secs}: ${each.join(', ')}`;
+        });
+        const said = byPhase.filter((p) => p !== null);
+        if (said.length > 0) out.push(`event loop during ${f.group}, longest stop by phase (a window counts in the phase it ended in): ${said.join('; ')}`);
+      }
     }
     return out;
   }
