@@ -80,7 +80,7 @@ function whereItWent(windows: readonly LoopWindow[], maxMs: number): string {
   const gc = sumOf(two, 'gcMs');
   if (cpu === undefined || wait === undefined) return '';
   const gcMax = Math.max(...two.map((w) => w.gcMaxMs ?? 0));
-  return ` (its ${two.length} s: on a CPU ${cpu.toFixed(0)} ms, waiting for one ${wait.toFixed(0)} ms, GC ${(gc ?? 0).toFixed(0)} ms, longest ${gcMax.toFixed(0)})`;
+  return ` (its ${two.length} s: on a CPU ${cpu.toFixed(0)} ms, waiting for one ${wait.toFixed(0)} ms, GC ${(gc ?? 0).toFixed(0)} ms, the longest collection ${gcMax.toFixed(0)} ms)`;
 }
 
 export class LoopWatch {
@@ -185,8 +185,10 @@ export class LoopWatch {
             const ws = (f.replicas.get(url)?.windows ?? []).filter((w) => w.end > m.at && w.end <= until);
             if (ws.length === 0) return `cp-${i + 1} no window`;
             const maxMs = summarize(ws).maxMs;
-            const long = ws.filter((w) => w.maxMs > LONG_STOP_MS).length;
-            return `cp-${i + 1} ${maxMs.toFixed(0)} ms${whereItWent(ws, maxMs)}${long > 0 ? `, ${long} s over ${LONG_STOP_MS} ms` : ''}`;
+            // When (UTC, the window's end), to set beside the replicas' logs: the first few only.
+            const long = ws.filter((w) => w.maxMs > LONG_STOP_MS).map((w) => new Date(w.end).toISOString().slice(11, 19));
+            const when = long.length > 0 ? `, ${long.length} s over ${LONG_STOP_MS} ms (${long.slice(0, 4).join(', ')}${long.length > 4 ? ', ...' : ''})` : '';
+            return `cp-${i + 1} ${maxMs.toFixed(0)} ms${whereItWent(ws, maxMs)}${when}`;
           });
           const secs = Number.isFinite(until) ? ` (${((until - m.at) / 1000).toFixed(0)} s)` : '';
           return each.every((e) => e.endsWith(' no window')) ? null : `${m.name}${secs}: ${each.join(', ')}`;
