@@ -7,6 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CLOSE_GRACE_MS, NodeRegistry, STALL_SKIP_MS, type RegistryChange } from '../../control-plane/registry/node-registry.ts';
 import { SeededRandom } from '../../shared/random.ts';
+import { decodeAgentMessage, encodeMessage } from '../../shared/protocol/codec.ts';
+import v8 from 'node:v8';
 
 const INFO = { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} };
 
@@ -210,3 +212,43 @@ test('checks between deadlines skip the walk over the nodes and judge every node
     assert.deepEqual(judged, expected, `history ${history}`);
   }
 });
+
+test('unit reports decoded from frames share one copy of their deployment, phase and spec hash in the registry (a heap snapshot counts them)', async () => {
+  const { r } = registry();
+  const reports = 300;
+  // Distinctive values, so the snapshot's strings are these and nothing else of the process.
+  const deployment = 'intern-probe-deployment';
+  const specHash = 'feedc0de1234abcd';
+  for (let i = 0; i < reports; i++) {
+    const frame = encodeMessage({
+      v: 1,
+      type: 'unit-status',
+      unit: { name: `intern-probe-${i}`, deployment, phase: 'Running', pid: 1000 + i, resources: { cpu: 10, memory: 8 }, term: 1, specHash, revision: 1 },
+    });
+    const decoded = decodeAgentMessage(frame); // a new copy of every string, as a frame off a socket gives
+    assert.ok(decoded.ok && decoded.msg.type === 'unit-status');
+    r.unitStatus('node-a', decoded.msg.unit);
+  }
+  assert.equal(r.nodes.get('node-a')!.units.size, reports);
+  const copies = await stringCopies([deployment, specHash]);
+  // One shared instance each (and the literal in this file's code); without sharing, one per report.
+  for (const [value, n] of copies) assert.ok(n <= 3, `${n} copies of "${value}" in the heap for ${reports} kept reports`);
+});
+
+/** How many string objects in this process's heap hold each of `values` (a V8 heap snapshot; it collects garbage first). */
+async function stringCopies(values: string[]): Promise<Map<string, number>> {
+  let text = '';
+  for await (const chunk of v8.getHeapSnapshot()) text += chunk;
+  const snap = JSON.parse(text) as { snapshot: { meta: { node_fields: string[]; node_types: [string[]] } }; nodes: number[]; strings: string[] };
+  const fields = snap.snapshot.meta.node_fields;
+  const [typeAt, nameAt, width] = [fields.indexOf('type'), fields.indexOf('name'), fields.length];
+  const stringType = snap.snapshot.meta.node_types[0].indexOf('string');
+  const out = new Map(values.map((v) => [v, 0]));
+  for (let i = 0; i < snap.nodes.length; i += width) {
+    if (snap.nodes[i + typeAt] !== stringType) continue;
+    const name = snap.strings[snap.nodes[i + nameAt]];
+    const n = out.get(name);
+    if (n !== undefined) out.set(name, n + 1);
+  }
+  return out;
+}
