@@ -181,8 +181,9 @@ export class LoopWatch {
       if (marks.length > 0) {
         const byPhase = marks.map((m, k) => {
           const until = marks[k + 1]?.at ?? Number.POSITIVE_INFINITY;
-          const each = f.cluster.urls.map((url, i) => {
-            const ws = (f.replicas.get(url)?.windows ?? []).filter((w) => w.end > m.at && w.end <= until);
+          const inPhase = f.cluster.urls.map((url) => (f.replicas.get(url)?.windows ?? []).filter((w) => w.end > m.at && w.end <= until));
+          if (inPhase.every((ws) => ws.length === 0)) return null;
+          const each = inPhase.map((ws, i) => {
             if (ws.length === 0) return `cp-${i + 1} no window`;
             const maxMs = summarize(ws).maxMs;
             // When (UTC, the window's end), to set beside the replicas' logs: the first few only.
@@ -191,7 +192,7 @@ export class LoopWatch {
             return `cp-${i + 1} ${maxMs.toFixed(0)} ms${whereItWent(ws, maxMs)}${when}`;
           });
           const secs = Number.isFinite(until) ? ` (${((until - m.at) / 1000).toFixed(0)} s)` : '';
-          return each.every((e) => e.endsWith(' no window')) ? null : `${m.name}${secs}: ${each.join(', ')}`;
+          return `${m.name}${secs}: ${each.join(', ')}`;
         });
         const said = byPhase.filter((p) => p !== null);
         if (said.length > 0) out.push(`event loop during ${f.group}, longest stop by phase (a window counts in the phase it ended in): ${said.join('; ')}`);
