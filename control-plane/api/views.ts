@@ -10,7 +10,7 @@ import type { ClusterEvent } from '../events.ts';
 import { isQuickFailure } from '../reconcile/reconcile.ts';
 import { serviceEndpoints } from '../services/endpoints.ts';
 import type { ObservedNodeState } from '../registry/node-registry.ts';
-import type { DeploymentRecord, DesiredState, NodeRecord, UnitRecord } from '../store/desired-state.ts';
+import { schedulingView, type DeploymentRecord, type DesiredState, type NodeRecord, type UnitRecord } from '../store/desired-state.ts';
 
 /** Any object the API serves; each view below returns its exact shape from shared/api-types.ts. */
 export interface ApiObject {
@@ -113,7 +113,7 @@ export function unitView(
       startTime: iso(report?.startedAt),
       finishTime: iso(report?.finishedAt),
       term: report?.term ?? null,
-      scheduling: u.scheduling,
+      scheduling: schedulingView(u.scheduling),
     },
   };
 }

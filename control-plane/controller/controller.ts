@@ -894,7 +894,7 @@ export class Controller {
   private record(d: SchedulingDecision, now: number): SchedulingRecord {
     return {
       message: d.message,
-      nodes: d.nodes.slice(0, MAX_RECORDED_NODES).map((n) => ({ node: n.node, feasible: n.feasible, reasons: n.reasons, scores: n.scores, total: n.total })),
+      nodes: JSON.stringify(d.nodes.slice(0, MAX_RECORDED_NODES).map((n) => ({ node: n.node, feasible: n.feasible, reasons: n.reasons, scores: n.scores, total: n.total }))),
       at: now,
     };
   }

@@ -13,14 +13,39 @@
 
 import { shareStrings } from './share-strings.ts';
 import type { DeploymentManifest, NodeInfo, PodTemplate, ServiceManifest, UnitSpec } from '../../shared/model.ts';
+import type { SchedulingNodeView, SchedulingView } from '../../shared/api-types.ts';
 import { DEFAULT_REVISION_HISTORY_LIMIT, NODE_PORT_MAX, NODE_PORT_MIN, unitSpecHash } from '../../shared/manifest.ts';
 import { EventRing, type ClusterEvent, type NewEvent } from '../events.ts';
 
 export interface SchedulingRecord {
   message: string;
-  /** Per-node outcome, trimmed to a named maximum (MAX_RECORDED_NODES). */
-  nodes: Array<{ node: string; feasible: boolean; reasons: string[]; scores?: Record<string, number>; total?: number }>;
+  /**
+   * Per-node outcome (SchedulingNodeView[]), trimmed to a named maximum
+   * (MAX_RECORDED_NODES), as JSON text: one string per unit for the
+   * collector to mark instead of about a dozen objects (the list, and each
+   * node's object, reasons and scores). The API parses it when it renders
+   * the unit (schedulingView).
+   */
+  nodes: string;
   at: number;
+}
+
+/** A record as log entries and snapshots written before SchedulingRecord.nodes was text carry it. */
+interface ListedSchedulingRecord {
+  message: string;
+  nodes: SchedulingNodeView[];
+  at: number;
+}
+
+/** A unit's scheduling record as the state keeps it, from either form a log entry or snapshot may carry. */
+export function compactScheduling(r: SchedulingRecord | ListedSchedulingRecord | null | undefined): SchedulingRecord | null {
+  if (r === null || r === undefined) return null;
+  return { message: r.message, nodes: typeof r.nodes === 'string' ? r.nodes : JSON.stringify(r.nodes), at: r.at };
+}
+
+/** The API's shape of a kept record: its nodes as a list again. */
+export function schedulingView(r: SchedulingRecord | null): SchedulingView | null {
+  return r === null ? null : { message: r.message, nodes: JSON.parse(r.nodes) as SchedulingNodeView[], at: r.at };
 }
 
 /**
@@ -138,8 +163,8 @@ export type StoreCommand =
   | { type: 'node.register'; at: number; node: NodeInfo }
   | { type: 'node.cordon'; at: number; name: string; unschedulable: boolean }
   /** specHash: run that revision's template (a paused rollout scales the old one); absent: the current. */
-  | { type: 'unit.create'; at: number; uid: string; deployment: string; nodeName: string | null; scheduling: SchedulingRecord | null; specHash?: string }
-  | { type: 'unit.bind'; at: number; name: string; nodeName: string; scheduling: SchedulingRecord | null }
+  | { type: 'unit.create'; at: number; uid: string; deployment: string; nodeName: string | null; scheduling: SchedulingRecord | ListedSchedulingRecord | null; specHash?: string }
+  | { type: 'unit.bind'; at: number; name: string; nodeName: string; scheduling: SchedulingRecord | ListedSchedulingRecord | null }
   | { type: 'unit.delete'; at: number; name: string; reason: string }
   /** Create or update a Service; nodePorts not given are picked here (lowest free), deterministically. */
   | { type: 'service.apply'; at: number; uid: string; manifest: ServiceManifest }
@@ -420,7 +445,7 @@ export class DesiredState {
           revision: rev?.revision ?? d.revision,
           creationTimestamp: cmd.at,
           resourceVersion: index,
-          scheduling: cmd.scheduling,
+          scheduling: compactScheduling(cmd.scheduling),
         });
         this.changed('unit', name);
         return { ok: true, created: true, name };
@@ -431,7 +456,7 @@ export class DesiredState {
         if (u.nodeName !== null) return { ok: false, code: 409, error: `unit ${cmd.name} is already bound to ${u.nodeName}` };
         u.nodeName = cmd.nodeName;
         this.addRequests(u, +1);
-        u.scheduling = cmd.scheduling;
+        u.scheduling = compactScheduling(cmd.scheduling);
         u.resourceVersion = index;
         this.changed('unit', cmd.name);
         return { ok: true, changed: true };
@@ -613,7 +638,9 @@ function wholeDeployment(d: DeploymentRecord): DeploymentRecord {
 
 /** A unit record from a snapshot as the state holds it: a spec left out (null) is its revision's, of the snapshot's deployment (`byName`). */
 function wholeUnit(u: UnitRecord, byName: ReadonlyMap<string, DeploymentRecord>): UnitRecord {
-  return { ...u, spec: u.spec ?? sharedUnitSpec(u, byName), revision: u.revision ?? 1 }; // spec null: shared (snapshot-slices.ts)
+  const whole = { ...u, spec: u.spec ?? sharedUnitSpec(u, byName), revision: u.revision ?? 1 }; // spec null: shared (snapshot-slices.ts)
+  whole.scheduling = compactScheduling(u.scheduling as SchedulingRecord | ListedSchedulingRecord | null);
+  return whole;
 }
 
 /** The spec a snapshot left out of a unit (snapshot-slices.ts capture()): its revision's. */

@@ -63,6 +63,31 @@ test('a snapshot restores to exactly the state it was taken from', () => {
   assert.deepEqual(a.apply(100, next), b.apply(100, next));
 });
 
+test("a unit's scheduling record is kept as one string, from a log entry or snapshot in either form, and the API shows its nodes as a list", () => {
+  const nodes = [
+    { node: 'node-a', feasible: true, reasons: [], scores: { balanced: 90, spread: 100 }, total: 95 },
+    { node: 'node-c', feasible: false, reasons: ['untolerated taint gpu-only'] },
+  ];
+  const s = replay(LOG.slice(0, 2));
+  // An entry a leader wrote before the record was text (a list), and one as the controller writes it now.
+  s.apply(10, { type: 'unit.create', at: NOW, uid: 'old', deployment: 'web', nodeName: 'node-a', scheduling: { message: 'node-a (old form)', nodes, at: NOW } });
+  s.apply(11, { type: 'unit.create', at: NOW, uid: 'new', deployment: 'web', nodeName: 'node-a', scheduling: { message: 'node-a (text)', nodes: JSON.stringify(nodes), at: NOW + 1 } });
+  const kept = [...s.units.values()].filter((u) => u.uid === 'old' || u.uid === 'new');
+  assert.equal(kept.length, 2);
+  for (const u of kept) assert.equal(typeof u.scheduling!.nodes, 'string', `${u.name}: its record's nodes are one string`);
+  const views = allUnitViews({ state: s, observed: new NodeRegistry(1000).nodes, now: NOW });
+  for (const u of kept) {
+    const v = views.find((x) => x.metadata.name === u.name)!;
+    assert.deepEqual(v.status.scheduling, { message: u.scheduling!.message, nodes, at: u.scheduling!.at });
+  }
+  // A snapshot written before: its units' records in the list form.
+  const snap = structuredClone(s.snapshot());
+  for (const u of snap.units) if (u.scheduling) (u.scheduling as unknown as { nodes: unknown }).nodes = JSON.parse(u.scheduling.nodes);
+  const r = new DesiredState();
+  r.restore(snap);
+  assert.deepEqual(r.snapshot(), s.snapshot(), 'restored from the list form, the state is the same as the one kept as text');
+});
+
 test("each deployment's units (the index a bounded reconcile pass reads) are exactly the units that name it, after creates, deletes and a restore", () => {
   const s = replay([...LOG, deployment(1, '3600', 'api')]);
   let index = LOG.length + 1;
