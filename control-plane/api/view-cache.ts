@@ -22,7 +22,7 @@
 import type { UnitReport } from '../../shared/model.ts';
 import { deploymentOfUnitName } from '../events.ts';
 import { isQuickFailure } from '../reconcile/reconcile.ts';
-import type { NodeRegistry, ObservedNodeState, RegistryChange } from '../registry/node-registry.ts';
+import type { NodeRegistry, ObservedNodeState, RegistryChange, Reporters } from '../registry/node-registry.ts';
 import type { ChangeKind, DeploymentRecord, DesiredState, UnitRecord } from '../store/desired-state.ts';
 import type { ApiObject, DeploymentIndex, ViewSource } from './views.ts';
 import { Slicer } from './slicer.ts';
@@ -192,7 +192,7 @@ export class ViewCache {
     this.tracking = true;
   }
 
-  private reporters: (name: string) => readonly string[] | undefined = () => undefined;
+  private reporters: (name: string) => Reporters | undefined = () => undefined;
 
   /** These renderings as the Kubernetes API reads them, each made from `src()` as it is then. */
   kubeViews(src: () => ViewSource): KubeViews {
@@ -296,7 +296,8 @@ export class ViewCache {
       // A unit with a record in the last rendering: its view kept, or made afresh each time (timed).
       const bound = this.bound.has(name) || last.timed.has(name);
       if (u === undefined || i === undefined || !bound || last.places.twice.has(name)) return false;
-      if (on !== undefined && (on.length > 1 || (on.length === 1 && on[0] !== u.nodeName))) return false;
+      // Reported by another node than its binding's, or by more than one (a list): rendered afresh.
+      if (on !== undefined && (typeof on !== 'string' || on !== u.nodeName)) return false;
     }
     return true;
   }

@@ -14,7 +14,7 @@
 // (SIGSTOP, a partition) closes nothing and still waits for the timer.
 // The registry does not read a clock itself: `now` is passed in.
 
-import type { NodeInfo, UnitReport } from '../../shared/model.ts';
+import type { NodeInfo, Resources, UnitReport } from '../../shared/model.ts';
 import { intern } from '../../shared/intern.ts';
 
 export interface ObservedNodeState {
@@ -58,6 +58,49 @@ function internShared(u: UnitReport): void {
   if (typeof u.specHash === 'string') u.specHash = intern(u.specHash);
   if (typeof u.reason === 'string') u.reason = intern(u.reason);
   if (typeof u.signal === 'string') u.signal = intern(u.signal);
+  if (u.resources !== null && typeof u.resources === 'object') u.resources = sharedResources(u.resources);
+}
+
+/** Requests kept reports share, by value ("cpu/memory"); starts over past SHARED_RESOURCES_MAX. */
+let resourcesTable = new Map<string, Resources>();
+const SHARED_RESOURCES_MAX = 1024;
+
+/**
+ * One object for equal requests: a deployment's units all report the same
+ * {cpu, memory}, and each decoded report brought its own (10,000 objects at
+ * 10,000 units, each one more for the collector to mark). Reports are never
+ * written to once kept, so sharing is safe. A value with any other field is
+ * kept as it came.
+ */
+function sharedResources(r: Resources): Resources {
+  if (typeof r.cpu !== 'number' || typeof r.memory !== 'number' || Object.keys(r).length !== 2) return r;
+  const key = `${r.cpu}/${r.memory}`;
+  const known = resourcesTable.get(key);
+  if (known !== undefined) return known;
+  if (resourcesTable.size >= SHARED_RESOURCES_MAX) resourcesTable = new Map();
+  resourcesTable.set(key, r);
+  return r;
+}
+
+/**
+ * The nodes reporting a unit of one name: that node's name, or a list when
+ * more than one does (for a moment during a move). Never a list of one: the
+ * two indexes below held a one-node list per unit each, 100,000 heap
+ * objects at 50,000 units for every major collection to mark.
+ */
+export type Reporters = string | readonly string[];
+
+function withReporter(r: Reporters | undefined, node: string): Reporters {
+  if (r === undefined || r === node) return node;
+  if (typeof r === 'string') return [r, node];
+  return r.includes(node) ? r : [...r, node];
+}
+
+/** `r` without `node`; undefined when no node is left. */
+function withoutReporter(r: Reporters, node: string): Reporters | undefined {
+  if (typeof r === 'string') return r === node ? undefined : r;
+  const left = r.filter((x) => x !== node);
+  return left.length === 0 ? undefined : left.length === 1 ? left[0] : left;
 }
 
 /** A liveness check this late after the previous one means we stalled. */
@@ -78,14 +121,14 @@ export class NodeRegistry {
    * move), so findUnit() is O(1) and not a walk over every node: the
    * controller asks it for every spawn and terminate in flight, each pass.
    */
-  private readonly reportedBy = new Map<string, string[]>();
+  private readonly reportedBy = new Map<string, Reporters>();
   /**
    * The same reports by the deployment they name ('' for none): unit name ->
    * nodes reporting it. A scoped reconcile pass reads its deployments'
    * reports from here, not from a walk over every report of every node
    * (50,000 reports, three walks per pass, at 5,000 agents).
    */
-  private readonly byDeployment = new Map<string, Map<string, string[]>>();
+  private readonly byDeployment = new Map<string, Map<string, Reporters>>();
   private lastCheckMs = Number.POSITIVE_INFINITY;
   /**
    * No Ready node can turn NotReady at or before this time (ms): the
@@ -200,6 +243,8 @@ export class NodeRegistry {
       return;
     }
     internShared(u);
+    // The maps keep the first report's name as their key: the new report takes that very string, not a second copy.
+    if (prev) u.name = prev.name;
     n.units.set(u.name, u);
     if (prev && prev.deployment !== u.deployment) this.unindex(prev, node);
     if (!prev || prev.deployment !== u.deployment) this.index(u, node);
@@ -281,7 +326,7 @@ export class NodeRegistry {
   }
 
   /** The nodes reporting a unit of this name, or undefined when none does. O(1). */
-  reportersOf(name: string): readonly string[] | undefined {
+  reportersOf(name: string): Reporters | undefined {
     return this.reportedBy.get(name);
   }
 
@@ -289,7 +334,7 @@ export class NodeRegistry {
   findUnit(name: string): { node: string; report: UnitReport } | undefined {
     const nodes = this.reportedBy.get(name);
     if (nodes === undefined) return undefined;
-    const node = nodes[0];
+    const node = typeof nodes === 'string' ? nodes : nodes[0];
     const report = this.nodes.get(node)?.units.get(name);
     return report === undefined ? undefined : { node, report };
   }
@@ -304,12 +349,15 @@ export class NodeRegistry {
     const units = this.byDeployment.get(deployment);
     if (units === undefined) return;
     units.forEach((nodes, name) => {
-      for (let i = 0; i < nodes.length; i++) {
-        const node = this.nodes.get(nodes[i]);
-        const report = node?.units.get(name);
-        if (node && report) visit(node, report);
-      }
+      if (typeof nodes === 'string') return this.visitReport(nodes, name, visit);
+      for (let i = 0; i < nodes.length; i++) this.visitReport(nodes[i], name, visit);
     });
+  }
+
+  private visitReport(name: string, unit: string, visit: (node: ObservedNodeState, report: UnitReport) => void): void {
+    const node = this.nodes.get(name);
+    const report = node?.units.get(unit);
+    if (node && report) visit(node, report);
   }
 
   /** The deployments some report names (not ''). */
@@ -318,31 +366,27 @@ export class NodeRegistry {
   }
 
   private index(u: UnitReport, node: string): void {
-    const nodes = this.reportedBy.get(u.name);
-    if (nodes === undefined) this.reportedBy.set(u.name, [node]);
-    else if (!nodes.includes(node)) nodes.push(node);
+    this.reportedBy.set(u.name, withReporter(this.reportedBy.get(u.name), node));
     const key = u.deployment ?? '';
     let units = this.byDeployment.get(key);
     if (units === undefined) this.byDeployment.set(key, (units = new Map()));
-    const on = units.get(u.name);
-    if (on === undefined) units.set(u.name, [node]);
-    else if (!on.includes(node)) on.push(node);
+    units.set(u.name, withReporter(units.get(u.name), node));
   }
 
   private unindex(u: UnitReport, node: string): void {
     const nodes = this.reportedBy.get(u.name);
     if (nodes !== undefined) {
-      const i = nodes.indexOf(node);
-      if (i >= 0) nodes.splice(i, 1);
-      if (nodes.length === 0) this.reportedBy.delete(u.name);
+      const left = withoutReporter(nodes, node);
+      if (left === undefined) this.reportedBy.delete(u.name);
+      else this.reportedBy.set(u.name, left);
     }
     const key = u.deployment ?? '';
     const units = this.byDeployment.get(key);
     const on = units?.get(u.name);
     if (units === undefined || on === undefined) return;
-    const i = on.indexOf(node);
-    if (i >= 0) on.splice(i, 1);
-    if (on.length === 0) units.delete(u.name);
+    const left = withoutReporter(on, node);
+    if (left === undefined) units.delete(u.name);
+    else units.set(u.name, left);
     if (units.size === 0) this.byDeployment.delete(key);
   }
 }

@@ -100,7 +100,7 @@ test('findUnit follows every way a report comes and goes: unit-status, unit-gone
   assert.equal(r.findUnit('never-reported'), undefined);
 });
 
-test("reportsOf and reportedDeployments match every node's reports through 2,000 random hellos, reports, deployment changes, gones and forced deletes", () => {
+test("reportsOf, reportersOf, findUnit and reportedDeployments match every node's reports through 2,000 random hellos, reports, deployment changes, gones and forced deletes", () => {
   const r = new NodeRegistry(1000);
   let seed = 7;
   const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
@@ -150,6 +150,15 @@ test("reportsOf and reportedDeployments match every node's reports through 2,000
       assert.deepEqual(got.sort(), (want.get(d) ?? []).sort(), `step ${step}: reports naming '${d}'`);
     }
     assert.deepEqual([...r.reportedDeployments()].sort(), [...want.keys()].filter((d) => d !== '').sort(), `step ${step}: deployments reported`);
+    // And the nodes reporting each name: one node's name alone, a list only for more than one.
+    for (let i = 0; i < 12; i++) {
+      const on = nodes.filter((n) => r.nodes.get(n)!.units.has(`u-${i}`));
+      const got = r.reportersOf(`u-${i}`);
+      if (on.length === 0) assert.equal(got, undefined, `step ${step}: u-${i} reported by none`);
+      else if (on.length === 1) assert.equal(got, on[0], `step ${step}: u-${i} reported by ${on[0]} alone`);
+      else assert.deepEqual([...(got as readonly string[])].sort(), on, `step ${step}: u-${i} reported by ${on.join(', ')}`);
+      assert.ok(on.length === 0 ? r.findUnit(`u-${i}`) === undefined : on.includes(r.findUnit(`u-${i}`)!.node), `step ${step}: findUnit(u-${i})`);
+    }
   }
 });
 
@@ -213,26 +222,36 @@ test('checks between deadlines skip the walk over the nodes and judge every node
   }
 });
 
-test('unit reports decoded from frames share one copy of their deployment, phase and spec hash in the registry (a heap snapshot counts them)', async () => {
+test('unit reports decoded from frames share one copy of their deployment, phase and spec hash (a heap snapshot counts them) and one object of equal requests in the registry', async () => {
   const { r } = registry();
   const reports = 300;
   // Distinctive values, so the snapshot's strings are these and nothing else of the process.
   const deployment = 'intern-probe-deployment';
   const specHash = 'feedc0de1234abcd';
-  for (let i = 0; i < reports; i++) {
-    const frame = encodeMessage({
-      v: 1,
-      type: 'unit-status',
-      unit: { name: `intern-probe-${i}`, deployment, phase: 'Running', pid: 1000 + i, resources: { cpu: 10, memory: 8 }, term: 1, specHash, revision: 1 },
-    });
-    const decoded = decodeAgentMessage(frame); // a new copy of every string, as a frame off a socket gives
-    assert.ok(decoded.ok && decoded.msg.type === 'unit-status');
-    r.unitStatus('node-a', decoded.msg.unit);
+  // Each unit reported twice, Pending then Running, as an agent reports a start.
+  for (const phase of ['Pending', 'Running'] as const) {
+    for (let i = 0; i < reports; i++) {
+      const frame = encodeMessage({
+        v: 1,
+        type: 'unit-status',
+        unit: { name: `intern-probe-${i}`, deployment, phase, pid: 1000 + i, resources: { cpu: 10, memory: 8 }, term: 1, specHash, revision: 1 },
+      });
+      const decoded = decodeAgentMessage(frame); // a new copy of every string, as a frame off a socket gives
+      assert.ok(decoded.ok && decoded.msg.type === 'unit-status');
+      r.unitStatus('node-a', decoded.msg.unit);
+    }
   }
   assert.equal(r.nodes.get('node-a')!.units.size, reports);
-  const copies = await stringCopies([deployment, specHash]);
+  assert.ok([...r.nodes.get('node-a')!.units.values()].every((u) => u.phase === 'Running'));
+  const copies = await stringCopies([deployment, specHash, 'intern-probe-7']);
   // One shared instance each (and the literal in this file's code); without sharing, one per report.
   for (const [value, n] of copies) assert.ok(n <= 3, `${n} copies of "${value}" in the heap for ${reports} kept reports`);
+  // A unit's name: the maps' key and the kept report's name are one string, not the first report's and the last's.
+  assert.equal(copies.get('intern-probe-7'), 2, 'the unit name once in the registry (and once in this test)');
+  // Their equal requests are one object too, not one per report.
+  const requests = new Set([...r.nodes.get('node-a')!.units.values()].map((u) => u.resources));
+  assert.equal(requests.size, 1, `${requests.size} objects for ${reports} reports' equal requests`);
+  assert.deepEqual([...requests][0], { cpu: 10, memory: 8 });
 });
 
 /** How many string objects in this process's heap hold each of `values` (a V8 heap snapshot; it collects garbage first). */
