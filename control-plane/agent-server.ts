@@ -14,6 +14,7 @@ import type { Duplex } from 'node:stream';
 import { timingSafeEqual } from 'node:crypto';
 import { WebSocketServer, type RawData } from 'ws';
 import type { Clock, ClockTimer } from '../shared/clock.ts';
+import { intern, internStrings } from '../shared/intern.ts';
 import { systemClock } from '../shared/system-clock.ts';
 import { decodeAgentMessage, encodeMessage } from '../shared/protocol/codec.ts';
 import {
@@ -136,7 +137,7 @@ export class AgentServer {
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       receiveAsFragments(ws);
-      this.accept(ws, req.socket.remoteAddress ?? '?');
+      this.accept(ws, intern(req.socket.remoteAddress ?? '?')); // one copy of "127.0.0.1" for all agents, not one per connection
     });
     return true;
   }
@@ -145,13 +146,15 @@ export class AgentServer {
   accept(ws: WebSocket, peer: string): void {
     const clock = this.clock;
     let node: string | null = null;
-    const helloTimer = clock.timeout(() => {
+    // Dropped once cancelled: this closure lives as long as the connection (5,000 agents, 5,000 spent timers kept).
+    let helloTimer: ClockTimer | null = clock.timeout(() => {
       if (!node) this.reject(ws, peer, 'no hello within ' + HELLO_TIMEOUT_MS + ' ms');
     }, HELLO_TIMEOUT_MS);
     ws.on('error', (err) => this.deps.log(`agent ${node ?? peer}: socket error: ${err.message}`));
     ws.on('close', () => {
       this.logs.connectionClosed(ws);
       clock.cancel(helloTimer);
+      helloTimer = null;
       if (node && this.sockets.get(node) === ws) {
         this.sockets.delete(node);
         this.deps.registry.disconnected(node, this.deps.now());
@@ -173,6 +176,7 @@ export class AgentServer {
           if (node !== null && node !== msg.node.name) return this.reject(ws, node, `hello for a different node ${msg.node.name}`);
           node = msg.node.name;
           clock.cancel(helloTimer);
+          helloTimer = null;
           const old = this.sockets.get(node);
           if (old && old !== ws) old.close(4000, 'replaced by a newer connection');
           this.sockets.set(node, ws);
@@ -180,7 +184,8 @@ export class AgentServer {
           const pingIntervalMs = pingIntervalFor(this.sockets.size, this.pingIntervalMs);
           this.sendTo(ws, { v: 1, type: 'welcome', replicaId: this.deps.replicaId, term, leaderId, heartbeatIntervalMs: this.deps.heartbeatIntervalMs, pingIntervalMs });
           this.fitPingInterval(ws);
-          this.deps.registry.hello(msg.node, msg.agentPid, msg.units, msg.highestTerm, now);
+          // Its labels, address and taints as shared strings: kept for as long as the node is (5,000 nodes, each its own copies).
+          this.deps.registry.hello(internStrings(msg.node), msg.agentPid, msg.units, msg.highestTerm, now);
           this.deps.onHello?.(node);
           return;
         }

@@ -24,6 +24,7 @@ import type http from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { AGENT_SECONDS_BUCKETS, overwriteHistogram, type HistogramCounts } from '../../shared/histogram.ts';
 import type { AgentStats } from '../../shared/protocol/messages.ts';
+import { internStrings } from '../../shared/intern.ts';
 import type { ControllerObserver } from '../controller/controller.ts';
 import type { ProposalOutcome, RaftStoreObserver } from '../store/raft-store.ts';
 import { isDashboardPath } from './dashboard.ts';
@@ -474,7 +475,7 @@ export class ReplicaMetrics {
     const kept = this.agents.get(node);
     const at = this.now();
     if (kept && overwriteStats(kept.stats, stats)) kept.at = at;
-    else this.agents.set(node, { stats, at });
+    else this.agents.set(node, { stats: internStrings(stats), at }); // kept: its replica names and phases shared, not per node
   }
 
   /** One answered HTTP request: method, request URL (its route template is the label), status code, seconds taken. */

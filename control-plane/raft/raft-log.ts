@@ -125,7 +125,12 @@ export class RaftLog {
         }
         this.truncateFrom(e.index);
       }
-      for (let j = i; j < entries.length; j++) this.entries.push(entries[j]);
+      for (let j = i; j < entries.length; j++) {
+        const added = entries[j];
+        // The constant, not the decoded copy of the word: a follower keeps thousands of entries until a snapshot.
+        added.kind = added.kind === 'noop' ? 'noop' : 'normal';
+        this.entries.push(added);
+      }
       break;
     }
     return prevIndex + entries.length;

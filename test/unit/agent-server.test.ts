@@ -10,6 +10,7 @@ import { AgentServer, LEADER_BROADCAST_MS } from '../../control-plane/agent-serv
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { decodeControlPlaneMessage, encodeMessage } from '../../shared/protocol/codec.ts';
+import { stringCopies } from '../helpers/heap-strings.ts';
 
 class FakeSocket extends EventEmitter {
   readonly OPEN = 1;
@@ -128,4 +129,22 @@ test('a replica tells every connected agent a new ping interval when the count o
   for (const ws of agents.slice(0, 100)) assert.deepEqual(toldPingIntervals(ws), [1000, 2000, 1000]);
   for (const ws of agents.slice(100)) assert.equal(toldPingIntervals(ws).length, 2, 'nothing to agents that left');
   s.close();
+});
+
+test("the strings of a node's hello (its labels, taints, address) are kept as one shared copy, not one per agent (a heap snapshot counts them)", async () => {
+  const clock = new ManualClock(1000);
+  const s = server(clock);
+  const agents = 300;
+  // Distinctive values, so the snapshot's strings are these and nothing else of the process.
+  const [label, taint] = ['zone-probe-label', 'taint-probe-key'];
+  for (let i = 0; i < agents; i++) {
+    const ws = new FakeSocket();
+    s.accept(ws as unknown as WebSocket, '127.0.0.1');
+    const node = { name: `probe-${i}`, capacity: { cpu: 1000, memory: 1024 }, taints: [{ key: taint, effect: 'NoSchedule' as const }], labels: { zone: label } };
+    ws.emit('message', Buffer.from(encodeMessage({ v: 1, type: 'hello', node, agentPid: 7, units: [], highestTerm: 0 })), true); // decoded: a copy of each string
+    assert.equal(ws.got[0]?.type, 'welcome');
+  }
+  const copies = await stringCopies([label, taint]);
+  // One shared instance each, and the literal in this file's code; without sharing, one per agent.
+  for (const [value, n] of copies) assert.ok(n <= 2, `${n} copies of "${value}" in the heap for ${agents} agents' hellos`);
 });

@@ -19,6 +19,7 @@ import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import { AgentFigures, MAX_PENDING_SPAWNS } from '../../node-agent/agent-figures.ts';
 import { AGENT_SECONDS_BUCKETS, emptyHistogram, observe } from '../../shared/histogram.ts';
 import { decodeAgentMessage, encodeMessage } from '../../shared/protocol/codec.ts';
+import { stringCopies } from '../helpers/heap-strings.ts';
 
 // ---- a strict reader of the text format --------------------------------
 
@@ -540,4 +541,20 @@ test("the agent's counting and the shared histogram are pure: no node:* import, 
     assert.doesNotMatch(code, /from ['"]node:/, file);
     assert.doesNotMatch(code, /Date\.now|new Date|performance\.now|Math\.random|setTimeout|setInterval/, file);
   }
+});
+
+test("each agent's kept figures share the strings every agent sends (replica names, phases), not one copy per node (a heap snapshot counts them)", async () => {
+  const m = metricsFor(new DesiredState(), { connected: new Set() });
+  const nodes = 300;
+  const replica = 'cp-probe-replica'; // distinctive, so the snapshot's strings are this and nothing else of the process
+  for (let i = 0; i < nodes; i++) {
+    const f = new AgentFigures();
+    f.roundTrip(replica, 0.001);
+    const decoded = decodeAgentMessage(encodeMessage({ v: 1, type: 'heartbeat', seq: 1, sentAt: 1_700_000_000_000, stats: f.stats([{ phase: 'Running' }]) }));
+    assert.ok(decoded.ok && decoded.msg.type === 'heartbeat' && decoded.msg.stats);
+    m.agentStats(`probe-${i}`, decoded.msg.stats);
+  }
+  const copies = await stringCopies([replica]);
+  // One shared instance, and the literal in this file's code; without sharing, one per node.
+  assert.ok(copies.get(replica)! <= 2, `${copies.get(replica)} copies of "${replica}" in the heap for ${nodes} agents' figures`);
 });

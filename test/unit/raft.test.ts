@@ -7,6 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RaftNode } from '../../control-plane/raft/raft-node.ts';
+import { RaftLog } from '../../control-plane/raft/raft-log.ts';
+import { stringCopies } from '../helpers/heap-strings.ts';
 import type { Entry, Message, NodeId, PersistedState, RaftConfig, Ready, ReadState } from '../../control-plane/raft/types.ts';
 import { SeededRandom } from '../../shared/random.ts';
 import { validateMessage } from '../../control-plane/raft/validate.ts';
@@ -833,4 +835,15 @@ test('leader link closed on one follower only: its pre-vote is refused by the fo
   // And a link closing to someone who is not our leader changes nothing.
   c.n('n2').peerLinkClosed('n3');
   assert.equal(c.n('n2').status().leader, 'n1');
+});
+
+test("a follower's log keeps each entry's kind as the one constant word, not the copy each decoded entry brought (a heap snapshot counts them)", async () => {
+  const log = new RaftLog(null, [], 0);
+  // As an append decoded from a frame gives them: each entry's own copy of the word (join makes a new string).
+  const entries: Entry[] = Array.from({ length: 300 }, (_, i) => ({ term: 1, index: i + 1, kind: ['nor', 'mal'].join('') as 'normal', data: new Uint8Array(1) }));
+  assert.equal(log.maybeAppend(0, entries), 300);
+  entries.length = 0;
+  assert.equal(log.lastIndex(), 300);
+  const copies = (await stringCopies(['normal'])).get('normal')!;
+  assert.ok(copies < 10, `${copies} copies of "normal" in the heap with 300 entries kept`);
 });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { CLOSE_GRACE_MS, NodeRegistry, STALL_SKIP_MS, type RegistryChange } from '../../control-plane/registry/node-registry.ts';
 import { SeededRandom } from '../../shared/random.ts';
 import { decodeAgentMessage, encodeMessage } from '../../shared/protocol/codec.ts';
-import v8 from 'node:v8';
+import { stringCopies } from '../helpers/heap-strings.ts';
 
 const INFO = { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: {} };
 
@@ -253,21 +253,3 @@ test('unit reports decoded from frames share one copy of their deployment, phase
   assert.equal(requests.size, 1, `${requests.size} objects for ${reports} reports' equal requests`);
   assert.deepEqual([...requests][0], { cpu: 10, memory: 8 });
 });
-
-/** How many string objects in this process's heap hold each of `values` (a V8 heap snapshot; it collects garbage first). */
-async function stringCopies(values: string[]): Promise<Map<string, number>> {
-  let text = '';
-  for await (const chunk of v8.getHeapSnapshot()) text += chunk;
-  const snap = JSON.parse(text) as { snapshot: { meta: { node_fields: string[]; node_types: [string[]] } }; nodes: number[]; strings: string[] };
-  const fields = snap.snapshot.meta.node_fields;
-  const [typeAt, nameAt, width] = [fields.indexOf('type'), fields.indexOf('name'), fields.length];
-  const stringType = snap.snapshot.meta.node_types[0].indexOf('string');
-  const out = new Map(values.map((v) => [v, 0]));
-  for (let i = 0; i < snap.nodes.length; i += width) {
-    if (snap.nodes[i + typeAt] !== stringType) continue;
-    const name = snap.strings[snap.nodes[i + nameAt]];
-    const n = out.get(name);
-    if (n !== undefined) out.set(name, n + 1);
-  }
-  return out;
-}
