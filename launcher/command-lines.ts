@@ -117,8 +117,19 @@ export { formatTaint };
  * of 196-214, the leader 247-295 (210-310: no clear change), and the fill
  * and the apply no slower (1,260-1,406/s and 6.9-9.1 s, against
  * 966-1,255/s and 9-19 s).
+ *
+ * And no memory reducer: once allocation slows after a burst (50,000 units
+ * placed, then the fleet's steady state), V8 runs a collection to shrink
+ * the heap that compacts far more pages than a regular one; its pause was
+ * 85-94 ms of a replica's main thread (--trace-gc), and on 2 shared cores
+ * every event-loop stop over 100 ms of the fleet's steady state (101-1,407
+ * ms in three 300 s runs) fell in the second of one. Without it, a 300 s
+ * steady state had no stop over 97 ms; the heap is collected when it
+ * reaches V8's limit instead, so RSS stays higher between collections
+ * (a follower 345 MiB after the fleet's steady state, not 222-229; the
+ * replica with 1,000 units 96 MiB, not 78): docs/benchmarks.md.
  */
-export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2'];
+export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--no-memory-reducer'];
 
 /**
  * Environment of every control-plane replica. glibc's malloc serves an

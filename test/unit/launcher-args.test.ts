@@ -83,6 +83,7 @@ describe('launcher command lines', () => {
     assert.deepEqual(cp2.argv, [
       NODE,
       '--max-semi-space-size=2',
+      '--no-memory-reducer',
       '--import',
       'tsx',
       'control-plane/main.ts',
@@ -106,7 +107,7 @@ describe('launcher command lines', () => {
     // The death line's command starts it the same way, with the value the replica got.
     assert.equal(
       Supervisor.handCommand(cp2, {}),
-      `MALLOC_MMAP_THRESHOLD_=131072 ${NODE} --max-semi-space-size=2 --import tsx control-plane/main.ts --id cp-2 ${cp2.argv.slice(7).join(' ')}`,
+      `MALLOC_MMAP_THRESHOLD_=131072 ${NODE} --max-semi-space-size=2 --no-memory-reducer --import tsx control-plane/main.ts --id cp-2 ${cp2.argv.slice(8).join(' ')}`,
     );
     assert.match(Supervisor.handCommand(cp2, { MALLOC_MMAP_THRESHOLD_: '65536' }), /^MALLOC_MMAP_THRESHOLD_=65536 \//);
   });
@@ -156,7 +157,7 @@ describe('launcher command lines', () => {
 
   test('the test hook swaps only the entry script, keeping every flag', () => {
     const [cp1] = controlPlaneCommands({ ...layout, controlPlaneScript: 'test/fixtures/fake-child.ts' });
-    assert.deepEqual(cp1.argv.slice(4, 7), ['test/fixtures/fake-child.ts', '--id', 'cp-1']);
+    assert.deepEqual(cp1.argv.slice(5, 8), ['test/fixtures/fake-child.ts', '--id', 'cp-1']);
   });
 
   test("config.json servers are the replicas' HTTP URLs on base+1 ... base+N", () => {
