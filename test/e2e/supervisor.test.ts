@@ -14,6 +14,7 @@ import { UnitSupervisor, findExecutable, formatSeconds } from '../../node-agent/
 import { OrphanGuard } from '../../node-agent/runtime/orphan-guard.ts';
 import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
 import { holdLoopAfter } from '../helpers/hold-loop.ts';
+import { textOf } from '../helpers/files.ts';
 
 const isAlive = pidAlive; // in /proc and not a zombie
 
@@ -314,7 +315,7 @@ test('a unit gets only a minimal environment plus its own variables and MO_UNIT_
   const h = harness(t);
   h.start('env-1', ['sh', '-c', 'env | sort'], [{ name: 'GREETING', value: 'hello' }]);
   await h.next('env-1', 'Succeeded');
-  await waitUntil(() => fs.readFileSync(h.sup.logPath('env-1'), 'utf8').includes('PATH='), 2000, 'log output');
+  await waitUntil(() => textOf(h.sup.logPath('env-1')).includes('PATH='), 2000, 'log output');
   // Records are `<RFC 3339 time> <stdout|stderr> <text>` (unit-log.ts): keep the text.
   const lines = fs
     .readFileSync(h.sup.logPath('env-1'), 'utf8')
@@ -335,7 +336,7 @@ test('a unit log file stays bounded and keeps the newest output', async (t) => {
   h.start('noisy-1', ['sh', '-c', 'i=0; while [ $i -lt 20000 ]; do echo "line $i ........................................"; i=$((i+1)); done; echo err-line >&2; echo THE-END']);
   await h.next('noisy-1', 'Succeeded', 20000);
   const logPath = h.sup.logPath('noisy-1');
-  await waitUntil(() => fs.readFileSync(logPath, 'utf8').includes('THE-END'), 3000, 'the last line in the log');
+  await waitUntil(() => textOf(logPath).includes('THE-END'), 3000, 'the last line in the log');
   const size = fs.statSync(logPath).size;
   const rotated = fs.statSync(`${logPath}.1`).size;
   assert.ok(size <= maxLogBytes, `log is ${size} bytes`);

@@ -22,6 +22,7 @@ import { detectNamespaces, MAX_CLAIM_BYTES, type Namespaces } from '../../node-a
 import { SandboxPool } from '../../node-agent/runtime/sandbox-pool.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
 import { closeSupervisor } from '../helpers/supervisor-cleanup.ts';
+import { textOf } from '../helpers/files.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -234,7 +235,7 @@ for (const v of nsVariants) {
     await waitUntil(() => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep', 5000, 'the command to be sleep');
     for (const ns of ['pid', 'uts', 'ipc', 'mnt']) assert.notEqual(nsOf(pid, ns), nsOf('self', ns), `${ns} namespace`);
     assert.match(fs.readFileSync(`/proc/${pid}/status`, 'utf8'), new RegExp(`^NSpid:\\s+${pid}\\s+${v.mainInner}$`, 'm'));
-    await waitUntil(() => fs.readFileSync(h.sup.logPath('ns-web-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
+    await waitUntil(() => textOf(h.sup.logPath('ns-web-1')).split('\n').length >= 4, 5000, 'its output');
     const lines = fs
       .readFileSync(h.sup.logPath('ns-web-1'), 'utf8')
       .trim()
@@ -525,7 +526,7 @@ for (const v of nsVariants) {
           assert.ok(!target.startsWith('/proc'), `pid ${p} fd ${fd} -> ${target}`);
         }
       }
-      await waitUntil(() => fs.readFileSync(sup.logPath('warm-1'), 'utf8').split('\n').length >= 4, 5000, 'its output');
+      await waitUntil(() => textOf(sup.logPath('warm-1')).split('\n').length >= 4, 5000, 'its output');
       const lines = fs
         .readFileSync(sup.logPath('warm-1'), 'utf8')
         .trim()
