@@ -127,7 +127,9 @@ export { formatTaint };
  * steady state had no stop over 97 ms; the heap is collected when it
  * reaches V8's limit instead, so RSS stays higher between collections
  * (a follower 345 MiB after the fleet's steady state, not 222-229; the
- * replica with 1,000 units 96 MiB, not 78): docs/benchmarks.md.
+ * replica with 1,000 units 96 MiB, not 78): docs/benchmarks.md. A replica
+ * that comes to rest still collects a burst's garbage: it runs a full
+ * collection itself once its loop is quiet (control-plane/rest-collect.ts).
  */
 export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--no-memory-reducer'];
 
