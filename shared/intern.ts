@@ -8,30 +8,52 @@
 // immutable, so a decoded record may hold any instance of an equal string:
 // `internStrings` puts one shared instance in place of each short one.
 //
-// The table is bounded: once it holds MAX_ENTRIES strings it starts over,
-// so strings seen once (names, uids, timestamps) cannot grow it without
-// end; a string seen often is back in it soon after.
+// The table is bounded (BoundedTable, also used for other values kept in
+// many equal copies): once it holds MAX_ENTRIES strings it starts over, so
+// strings seen once (names, uids, timestamps) cannot grow it without end;
+// a string seen often is back in it soon after.
 
 /** Longest string shared (longer ones are rarely repeated, and cost a hash of their length). */
 const MAX_LENGTH = 64;
 /** Strings the table holds before it starts over. */
 const MAX_ENTRIES = 4096;
 
-let table = new Map<string, string>();
+/**
+ * One shared instance per key, for values a replica keeps many equal
+ * copies of. Bounded: once it holds `max` entries it starts over, so keys
+ * seen once cannot grow it without end; a key seen often is back in it
+ * soon after.
+ */
+export class BoundedTable<K, V> {
+  private map = new Map<K, V>();
+
+  constructor(private readonly max: number) {}
+
+  /** The value kept under `key`; else `value`, kept from now on. */
+  share(key: K, value: V): V {
+    const known = this.map.get(key);
+    if (known !== undefined) return known;
+    if (this.map.size >= this.max) this.map = new Map();
+    this.map.set(key, value);
+    return value;
+  }
+
+  /** Entries held now (never more than `max`). */
+  get size(): number {
+    return this.map.size;
+  }
+}
+
+const strings = new BoundedTable<string, string>(MAX_ENTRIES);
 
 /** The shared instance of `s` (itself when it is long or first seen). */
 export function intern(s: string): string {
-  if (s.length > MAX_LENGTH) return s;
-  const known = table.get(s);
-  if (known !== undefined) return known;
-  if (table.size >= MAX_ENTRIES) table = new Map();
-  table.set(s, s);
-  return s;
+  return s.length > MAX_LENGTH ? s : strings.share(s, s);
 }
 
 /** Strings the table holds now (never more than MAX_ENTRIES). */
 export function internedCount(): number {
-  return table.size;
+  return strings.size;
 }
 
 /**

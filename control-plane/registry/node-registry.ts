@@ -15,7 +15,7 @@
 // The registry does not read a clock itself: `now` is passed in.
 
 import type { NodeInfo, Resources, UnitReport } from '../../shared/model.ts';
-import { intern } from '../../shared/intern.ts';
+import { BoundedTable, intern } from '../../shared/intern.ts';
 
 export interface ObservedNodeState {
   name: string;
@@ -61,9 +61,8 @@ function internShared(u: UnitReport): void {
   if (u.resources !== null && typeof u.resources === 'object') u.resources = sharedResources(u.resources);
 }
 
-/** Requests kept reports share, by value ("cpu/memory"); starts over past SHARED_RESOURCES_MAX. */
-let resourcesTable = new Map<string, Resources>();
-const SHARED_RESOURCES_MAX = 1024;
+/** Requests kept reports share, by value ("cpu/memory"). */
+const resourcesTable = new BoundedTable<string, Resources>(1024);
 
 /**
  * One object for equal requests: a deployment's units all report the same
@@ -74,12 +73,7 @@ const SHARED_RESOURCES_MAX = 1024;
  */
 function sharedResources(r: Resources): Resources {
   if (typeof r.cpu !== 'number' || typeof r.memory !== 'number' || Object.keys(r).length !== 2) return r;
-  const key = `${r.cpu}/${r.memory}`;
-  const known = resourcesTable.get(key);
-  if (known !== undefined) return known;
-  if (resourcesTable.size >= SHARED_RESOURCES_MAX) resourcesTable = new Map();
-  resourcesTable.set(key, r);
-  return r;
+  return resourcesTable.share(`${r.cpu}/${r.memory}`, r);
 }
 
 /**

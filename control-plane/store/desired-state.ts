@@ -638,9 +638,12 @@ function wholeDeployment(d: DeploymentRecord): DeploymentRecord {
 
 /** A unit record from a snapshot as the state holds it: a spec left out (null) is its revision's, of the snapshot's deployment (`byName`). */
 function wholeUnit(u: UnitRecord, byName: ReadonlyMap<string, DeploymentRecord>): UnitRecord {
-  const whole = { ...u, spec: u.spec ?? sharedUnitSpec(u, byName), revision: u.revision ?? 1 }; // spec null: shared (snapshot-slices.ts)
-  whole.scheduling = compactScheduling(u.scheduling as SchedulingRecord | ListedSchedulingRecord | null);
-  return whole;
+  return {
+    ...u,
+    spec: u.spec ?? sharedUnitSpec(u, byName), // null: shared (snapshot-slices.ts)
+    revision: u.revision ?? 1,
+    scheduling: compactScheduling(u.scheduling as SchedulingRecord | ListedSchedulingRecord | null),
+  };
 }
 
 /** The spec a snapshot left out of a unit (snapshot-slices.ts capture()): its revision's. */

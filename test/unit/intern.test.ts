@@ -1,12 +1,13 @@
 // test/unit/intern.test.ts -- shared/intern.ts: decoded trees keep their
 // values (deep-equal before and after), bytes and long strings are left as
-// they are, and the table stays bounded however many strings pass through.
+// they are, and the table stays bounded however many strings pass through;
+// BoundedTable, which the table is and the registry's shared requests use.
 // (Which instance a string is cannot be seen from JS; what sharing saves is
 // shown by `npm run bench -- --only big-state`, a replica's RSS at rest.)
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { intern, internedCount, internStrings } from '../../shared/intern.ts';
+import { BoundedTable, intern, internedCount, internStrings } from '../../shared/intern.ts';
 import { decodeStoreData, encodeStoreData } from '../../shared/codec.ts';
 
 test('a decoded tree is the same value after interning, in place; bytes and non-strings untouched', () => {
@@ -36,4 +37,19 @@ test('intern answers an equal string for every input, short or long, however man
   const long = 'y'.repeat(65);
   assert.equal(intern(long), long);
   assert.equal(intern(''), '');
+});
+
+test('a BoundedTable answers the first value kept under a key, and starts over once it holds max entries', () => {
+  const t = new BoundedTable<string, { v: number }>(3);
+  const a = { v: 1 };
+  assert.equal(t.share('a', a), a);
+  assert.equal(t.share('a', { v: 1 }), a, 'an equal key gets the instance kept first');
+  t.share('b', { v: 2 });
+  t.share('c', { v: 3 });
+  assert.equal(t.size, 3);
+  const again = { v: 1 };
+  t.share('d', { v: 4 }); // full: starts over with d alone
+  assert.equal(t.size, 1);
+  assert.equal(t.share('a', again), again, 'what the table forgot is kept anew');
+  assert.equal(t.size, 2);
 });
