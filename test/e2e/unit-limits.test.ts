@@ -417,6 +417,17 @@ test('no sandbox is made while units are being started (a burst): the refill wai
 const warmSkip = skip || nsSkip;
 const statusOf = (pid: number) => fs.readFileSync(`/proc/${pid}/status`, 'utf8');
 const ppidOf = (pid: number) => Number(/^PPid:\s+(\d+)$/m.exec(statusOf(pid))![1]);
+const environText = (pid: number) => fs.readFileSync(`/proc/${pid}/environ`, 'utf8');
+
+/**
+ * A process's environment once its exec is done. The kernel names the new
+ * program (comm) before it sets up the program's stack, and in between
+ * /proc/PID/environ reads empty: a wait on the comm alone can read there.
+ */
+async function environAfterExec(pid: number): Promise<string[]> {
+  await waitUntil(() => environText(pid).length > 0, 5000, `pid ${pid}'s exec to finish (its environ non-empty)`);
+  return environText(pid).split('\0').filter(Boolean);
+}
 
 /** A supervisor with namespaces and the cgroups of node name `node`; after the test its units, cgroups and state are gone. */
 function nsCgroupHarness(t: TestContext, node: string, options: Omit<UnitSupervisorOptions, 'stateDir' | 'nodeName' | 'cgroups'>) {
@@ -535,7 +546,7 @@ for (const v of nsVariants) {
       assert.deepEqual(lines, ['warm-1', String(v.mainInner), '3'], `hostname = unit name, PID ${v.mainInner} inside, a /tmp of its own`);
       assert.equal(fs.existsSync(`/tmp/${marker}`), false);
       // Exactly the unit's environment (the sandbox itself ran with none); sh adds PWD as a cold start's init does.
-      const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+      const env = await environAfterExec(pid);
       assert.deepEqual(env.map((e) => e.slice(0, e.indexOf('='))).sort(), ['HOME', 'LANG', 'MO_DEPLOYMENT', 'MO_NODE_NAME', 'MO_REVISION', 'MO_UNIT_NAME', 'PATH', 'PWD', 'QUOTED']);
       assert.ok(env.includes('QUOTED=it\'s\na "$HOME"'), 'a value with a quote, a newline and a $ arrives as it was');
       assert.ok(env.includes('MO_REVISION=7'));
@@ -572,9 +583,9 @@ for (const v of nsVariants) {
       const cold = sup.get('cold-1')!.pid!;
       assert.match(statusOf(cold), new RegExp(`^NSpid:\\s+\\d+\\s+${v.mainInner}$`, 'm'));
       // Under util-linux the pid is known before the init's subshell execs the command: /proc/PID/environ
-      // reads empty while the exec swaps the process's memory. Read it once the command runs.
+      // reads empty while the exec sets up the new program, even once its comm says sleep. Read it after.
       await waitUntil(() => fs.readFileSync(`/proc/${cold}/comm`, 'utf8').trim() === 'sleep', 5000, 'cold-1 to be sleep');
-      assert.ok(fs.readFileSync(`/proc/${cold}/environ`, 'utf8').split('\0').includes('MO_UNIT_NAME=cold-1'));
+      assert.ok((await environAfterExec(cold)).includes('MO_UNIT_NAME=cold-1'));
       assert.deepEqual(problems, []);
       // A sandbox whose cgroup cannot become the unit's (a directory of that name is in the way): it is
       // discarded, said, and the unit starts cold in a cgroup of its own.
