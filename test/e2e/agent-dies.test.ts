@@ -19,30 +19,13 @@ import { decodeAgentMessage, encodeMessage } from '../../shared/protocol/codec.t
 import type { AgentMessage, ControlPlaneMessage, SpawnCommand } from '../../shared/protocol/messages.ts';
 import type { UnitReport } from '../../shared/model.ts';
 import { pidAlive } from '../helpers/cluster.ts';
+import { childrenOf } from '../../shared/proc.ts';
+import { killQuietly, sleep, waitUntil } from '../helpers/wait.ts';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TOKEN = 'test-token-123';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 const isAlive = pidAlive; // in /proc and not a zombie
-
-function childrenOf(pid: number): number[] {
-  try {
-    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
-
-function killQuietly(pid: number | undefined): void {
-  if (!pid) return;
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // gone
-  }
-}
 
 /**
  * How long a freshly spawned agent may take to say its first hello (tsx
@@ -50,14 +33,6 @@ function killQuietly(pid: number | undefined): void {
  * with a load average of 40 on 2 cores, where the suite must still pass.
  */
 const AGENT_START_MS = 60_000;
-
-async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 interface Received {
   msg: AgentMessage;

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { guardArgs, planTopology } from '../../netns/plan.ts';
+import { waitUntil } from '../helpers/wait.ts';
 
 const layout = planTopology({
   basePort: 7000,
@@ -29,14 +30,6 @@ const layout = planTopology({
 function ignoresSigterm(pid: number): boolean {
   const m = /^SigIgn:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m !== null && (BigInt(`0x${m[1]}`) & (1n << 14n)) !== 0n;
-}
-
-async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 test('the cleanup guard ignores SIGTERM and, at EOF on its stdin, deletes the host veth and every namespace', async () => {

@@ -17,25 +17,7 @@ import { runExecProbe, runHttpProbe, runTcpProbe, type ProbeOutcome } from '../.
 import { UnitSupervisor, type UnitChange } from '../../node-agent/runtime/supervisor.ts';
 import { findExecutable } from '../../node-agent/runtime/exec-util.ts';
 import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
-function killQuietly(pid: number | undefined): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // gone already
-  }
-}
+import { killQuietly, sleep, waitUntil } from '../helpers/wait.ts';
 
 function probe(handler: Pick<Probe, 'exec' | 'httpGet' | 'tcpSocket'>, fields: Partial<Probe> = {}): Probe {
   return { initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 1, failureThreshold: 3, successThreshold: 1, ...handler, ...fields };

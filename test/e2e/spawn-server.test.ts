@@ -20,18 +20,11 @@ import { parseRecord } from '../../node-agent/runtime/unit-log.ts';
 import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
 import { closeSupervisor } from '../helpers/supervisor-cleanup.ts';
+import { waitUntil } from '../helpers/wait.ts';
 
 const helper = buildInitHelper();
 const ns = detectNamespaces('path' in helper ? helper.path : null);
 const skip = !ns.enabled ? `no unit namespaces here: ${ns.condition.message}` : ns.initPath === null ? 'mo-init is not usable here' : false;
-
-async function waitUntil(pred: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 const spec = (command: string[], extra: Partial<UnitSpec> = {}): UnitSpec => ({
   containerName: 'main',

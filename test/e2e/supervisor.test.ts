@@ -15,29 +15,11 @@ import { OrphanGuard } from '../../node-agent/runtime/orphan-guard.ts';
 import { childrenOf, cmdlineOf, pidAlive, readStat } from '../../shared/proc.ts';
 import { holdLoopAfter } from '../helpers/hold-loop.ts';
 import { textOf } from '../helpers/files.ts';
+import { killQuietly, sleep, waitUntil } from '../helpers/wait.ts';
 
 const isAlive = pidAlive; // in /proc and not a zombie
 
 const pgidOf = (pid: number): number => readStat(pid)?.pgid ?? 0;
-
-function killQuietly(pid: number | undefined): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // gone already
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 function spec(command: string[], env: UnitSpec['env'] = [], extra: Partial<UnitSpec> = {}): UnitSpec {
   return { containerName: 'main', command, env, resources: { cpu: 100, memory: 64 }, tolerations: [], ...extra };

@@ -23,16 +23,7 @@ import { SandboxPool } from '../../node-agent/runtime/sandbox-pool.ts';
 import { buildInitHelper } from '../../launcher/bundle.ts';
 import { closeSupervisor } from '../helpers/supervisor-cleanup.ts';
 import { textOf } from '../helpers/files.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
+import { sleep, waitUntil } from '../helpers/wait.ts';
 
 function spec(command: string[], extra: Partial<UnitSpec> = {}): UnitSpec {
   return { containerName: 'main', command, env: [], resources: { cpu: 100, memory: 64 }, tolerations: [], ...extra };

@@ -33,11 +33,10 @@ export interface Proc {
 }
 
 import { pidAlive, readStat } from '../../shared/proc.ts';
+import { sleep } from './wait.ts';
 export { pidAlive };
 
-export async function sleep(ms: number): Promise<void> {
-  await new Promise((r) => setTimeout(r, ms));
-}
+export { sleep };
 
 export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = 10000, everyMs = 25): Promise<T> {
   const deadline = Date.now() + timeoutMs;

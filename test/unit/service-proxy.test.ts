@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { ServiceProxy } from '../../node-agent/runtime/service-proxy.ts';
+import { waitUntil } from '../helpers/wait.ts';
 
 function server(onConn: (s: net.Socket) => void): Promise<{ port: number; close: () => Promise<void> }> {
   return new Promise((resolve) => {
@@ -37,14 +38,6 @@ function listening(port: number): boolean {
       const f = line.trim().split(/\s+/);
       return f[1] === local && f[3] === '0A'; // 0A: LISTEN
     });
-}
-
-async function waitUntil(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 async function freePort(): Promise<number> {
