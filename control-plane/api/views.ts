@@ -189,8 +189,13 @@ export function unitViewByName(src: ViewSource, name: string): UnitView | undefi
 }
 
 function byUnitName(a: UnitView, b: UnitView): number {
-  const [pa, na] = splitName(a.metadata.name);
-  const [pb, nb] = splitName(b.metadata.name);
+  return compareUnitNames(a.metadata.name, b.metadata.name);
+}
+
+/** The unit list's order of two names (splitName): by the deployment part, then the number; 0 for two names in one place. */
+export function compareUnitNames(a: string, b: string): number {
+  const [pa, na] = splitName(a);
+  const [pb, nb] = splitName(b);
   return pa < pb ? -1 : pa > pb ? 1 : na - nb;
 }
 

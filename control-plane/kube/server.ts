@@ -17,7 +17,7 @@ import { nanoid } from 'nanoid';
 import { MAX_REPLICAS, ManifestError, parseManifestObject, unitSpecHash } from '../../shared/manifest.ts';
 import { HttpError, readBody, USER_DELETE_REASON, MAX_DELETE_GRACE_SECONDS, type ApiDeps } from '../api/http-server.ts';
 import { leaderToRetry, pipeThrough } from '../api/leader-routing.ts';
-import { allEndpointsViews, allNodeViews, allServiceViews, deploymentView, unitViewByName, type ApiObject, type ViewSource } from '../api/views.ts';
+import { allEndpointsViews, allNodeViews, allServiceViews, compareUnitNames, deploymentView, unitViewByName, type ApiObject, type ViewSource } from '../api/views.ts';
 import { Memo, type KubeViews, type Rendered } from '../api/view-cache.ts';
 import { Slicer } from '../api/slicer.ts';
 import { samePlaces } from '../api/watch-history.ts';
@@ -208,6 +208,8 @@ export class KubeApi {
    * pod is kept (made from its inputs, not afresh), and what else it read.
    */
   private lastPods: { from: readonly Rendered[]; made: Array<PodRendered | null>; kept: boolean[]; inputs: number; nodes: number } | null = null;
+  /** Pods renderings made from the last one with units come or gone since, without walking every unit (tests). */
+  podsMergedCount = 0;
 
   get openWatches(): number {
     return this.hub.open;
@@ -312,7 +314,11 @@ export class KubeApi {
     const units = this.deps.views.units();
     const last = this.lastPods;
     const nodes = this.deps.registry.nodes.size;
-    if (last !== null && last.inputs === this.podInputs && last.nodes === nodes && samePlaces(last.from, units)) return this.podsSince(last, units);
+    if (last !== null && last.inputs === this.podInputs && last.nodes === nodes) {
+      if (samePlaces(last.from, units)) return this.podsSince(last, units);
+      const merged = this.podsMerged(last, units);
+      if (merged !== null) return merged;
+    }
     const out: PodRendered[] = [];
     const made: Array<PodRendered | null> = [];
     const kept: boolean[] = [];
@@ -351,6 +357,60 @@ export class KubeApi {
       out.push(last.made[i]!);
     }
     last.from = units;
+    return out;
+  }
+
+  /**
+   * pods() from the last rendering when units came or went since: both
+   * lists are in the units' order, so one walk of the two pairs each unit
+   * with its last place; a pod is made again only for a unit come or
+   * changed, and a unit gone is forgotten. Null (a rendering that walks
+   * them all) when a name is shown twice or two names share a place in the
+   * order. At 50,000 units a unit come or gone had made every unit's key
+   * again: about half of a pods watch refresh's 200-262 ms.
+   */
+  private podsMerged(last: NonNullable<KubeApi['lastPods']>, units: readonly Rendered[]): PodRendered[] | null {
+    const from = last.from;
+    const out: PodRendered[] = [];
+    const made: PodRendered[] = [];
+    const kept: boolean[] = [];
+    const gone: string[] = [];
+    const make = (r: Rendered): void => {
+      const key = this.podKey(r);
+      const pod = this.podMemo.get(r.name, key, () => this.podOf(r));
+      made.push(pod);
+      kept.push(key !== null);
+      out.push(pod);
+    };
+    let j = 0;
+    for (let i = 0; i < units.length; i++) {
+      const r = units[i];
+      if (i > 0 && units[i - 1].name === r.name) return null;
+      // The last rendering's units before r's place are gone.
+      while (j < from.length && from[j].name !== r.name) {
+        const c = compareUnitNames(from[j].name, r.name);
+        if (c === 0 || last.made[j] === null) return null;
+        if (c > 0) break; // r is a unit come
+        gone.push(from[j].name);
+        j++;
+      }
+      if (j < from.length && from[j].name === r.name) {
+        if (last.made[j] === null) return null;
+        if (r === from[j] && last.kept[j]) {
+          made.push(last.made[j]!);
+          kept.push(true);
+          out.push(last.made[j]!);
+        } else make(r);
+        j++;
+      } else make(r);
+    }
+    for (; j < from.length; j++) {
+      if (last.made[j] === null) return null;
+      gone.push(from[j].name);
+    }
+    for (const name of gone) this.podMemo.forget(name);
+    this.lastPods = { from: units, made, kept, inputs: last.inputs, nodes: last.nodes };
+    this.podsMergedCount++;
     return out;
   }
 
