@@ -424,12 +424,12 @@ export class ViewCache {
    * made a Kubernetes pods watch refresh walk them all: 200-262 ms.
    */
   private unitsSince(last: NonNullable<ViewCache['lastUnits']>, src: ViewSource, changes: { changed: string[]; come: string[]; gone: string[] }): Rendered[] | null {
-    const come = new Set(changes.come);
-    const gone = new Set(changes.gone);
-    const order = [...come].sort(compareUnitNames);
-    for (let i = 0; i < order.length; i++) {
-      const at = placeOf(last.out, order[i]);
-      if ((at < last.out.length && compareUnitNames(last.out[at].name, order[i]) === 0) || (i > 0 && compareUnitNames(order[i - 1], order[i]) === 0)) return null;
+    // Names come and gone are each listed once (changesSince walks a set).
+    const { changed, gone } = changes;
+    const come = [...changes.come].sort(compareUnitNames);
+    for (let i = 0; i < come.length; i++) {
+      const at = placeOf(last.out, come[i]);
+      if ((at < last.out.length && compareUnitNames(last.out[at].name, come[i]) === 0) || (i > 0 && compareUnitNames(come[i - 1], come[i]) === 0)) return null;
     }
     this.unitRenderings.since++;
     const out = last.out.slice();
@@ -448,18 +448,15 @@ export class ViewCache {
     const again = (name: string): void => {
       out[last.places!.at.get(name)!] = view(name);
     };
-    for (const name of changes.changed) again(name);
+    for (const name of changed) again(name);
     for (const name of last.timed) if (!this.unitsDirty.has(name)) again(name);
-    if (gone.size > 0) {
-      const at = [...gone].map((name) => last.places!.at.get(name)!).sort((a, b) => b - a);
-      for (const i of at) out.splice(i, 1);
-      for (const name of gone) {
-        last.timed.delete(name);
-        this.bound.forget(name);
-      }
+    for (const i of gone.map((name) => last.places!.at.get(name)!).sort((a, b) => b - a)) out.splice(i, 1);
+    for (const name of gone) {
+      last.timed.delete(name);
+      this.bound.forget(name);
     }
     for (const name of come) out.splice(placeOf(out, name), 0, view(name));
-    if (come.size > 0 || gone.size > 0) {
+    if (come.length > 0 || gone.length > 0) {
       last.places = null;
       this.unitRenderings.comeOrGone++;
     }
