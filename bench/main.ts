@@ -409,7 +409,7 @@ if (want('isolation')) {
 }
 
 if (want('cli')) {
-  console.log("\n== mo startup: wall time of `mo get nodes` against a running cluster, median of 20, beside `node -e ''` ==");
+  console.log("\n== mo startup: wall time of `mo get nodes` against a running cluster, median of 20, beside `node -e ''` run in turns with it ==");
   const r = await benchCliStartup(20);
   const line = `mo get nodes: median ${f(r.moMs, 0)} ms over ${r.rounds} runs (target < 150 ms: ${verdict(r.moMs < 150)}); node -e '' floor ${f(r.floorMs, 0)} ms, so mo adds ${f(r.moMs - r.floorMs, 0)} ms; through tsx (MO_NO_BUNDLE=1, before the bundle) ${f(r.tsxMs, 0)} ms`;
   console.log(line);

@@ -1,10 +1,14 @@
-// cli/bundle.mjs -- builds dist/mo.mjs, the single-file bundle of the `mo`
-// CLI (cli/mo.ts and everything it imports, yaml included) that cli/mo.js
-// runs in its own process: no tsx loader, so `mo` starts in tens of
-// milliseconds instead of about a second. Plain JavaScript, so the shim can
-// import it without tsx. Run at `npm install`/`npm ci` (package.json
-// "prepare"), by `npm run build`, and by the shim itself when the bundle is
-// missing or older than one of its sources (a `git pull`, an edit).
+// cli/bundle.mjs -- builds dist/mo.cjs, the single-file bundle of the `mo`
+// CLI (cli/mo.ts and everything it imports, yaml included) that cli/mo.cjs
+// runs in its own process (cli/run-bundle.cjs): no tsx loader, so `mo`
+// starts in tens of milliseconds instead of about a second. Plain
+// JavaScript, so the shim can import it without tsx. Run at `npm
+// install`/`npm ci` (package.json "prepare"), by `npm run build`, and by the
+// shim itself when the bundle is missing or older than one of its sources (a
+// `git pull`, an edit).
+//
+// CommonJS, not an ES module, so that it can be compiled with V8's code cache
+// (Node 20 has none for ES modules).
 //
 // Beside the bundle, dist/mo.meta.json lists its source files (esbuild's
 // metafile inputs, repo-relative, node_modules left out; package-lock.json
@@ -17,45 +21,33 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-export const BUNDLE = path.join(REPO_DIR, 'dist', 'mo.mjs');
-export const META = path.join(REPO_DIR, 'dist', 'mo.meta.json');
 
-/**
- * True when dist/mo.mjs exists and no source it was built from changed since
- * (by mtime). A missing or unreadable meta file means stale.
- */
-export function bundleFresh(repo = REPO_DIR) {
-  const bundle = path.join(repo, 'dist', 'mo.mjs');
-  try {
-    const builtMs = fs.statSync(bundle).mtimeMs;
-    const meta = JSON.parse(fs.readFileSync(path.join(repo, 'dist', 'mo.meta.json'), 'utf8'));
-    if (!Array.isArray(meta.inputs) || meta.inputs.length === 0) return false;
-    for (const rel of meta.inputs) {
-      if (fs.statSync(path.join(repo, rel)).mtimeMs > builtMs) return false;
-    }
-    return true;
-  } catch {
-    return false;
-  }
-}
+// Whether the bundle is fresh is the shim's question, answered without this module (and esbuild).
+export { bundleFresh } from './run-bundle.cjs';
 
-/** Builds dist/mo.mjs and dist/mo.meta.json; returns the bundle's path. */
+/** Builds dist/mo.cjs and dist/mo.meta.json; returns the bundle's path. */
 export async function bundleCli(repo = REPO_DIR) {
   const { build } = await import('esbuild');
   const dist = path.join(repo, 'dist');
   fs.mkdirSync(dist, { recursive: true });
-  const out = path.join(dist, 'mo.mjs');
+  const out = path.join(dist, 'mo.cjs');
   const result = await build({
     entryPoints: [path.join(repo, 'cli', 'mo.ts')],
     bundle: true,
     platform: 'node',
-    format: 'esm',
+    format: 'cjs',
     target: 'node20',
+    // ASCII only (other characters escaped): the shim reads it as latin1, without decoding UTF-8.
+    charset: 'ascii',
+    // import() of a package or a built-in becomes require(): a vm.Script has no module loader.
+    supported: { 'dynamic-import': false },
+    // The sources' import.meta.url (package.json is found from it) is the bundle's own URL.
+    define: { 'import.meta.url': '__moBundleUrl' },
+    banner: { js: "const __moBundleUrl = require('node:url').pathToFileURL(__filename).href;" },
     write: false,
     outfile: out,
     metafile: true,
     logLevel: 'silent',
-    banner: { js: "import { createRequire as __moCreateRequire } from 'node:module'; const require = __moCreateRequire(import.meta.url);" },
   });
   const inputs = Object.keys(result.metafile.inputs)
     .map((p) => path.relative(repo, path.resolve(p)))
@@ -68,6 +60,8 @@ export async function bundleCli(repo = REPO_DIR) {
   fs.renameSync(`${meta}.${tag}`, meta);
   fs.writeFileSync(`${out}.${tag}`, result.outputFiles[0].contents);
   fs.renameSync(`${out}.${tag}`, out);
+  // The ES module bundle that versions before the CommonJS one built.
+  fs.rmSync(path.join(dist, 'mo.mjs'), { force: true });
   return out;
 }
 

@@ -1,6 +1,6 @@
 // test/e2e/cli-bundle.test.ts -- the prebuilt CLI bundle (cli/bundle.mjs,
-// dist/mo.mjs): built from the sources, judged fresh until a source changes,
-// rebuilt by cli/mo.js on its own when stale, and run in mo.js's own process. Works on a
+// dist/mo.cjs): built from the sources, judged fresh until a source changes,
+// rebuilt by cli/mo.cjs on its own when stale, and run in mo.cjs's own process. Works on a
 // copy of cli/ in a temp dir (node_modules linked), never on the repo's dist/.
 
 import { after, before, test } from 'node:test';
@@ -28,7 +28,7 @@ before(() => {
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
-  spawnSync(process.execPath, [path.join(dir, 'cli', 'mo.js'), ...args], { cwd: dir, env: { ...process.env, ...env }, encoding: 'utf8' });
+  spawnSync(process.execPath, [path.join(dir, 'cli', 'mo.cjs'), ...args], { cwd: dir, env: { ...process.env, ...env }, encoding: 'utf8' });
 
 test('the bundle is built from cli/, fresh until a source changes, and listed sources leave node_modules out', async () => {
   assert.equal(bundleFresh(dir), false, 'no bundle yet');
@@ -44,7 +44,7 @@ test('the bundle is built from cli/, fresh until a source changes, and listed so
   assert.equal(bundleFresh(dir), false, 'an edited source makes it stale');
 });
 
-test('cli/mo.js rebuilds a stale bundle and runs it (an edit shows at once)', () => {
+test('cli/mo.cjs rebuilds a stale bundle and runs it (an edit shows at once)', () => {
   const help = path.join(dir, 'cli', 'help.ts');
   fs.writeFileSync(help, fs.readFileSync(help, 'utf8').replace('mo -- the mini-orchestrator CLI', 'mo -- EDITED the mini-orchestrator CLI'));
   const r = run(['--help']);
@@ -56,7 +56,7 @@ test('cli/mo.js rebuilds a stale bundle and runs it (an edit shows at once)', ()
   assert.match(v.stdout, /^mo version \d+\.\d+\.\d+ /, 'package.json is found from dist/');
 });
 
-test("a fresh bundle runs in mo.js's own process, without tsx or esbuild: `mo version` works with no node_modules at all", (t) => {
+test("a fresh bundle runs in mo.cjs's own process, without tsx or esbuild: `mo version` works with no node_modules at all", (t) => {
   // How fast that starts is a benchmark figure (`npm run bench -- --only cli`),
   // not an assertion; the structure that makes it fast is checked here.
   assert.equal(run(['version']).status, 0);
@@ -69,7 +69,55 @@ test("a fresh bundle runs in mo.js's own process, without tsx or esbuild: `mo ve
   for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(dir, f), path.join(bare, f));
   fs.cpSync(path.join(dir, 'dist'), path.join(bare, 'dist'), { recursive: true });
   assert.equal(bundleFresh(bare), true, 'the copied bundle is fresh');
-  const r = spawnSync(process.execPath, [path.join(bare, 'cli', 'mo.js'), 'version'], { cwd: bare, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [path.join(bare, 'cli', 'mo.cjs'), 'version'], { cwd: bare, encoding: 'utf8' });
   assert.equal(r.status, 0, `mo version without node_modules: ${r.stderr}`);
   assert.match(r.stdout, /^mo version \d+\.\d+\.\d+ /);
+});
+
+test('the bundle runs with a V8 code cache made from it: written by the first run, kept while V8 accepts it, replaced when stale or broken', () => {
+  const cache = path.join(dir, 'dist', 'mo.cache');
+  const stampOf = () => {
+    const st = fs.statSync(path.join(dir, 'dist', 'mo.cjs'));
+    return `mo.cjs ${st.size} ${st.mtimeMs}\n`;
+  };
+  const versionRuns = () => {
+    const r = run(['version']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stderr, '');
+    assert.match(r.stdout, /^mo version \d+\.\d+\.\d+ /);
+  };
+  fs.rmSync(cache, { force: true });
+  versionRuns();
+  assert.equal(bundleFresh(dir), true);
+  const first = fs.readFileSync(cache);
+  assert.equal(first.toString('latin1', 0, stampOf().length), stampOf(), 'the cache names the bundle it was made from');
+  assert.ok(first.length > stampOf().length + 1000, `V8's data follows the stamp (${first.length} bytes)`);
+
+  // Accepted by V8: the next run leaves it as it is (a rejected one is written again).
+  const before = fs.statSync(cache).mtimeMs;
+  versionRuns();
+  assert.equal(fs.statSync(cache).mtimeMs, before, 'an accepted cache is not written again');
+  assert.deepEqual(fs.readFileSync(cache), first);
+
+  // The right stamp over data V8 rejects: mo runs all the same and writes a good one.
+  fs.writeFileSync(cache, Buffer.concat([Buffer.from(stampOf(), 'latin1'), Buffer.alloc(5000, 7)]));
+  versionRuns();
+  assert.ok(fs.readFileSync(cache).length > stampOf().length + 1000, 'a rejected cache is replaced');
+  assert.notDeepEqual(fs.readFileSync(cache).subarray(stampOf().length, stampOf().length + 5000), Buffer.alloc(5000, 7));
+
+  // The bundle edited to the same length (V8 alone would take the old cache for it, old strings and all):
+  // the cache names another bundle, so the edit shows, and the cache is made again from the new one.
+  const bundle = path.join(dir, 'dist', 'mo.cjs');
+  const source = fs.readFileSync(bundle, 'latin1');
+  assert.ok(source.includes('`mo version ${'));
+  fs.writeFileSync(bundle, source.replace('`mo version ${', '`MO VERSION ${'), 'latin1');
+  const edited = run(['version']);
+  assert.equal(edited.status, 0, edited.stderr);
+  assert.match(edited.stdout, /^MO VERSION \d+\.\d+\.\d+ /, 'the edited bundle runs, not the cached code of the old one');
+  assert.equal(fs.readFileSync(cache).toString('latin1', 0, stampOf().length), stampOf());
+  assert.deepEqual(
+    fs.readdirSync(path.join(dir, 'dist')).filter((f) => f.endsWith('.tmp')),
+    [],
+    'no temp file left',
+  );
 });

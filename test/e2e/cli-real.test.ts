@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Cluster, REPO, runMo, waitFor } from '../helpers/cluster.ts';
 
-/** The package's bin, as users run it (the prebuilt bundle, dist/mo.mjs). */
+/** The package's bin, as users run it (the prebuilt bundle, dist/mo.cjs). */
 function mo(c: Cluster, args: string[], input = ''): Promise<{ code: number | null; out: string; err: string }> {
   return runMo(c, args, input, { NO_COLOR: '1' });
 }

@@ -1,5 +1,5 @@
 // test/e2e/cli.test.ts -- the `mo` CLI as a user runs it: the real
-// cli/mo.js (the package's bin, running the bundle dist/mo.mjs) spawned as
+// cli/mo.cjs (the package's bin, running the bundle dist/mo.cjs) spawned as
 // a process against small fake control-plane replicas (node:http on
 // 127.0.0.1, port 0) that check the bearer token and serve
 // objects shaped as docs/contract.md says. Asserts what a user sees: stdout, the one stderr
@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import type { ClusterStatusView, DeepPartial, DeploymentView, EventView, ListView, NodeView, UnitPhase, UnitView } from '../../shared/api-types.ts';
 
-const SHIM = fileURLToPath(new URL('../../cli/mo.js', import.meta.url));
+const SHIM = fileURLToPath(new URL('../../cli/mo.cjs', import.meta.url));
 const TOKEN = 'test-token-123';
 // Fixture ages (3h, 120m, 20m) print the same for a whole minute, so a slow run cannot flake them.
 const NOW = Date.now();
@@ -232,7 +232,7 @@ function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 
 function spawnMo(args: string[], env: Record<string, string>): ChildProcess {
   // cwd is an empty temp dir so no ./.mo/config.json is picked up by accident.
-  // The package's bin, as users run it: it runs the prebuilt dist/mo.mjs.
+  // The package's bin, as users run it: it runs the prebuilt dist/mo.cjs.
   const child = spawn(process.execPath, [SHIM, ...args], {
     cwd: workDir,
     env: cleanEnv(env),
@@ -703,7 +703,7 @@ describe('errors a user can meet', () => {
     });
   }
 
-  test('without the bundle (MO_NO_BUNDLE=1) cli/mo.js runs cli/mo.ts through tsx and forwards its output and exit status', async () => {
+  test('without the bundle (MO_NO_BUNDLE=1) cli/mo.cjs runs cli/mo.ts through tsx and forwards its output and exit status', async () => {
     const viaShim = (args: string[]) =>
       new Promise<Run>((resolve, reject) => {
         const child = spawn(process.execPath, [SHIM, ...args], { cwd: workDir, env: cleanEnv({ ...envFor(fake), MO_NO_BUNDLE: '1' }) });

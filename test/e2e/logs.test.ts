@@ -19,7 +19,7 @@ interface Run {
 }
 
 function moStart(servers: string[], token: string, args: string[]): Run {
-  const child = spawn(process.execPath, ['cli/mo.js', ...args], {
+  const child = spawn(process.execPath, ['cli/mo.cjs', ...args], {
     cwd: REPO,
     env: { ...process.env, MO_SERVER: servers.join(','), MO_TOKEN: token, NO_COLOR: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],

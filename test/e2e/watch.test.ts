@@ -47,7 +47,7 @@ test('mo get units -w survives the death of the replica it watched through, and 
   );
   // Watch through the leader first, with the others as fallbacks.
   const order = [leader.url, ...c.urls.filter((u) => u !== leader.url)];
-  const child = spawn(process.execPath, ['cli/mo.js', 'get', 'units', '-w', '-o', 'json'], {
+  const child = spawn(process.execPath, ['cli/mo.cjs', 'get', 'units', '-w', '-o', 'json'], {
     cwd: REPO,
     env: { ...process.env, MO_SERVER: order.join(','), MO_TOKEN: c.token },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -93,7 +93,7 @@ test('mo get units -w survives the death of the replica it watched through, and 
 test('mo get -w against a cluster with no replica left exits 1 within a few seconds', { timeout: 60000 }, async () => {
   const t0 = Date.now();
   const r = await new Promise<{ code: number | null; err: string }>((resolve) => {
-    const p = spawn(process.execPath, ['cli/mo.js', 'get', 'units', '-w'], {
+    const p = spawn(process.execPath, ['cli/mo.cjs', 'get', 'units', '-w'], {
       cwd: REPO,
       env: { ...process.env, MO_SERVER: 'http://127.0.0.1:9,http://127.0.0.1:10', MO_TOKEN: 'x' },
       stdio: ['ignore', 'pipe', 'pipe'],

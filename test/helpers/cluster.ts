@@ -395,7 +395,7 @@ export function webManifest(
 /** Run the real `mo` CLI (the package's bin) against a cluster, as a user types it; `env` adds to its environment. */
 export function runMo(c: Cluster, args: string[], input = '', env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, ['cli/mo.js', ...args], {
+    const p = spawn(process.execPath, ['cli/mo.cjs', ...args], {
       cwd: REPO,
       env: { ...process.env, MO_SERVER: c.urls.join(','), MO_TOKEN: c.token, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -137,7 +137,7 @@ const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const FLAGS_MODULE = 'shared/flags.ts';
 /** Files that touch process.argv without parsing it, each with why. */
 const ARGV_FORWARDERS: Record<string, string> = {
-  'cli/mo.js': 'the shim hands argv untouched to cli/mo.ts (through tsx) when there is no bundle',
+  'cli/mo.cjs': 'the shim hands argv untouched to cli/mo.ts (through tsx) when there is no bundle',
 };
 
 function sourceFiles(dir = REPO): string[] {
@@ -146,7 +146,7 @@ function sourceFiles(dir = REPO): string[] {
     if (entry.name.startsWith('.') || ['node_modules', 'dist', 'test'].includes(entry.name)) continue;
     const full = join(dir, entry.name);
     if (entry.isDirectory()) out.push(...sourceFiles(full));
-    else if (/\.(ts|mjs|js)$/.test(entry.name)) out.push(relative(REPO, full));
+    else if (/\.(ts|mjs|cjs|js)$/.test(entry.name)) out.push(relative(REPO, full));
   }
   return out;
 }
