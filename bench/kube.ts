@@ -10,7 +10,8 @@
 //     last one and what changed since;
 //   * one unit created (a unit come): the /v1 rendering puts it in its
 //     place, the pods are paired with the last rendering's in one walk of
-//     both lists, and the watch history compares every object.
+//     both lists, and the watch history walks the rendering beside the last
+//     one, looking up only the objects out of place.
 // Medians of 20.
 
 import { DesiredState } from '../control-plane/store/desired-state.ts';

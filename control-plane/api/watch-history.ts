@@ -23,6 +23,13 @@ export interface WatchChange {
 /** Changes kept for resuming, per resource. */
 export const MAX_WATCH_HISTORY = 4096;
 
+/**
+ * Most objects of a rendering out of their last places (come, gone or moved)
+ * that update() pairs by walking both renderings; past it, it compares the
+ * rendering whole.
+ */
+const MAX_OUT_OF_PLACE = 256;
+
 /** Whether `next` names the same objects as `last`, each in its place (an object that is the very same one does). */
 export function samePlaces(last: ReadonlyArray<{ name: string }>, next: ReadonlyArray<{ name: string }>): boolean {
   if (last.length !== next.length) return false;
@@ -50,6 +57,10 @@ export class WatchHistory {
   /** The last rendering taken in whole, and the names updateOne took in since. */
   private last: ReadonlyArray<{ name: string; text: string }> | null = null;
   private readonly aside = new Set<string>();
+  /** Whether the last rendering named each object once (then every name it has is in `current` once). */
+  private lastUnique = false;
+  /** Renderings taken in by walking them beside the last one (updateWalk), for the tests. */
+  walked = 0;
 
   /**
    * Take in a rendering of the whole list (name -> JSON); returns the
@@ -58,12 +69,18 @@ export class WatchHistory {
    * same places, as after changes that added or removed nothing, only the
    * objects that are not the very ones of the last rendering are compared
    * (renderings keep an unchanged object's JSON: view-cache.ts), instead of
-   * every object of the list.
+   * every object of the list. When a few objects came or went, the two
+   * renderings are walked side by side (updateWalk), and only the objects
+   * out of their last places are looked up.
    */
   update(objects: ReadonlyArray<{ name: string; text: string }>): WatchChange[] {
     const last = this.last;
     this.last = objects;
     if (last !== null && samePlaces(last, objects)) return this.updatePlaces(last, objects);
+    if (last !== null && this.lastUnique) {
+      const walked = this.updateWalk(last, objects);
+      if (walked !== null) return walked;
+    }
     this.aside.clear();
     const out: WatchChange[] = [];
     // Each object is marked with this rendering's number (no set of 50,000 names per rendering);
@@ -84,6 +101,79 @@ export class WatchHistory {
       this.current.delete(name);
       out.push({ n: ++this.n, type: 'DELETED', name, text: e.text });
     }
+    // `current` now holds exactly the rendering's names: as many as its objects when each is named once.
+    this.lastUnique = this.current.size === objects.length;
+    this.remember(out);
+    return out;
+  }
+
+  /**
+   * update() of a rendering that differs from the last (whose names were
+   * each named once) in a few places: both are walked side by side, an
+   * object that is the very one in the last rendering's place is unchanged
+   * (unless a get took in another text meanwhile), one with the same name
+   * there is compared, and only the objects out of place are looked up by
+   * name. An object not in the history came; a known one out of place means
+   * the last rendering's object in that place moved or went, which the end
+   * tells: a last object named by no object out of place is gone (it cannot
+   * be in place elsewhere, as each name was in the last rendering once).
+   * Null, having changed nothing, when more than MAX_OUT_OF_PLACE objects
+   * are out of place: the rendering is then compared whole.
+   */
+  private updateWalk(last: ReadonlyArray<{ name: string; text: string }>, objects: ReadonlyArray<{ name: string; text: string }>): WatchChange[] | null {
+    const aside = this.aside.size > 0 ? this.aside : null;
+    /** Indices of `objects` to compare with the history, in order. */
+    const compare: number[] = [];
+    const outOfPlace = new Set<string>();
+    /** Indices of `last` whose object may be gone. */
+    const left: number[] = [];
+    let j = 0;
+    for (let i = 0; i < objects.length; i++) {
+      const o = objects[i];
+      // The last rendering's objects before o's place, while o is known: moved or gone.
+      while (j < last.length && o !== last[j] && o.name !== last[j].name && this.current.has(o.name)) {
+        left.push(j++);
+        if (left.length > MAX_OUT_OF_PLACE) return null;
+      }
+      if (j < last.length && o === last[j]) {
+        if (aside !== null && aside.has(o.name)) compare.push(i);
+        j++;
+      } else if (j < last.length && o.name === last[j].name) {
+        compare.push(i);
+        j++;
+      } else {
+        // Came, or moved here.
+        compare.push(i);
+        outOfPlace.add(o.name);
+        if (outOfPlace.size > MAX_OUT_OF_PLACE) return null;
+      }
+    }
+    for (; j < last.length; j++) {
+      left.push(j);
+      if (left.length > MAX_OUT_OF_PLACE) return null;
+    }
+    const out: WatchChange[] = [];
+    for (const i of compare) {
+      const { name, text } = objects[i];
+      const prev = this.current.get(name);
+      if (prev === undefined) this.current.set(name, { text, taken: this.taken });
+      else {
+        if (prev.text === text) continue;
+        prev.text = text;
+      }
+      out.push({ n: ++this.n, type: prev === undefined ? 'ADDED' : 'MODIFIED', name, text });
+    }
+    for (const k of left) {
+      const name = last[k].name;
+      if (outOfPlace.has(name)) continue;
+      const e = this.current.get(name);
+      if (e === undefined) continue;
+      this.current.delete(name);
+      out.push({ n: ++this.n, type: 'DELETED', name, text: e.text });
+    }
+    this.aside.clear();
+    this.lastUnique = this.current.size === objects.length;
+    this.walked++;
     this.remember(out);
     return out;
   }

@@ -375,13 +375,6 @@ export class KubeApi {
     const made: PodRendered[] = [];
     const kept: boolean[] = [];
     const gone: string[] = [];
-    const make = (r: Rendered): void => {
-      const key = this.podKey(r);
-      const pod = this.podMemo.get(r.name, key, () => this.podOf(r));
-      made.push(pod);
-      kept.push(key !== null);
-      out.push(pod);
-    };
     let j = 0;
     for (let i = 0; i < units.length; i++) {
       const r = units[i];
@@ -400,9 +393,9 @@ export class KubeApi {
           made.push(last.made[j]!);
           kept.push(true);
           out.push(last.made[j]!);
-        } else make(r);
+        } else this.podMade(r, made, kept, out);
         j++;
-      } else make(r);
+      } else this.podMade(r, made, kept, out);
     }
     for (; j < from.length; j++) {
       if (last.made[j] === null) return null;
@@ -412,6 +405,20 @@ export class KubeApi {
     this.lastPods = { from: units, made, kept, inputs: last.inputs, nodes: last.nodes };
     this.podsMergedCount++;
     return out;
+  }
+
+  /**
+   * podsMerged's pod for a unit come or changed, pushed to its lists. A
+   * method, not a closure made in each call: V8 threw the walk's optimized
+   * code away when it called a closure it had not seen ("wrong call
+   * target", `--trace-deopt`).
+   */
+  private podMade(r: Rendered, made: PodRendered[], kept: boolean[], out: PodRendered[]): void {
+    const key = this.podKey(r);
+    const pod = this.podMemo.get(r.name, key, () => this.podOf(r));
+    made.push(pod);
+    kept.push(key !== null);
+    out.push(pod);
   }
 
   private deploymentOf(r: Rendered): Rendered {

@@ -5,7 +5,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WatchHistory } from '../../control-plane/api/watch-history.ts';
+import { WatchHistory, type WatchChange } from '../../control-plane/api/watch-history.ts';
+import { SeededRandom } from '../../shared/random.ts';
 
 const objs = (m: Record<string, string>) => Object.entries(m).map(([name, text]) => ({ name, text }));
 
@@ -89,4 +90,73 @@ test('a rendering with the same names in the same places compares only the objec
   const resumed = h.since('e1.3');
   assert.ok(Array.isArray(resumed));
   assert.deepEqual(tag(resumed), ['4Mb2', '5Mb3', '6Ma9', '7Ma1', '8Ad1', '9Dd1', '10Mc2']);
+});
+
+test('renderings with objects come, gone, moved, changed and named twice, and objects taken in alone: a client that applies the changes holds every rendering, told only what changed (300 seeded histories)', () => {
+  type Obj = { name: string; text: string };
+  let walked = 0;
+  let renderings = 0;
+  for (let seed = 1; seed <= 300; seed++) {
+    const rnd = new SeededRandom(seed);
+    const int = (n: number) => Math.floor(rnd.next() * n);
+    const h = new WatchHistory(`s${seed}`);
+    // One history in ten shows names twice (then every rendering is compared whole until none is).
+    const twice = seed % 10 === 0;
+    const client = new Map<string, string>();
+    const tell = (c: WatchChange) => {
+      if (c.type === 'DELETED') {
+        assert.ok(client.has(c.name), `seed ${seed}: ${c.name} deleted, never added`);
+        client.delete(c.name);
+      } else {
+        assert.equal(client.has(c.name), c.type === 'MODIFIED', `seed ${seed}: ${c.type} ${c.name}`);
+        assert.notEqual(client.get(c.name), c.text, `seed ${seed}: ${c.name} told unchanged`);
+        client.set(c.name, c.text);
+      }
+    };
+    let list: Obj[] = [];
+    let fresh = 0;
+    for (let step = 0; step < 60; step++) {
+      const next = [...list];
+      // Big steps now and then (past the walk's limit: compared whole), mostly a few edits.
+      const edits = rnd.next() < 0.05 ? 300 + int(300) : 1 + int(4);
+      for (let e = 0; e < edits; e++) {
+        const r = rnd.next();
+        const at = int(next.length + 1);
+        if (r < 0.3 || next.length === 0) next.splice(at, 0, { name: `o${fresh++}`, text: `t${int(3)}` });
+        else if (r < 0.5) next.splice(at % next.length, 1);
+        else if (r < 0.65) {
+          const [moved] = next.splice(at % next.length, 1);
+          next.splice(int(next.length + 1), 0, moved);
+        } else if (r < 0.8) {
+          const k = at % next.length;
+          next[k] = { name: next[k].name, text: rnd.next() < 0.3 ? next[k].text : `t${int(5)}` };
+        } else if (r < 0.85) {
+          if (twice) next.splice(at, 0, { name: next[at % next.length].name, text: `t${int(5)}` });
+        } else if (r < 0.9 && next.length > 0) {
+          // A get takes in one object alone (it may come or change before the rendering shows it).
+          const name = rnd.next() < 0.8 ? next[at % next.length].name : `o${fresh++}`;
+          const c = h.updateOne(name, `g${int(3)}`);
+          if (c !== null) tell(c);
+        }
+      }
+      const walksBefore = h.walked;
+      const changes = h.update(next);
+      walked += h.walked - walksBefore;
+      renderings++;
+      const model = new Map(next.map((o) => [o.name, o.text]));
+      const before = new Map(client);
+      for (const c of changes) tell(c);
+      assert.deepEqual(new Map(h.snapshot().map((c) => [c.name, c.text])), client, `seed ${seed} step ${step}: the client holds what a new watch would`);
+      if (model.size === next.length) {
+        assert.deepEqual(client, model, `seed ${seed} step ${step}: the client holds the rendering`);
+        const differing = [...model].filter(([n, t]) => before.get(n) !== t).length + [...before.keys()].filter((n) => !model.has(n)).length;
+        assert.equal(changes.length, differing, `seed ${seed} step ${step}: one change per object that differs`);
+      } else {
+        // A name shown twice has either text (which one is not defined); every name is there, and no other.
+        assert.deepEqual([...client.keys()].sort(), [...model.keys()].sort(), `seed ${seed} step ${step}: the rendering's names`);
+      }
+      list = next;
+    }
+  }
+  assert.ok(walked > renderings / 2, `most renderings walked beside the last (${walked} of ${renderings})`);
 });
