@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { REPLICA_ENV } from '../../launcher/command-lines.ts';
 import { pidAlive, readStat } from '../../shared/proc.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
@@ -189,6 +190,16 @@ test(
     // A replica starts with the launcher's malloc setting (REPLICA_ENV) in its real environment; an agent without it.
     const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
     assert.ok(environ(pids.get('cp-2')!).includes(`MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? 131072}`), 'cp-2 has MALLOC_MMAP_THRESHOLD_');
+    // glibc parses GLIBC_TUNABLES in the process's own copy of its environment and leaves the first tunable
+    // there (the one /proc shows), so only the start is compared; the launcher-args unit test has the whole value.
+    const tunables = process.env.GLIBC_TUNABLES ?? REPLICA_ENV.GLIBC_TUNABLES;
+    assert.ok(
+      environ(pids.get('cp-2')!).some((v) => v.startsWith(`GLIBC_TUNABLES=${tunables.split(':')[0]}`)),
+      'cp-2 has GLIBC_TUNABLES',
+    );
+    if (process.env.GLIBC_TUNABLES === undefined) {
+      assert.ok(!environ(pids.get('node-a')!).some((v) => v.startsWith('GLIBC_TUNABLES=')), 'node-a has no GLIBC_TUNABLES');
+    }
     if (process.env.MALLOC_MMAP_THRESHOLD_ === undefined) {
       assert.ok(!environ(pids.get('node-a')!).some((v) => v.startsWith('MALLOC_MMAP_THRESHOLD_=')), 'node-a has no MALLOC_MMAP_THRESHOLD_');
     }

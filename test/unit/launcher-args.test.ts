@@ -102,14 +102,15 @@ describe('launcher command lines', () => {
       '--ca-dir',
       '.mo',
     ]);
-    // glibc keeps a replica's large buffers out of its main heap (REPLICA_ENV).
-    assert.deepEqual(cp2.env, { MALLOC_MMAP_THRESHOLD_: '131072' });
-    // The death line's command starts it the same way, with the value the replica got.
+    // glibc keeps a replica's large buffers out of its main heap, and its heap's top between bursts (REPLICA_ENV).
+    const tunables = 'glibc.malloc.trim_threshold=8388608:glibc.malloc.hugetlb=1:glibc.malloc.arena_max=2';
+    assert.deepEqual(cp2.env, { MALLOC_MMAP_THRESHOLD_: '131072', GLIBC_TUNABLES: tunables });
+    // The death line's command starts it the same way, with the values the replica got.
     assert.equal(
       Supervisor.handCommand(cp2, {}),
-      `MALLOC_MMAP_THRESHOLD_=131072 ${NODE} --max-semi-space-size=2 --no-memory-reducer --import tsx control-plane/main.ts --id cp-2 ${cp2.argv.slice(8).join(' ')}`,
+      `MALLOC_MMAP_THRESHOLD_=131072 GLIBC_TUNABLES=${tunables} ${NODE} --max-semi-space-size=2 --no-memory-reducer --import tsx control-plane/main.ts --id cp-2 ${cp2.argv.slice(8).join(' ')}`,
     );
-    assert.match(Supervisor.handCommand(cp2, { MALLOC_MMAP_THRESHOLD_: '65536' }), /^MALLOC_MMAP_THRESHOLD_=65536 \//);
+    assert.match(Supervisor.handCommand(cp2, { MALLOC_MMAP_THRESHOLD_: '65536' }), /^MALLOC_MMAP_THRESHOLD_=65536 GLIBC_TUNABLES=glibc\.malloc\.trim_threshold=8388608:\S+ \//);
   });
 
   test('an agent gets its capacity, taints in kubectl notation, labels, every replica, the token and its state dir', () => {
