@@ -1,8 +1,8 @@
 // cli/run-bundle.cjs -- runs dist/mo.cjs, the bundle of the `mo` CLI that
 // cli/bundle.mjs builds, in this very process, and says whether it is fresh.
 // CommonJS, as cli/mo.cjs is, so that a `mo` command never starts Node's ES
-// module loader (~15 ms of every `mo get nodes` on a 2-core machine: the
-// shim as an ES module against this one, `npm run bench -- --only cli`).
+// module loader (13-17 ms of a `mo get nodes` on a 2-core machine, measured
+// ad hoc: the same bundle run from an ES module shim and from this one).
 //
 // The bundle is compiled through `vm.Script` with V8's code cache beside it
 // (dist/mo.cache, written by the first run): Node 20 keeps no code cache for
