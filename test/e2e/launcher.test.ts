@@ -275,6 +275,9 @@ test('SIGTERM to the launcher stops a child that ignores SIGTERM with SIGKILL af
   await run.waitForLine(/cluster is up/);
   const nodeA = Number((await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?started node-a pid=(\d+)$/))[1]);
   await run.waitForLine(/^node-a *\| grandchild pid=\d+$/);
+  // Its last start-up line too, written in two parts 100 ms apart: a SIGTERM between them put
+  // "ignoring SIGTERM" after "part-one " on one line (a CI-like run under load).
+  await run.waitForLine(/^node-a *\| part-one part-two from node-a$/);
 
   const sentAt = Date.now();
   process.kill(run.pid, 'SIGTERM');
