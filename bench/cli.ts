@@ -30,6 +30,7 @@ function sample(n: number, args: string[], env: NodeJS.ProcessEnv): number[] {
  * machine's load by tens of milliseconds within a run.
  */
 function sampleInTurns(n: number, a: string[], b: string[], env: NodeJS.ProcessEnv): [number[], number[]] {
+  // Uncounted: warms the page cache, and mo's first run writes its bundle's code cache.
   timeRun(a, env);
   timeRun(b, env);
   const as: number[] = [];
