@@ -121,3 +121,34 @@ test('the bundle runs with a V8 code cache made from it: written by the first ru
     'no temp file left',
   );
 });
+
+test('`npx mo` still runs in a checkout whose npx cache linked the bin under its old name, cli/mo.js', (t) => {
+  // npx links a checkout's own bin into its cache once (keyed by the
+  // checkout's path) and never links it again. Made here with the real npx
+  // and a private cache: first with package.json naming cli/mo.js, as before
+  // the rename, then with today's package.json.
+  const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-npx-cache-'));
+  const pkgFile = path.join(dir, 'package.json');
+  const pkg = fs.readFileSync(pkgFile, 'utf8');
+  t.after(() => {
+    fs.writeFileSync(pkgFile, pkg);
+    fs.rmSync(cache, { recursive: true, force: true });
+  });
+  const env = { ...process.env, npm_config_cache: cache, npm_config_update_notifier: 'false', npm_config_audit: 'false', npm_config_fund: 'false' };
+  const npxMo = () => spawnSync('npx', ['--yes', 'mo', 'version'], { cwd: dir, env, encoding: 'utf8' });
+
+  assert.match(pkg, /"mo": "cli\/mo\.cjs"/);
+  fs.writeFileSync(pkgFile, pkg.replace('"mo": "cli/mo.cjs"', '"mo": "cli/mo.js"'));
+  const before = npxMo();
+  assert.equal(before.status, 0, `npx mo with the old bin name: ${before.stderr}`);
+  const npxDirs = fs.readdirSync(path.join(cache, '_npx'));
+  assert.equal(npxDirs.length, 1);
+  const link = path.join(cache, '_npx', npxDirs[0], 'node_modules', '.bin', 'mo');
+  assert.match(fs.readlinkSync(link), /cli\/mo\.js$/, 'npx linked the old name');
+
+  fs.writeFileSync(pkgFile, pkg);
+  const r = npxMo();
+  assert.equal(r.status, 0, `npx mo after the rename: ${r.stderr}`);
+  assert.match(r.stdout, /^mo version \d+\.\d+\.\d+ /);
+  assert.match(fs.readlinkSync(link), /cli\/mo\.js$/, 'npx kept its old link: cli/mo.js is what ran');
+});
