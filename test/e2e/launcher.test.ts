@@ -14,8 +14,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { REPLICA_ENV } from '../../launcher/command-lines.ts';
+import { KUBE_PORT_OFFSET, REPLICA_ENV } from '../../launcher/command-lines.ts';
 import { pidAlive, readStat } from '../../shared/proc.ts';
+import { randomBasePort as basePortOutsideEphemeral } from '../helpers/ports.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
@@ -23,7 +24,8 @@ const START_TIMEOUT_MS = 60_000;
 const HAS_SETPRIV = spawnSync('setpriv', ['--pdeathsig', 'TERM', '--', 'true']).status === 0;
 
 function randomBasePort(): number {
-  return 20000 + Math.floor(Math.random() * 20000);
+  // A launcher's ports: base+1..base+3 (replicas) and base+11..base+13 (the Kubernetes API).
+  return basePortOutsideEphemeral(3 + KUBE_PORT_OFFSET);
 }
 
 /** Alive = in /proc and not a zombie (a reparented zombie is dead, just not yet reaped by pid 1). */

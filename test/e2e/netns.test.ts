@@ -18,6 +18,8 @@ import { fileURLToPath } from 'node:url';
 import { destroyTopology, healProcess, isolate, linkStatus, readLayout } from '../../netns/index.ts';
 import { pidAlive } from '../../shared/proc.ts';
 import { agentCgroupName } from '../../node-agent/runtime/cgroups.ts';
+import { KUBE_PORT_OFFSET } from '../../launcher/command-lines.ts';
+import { randomBasePort as basePortOutsideEphemeral } from '../helpers/ports.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
@@ -27,7 +29,8 @@ const NETNS_SKIP = !IS_ROOT ? 'needs root (network namespaces)' : spawnSync('ip'
 
 /** Base ports whose subnets (base % 256) other tests are unlikely to use at the same time. */
 function randomBasePort(): number {
-  return 20000 + Math.floor(Math.random() * 20000);
+  // A launcher's ports: base+1..base+3 (replicas) and base+11..base+13 (the Kubernetes API).
+  return basePortOutsideEphemeral(3 + KUBE_PORT_OFFSET);
 }
 
 const alive = pidAlive;

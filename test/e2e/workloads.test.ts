@@ -131,21 +131,17 @@ async function rolledOut(c: Cluster, name: string, revision: number): Promise<bo
   return (await notRolledOut(c, name, revision)) === null;
 }
 
-/** Waits for the rollout of `revision`; on a timeout the error says what was still missing and what the processes last said. */
+/** Waits for the rollout of `revision`; on a timeout the error says what was still missing (and waitFor adds what the processes last said). */
 async function waitRolledOut(c: Cluster, name: string, revision: number, timeoutMs: number): Promise<void> {
-  try {
-    await waitFor(
-      `5 units of revision ${revision}`,
-      async () => {
-        const why = await notRolledOut(c, name, revision);
-        if (why !== null) throw new Error(why);
-        return true;
-      },
-      timeoutMs,
-    );
-  } catch (e) {
-    throw new Error(`${(e as Error).message}\n${c.recentOutput()}`);
-  }
+  await waitFor(
+    `5 units of revision ${revision}`,
+    async () => {
+      const why = await notRolledOut(c, name, revision);
+      if (why !== null) throw new Error(why);
+      return true;
+    },
+    timeoutMs,
+  );
 }
 
 test(

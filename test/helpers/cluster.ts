@@ -33,6 +33,7 @@ export interface Proc {
 }
 
 import { pidAlive, readStat } from '../../shared/proc.ts';
+import { randomBasePort } from './ports.ts';
 import { sleep } from './wait.ts';
 export { pidAlive };
 
@@ -48,7 +49,10 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
     } catch (e) {
       last = e;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
+    if (Date.now() > deadline) {
+      const tails = [...Cluster.live].map((c) => `\n${c.recentOutput(15)}`).join('');
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}${tails}`);
+    }
     await sleep(everyMs);
   }
 }
@@ -63,7 +67,7 @@ async function portFree(port: number): Promise<boolean> {
 
 export async function freeBasePort(count: number): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
+    const base = randomBasePort(count);
     let ok = true;
     for (let i = 1; i <= count && ok; i++) ok = await portFree(base + i);
     if (ok) return base;
@@ -141,6 +145,8 @@ export interface ClusterOptions {
 export class Cluster {
   /** Told of every cluster once it is up and before it stops (`npm run bench` follows each replica's event loop and term through them). */
   static hooks: { started?: (c: Cluster) => void; stopping?: (c: Cluster) => Promise<void> } = {};
+  /** The clusters of this process not yet stopped: a waitFor that times out shows their last lines. */
+  static readonly live = new Set<Cluster>();
   readonly cps: Proc[] = [];
   readonly agents = new Map<string, Proc>();
   readonly token = 'test-token-' + Math.random().toString(36).slice(2);
@@ -156,6 +162,7 @@ export class Cluster {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-test-'));
     const c = new Cluster(dir, await freeBasePort(full.replicas), full);
     process.once('exit', c.stopNow);
+    Cluster.live.add(c);
     try {
       for (let i = 1; i <= full.replicas; i++) c.startReplica(i);
       await waitFor('the API to answer', () => c.healthy(), 20000);
@@ -342,12 +349,14 @@ export class Cluster {
    * its pid and its temp dir removed, synchronously, as 'exit' requires.
    */
   private readonly stopNow = (): void => {
+    Cluster.live.delete(this);
     for (const p of this.processes()) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
     fs.rmSync(this.dir, { recursive: true, force: true, maxRetries: 5 });
   };
 
   async stop(): Promise<void> {
     process.removeListener('exit', this.stopNow);
+    Cluster.live.delete(this);
     await Cluster.hooks.stopping?.(this).catch(() => undefined);
     const all = this.processes();
     for (const p of all) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
