@@ -126,7 +126,8 @@ test('`npx mo` still runs in a checkout whose npx cache linked the bin under its
   // npx links a checkout's own bin into its cache once (keyed by the
   // checkout's path) and never links it again. Made here with the real npx
   // and a private cache: first with package.json naming cli/mo.js, as before
-  // the rename, then with today's package.json.
+  // the rename, then with today's package.json. Offline: npx only links the
+  // checkout, so nothing is fetched, and the test never needs the registry.
   const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'mo-npx-cache-'));
   const pkgFile = path.join(dir, 'package.json');
   const pkg = fs.readFileSync(pkgFile, 'utf8');
@@ -134,7 +135,7 @@ test('`npx mo` still runs in a checkout whose npx cache linked the bin under its
     fs.writeFileSync(pkgFile, pkg);
     fs.rmSync(cache, { recursive: true, force: true });
   });
-  const env = { ...process.env, npm_config_cache: cache, npm_config_update_notifier: 'false', npm_config_audit: 'false', npm_config_fund: 'false' };
+  const env = { ...process.env, npm_config_cache: cache, npm_config_offline: 'true', npm_config_update_notifier: 'false', npm_config_audit: 'false', npm_config_fund: 'false' };
   const npxMo = () => spawnSync('npx', ['--yes', 'mo', 'version'], { cwd: dir, env, encoding: 'utf8' });
 
   assert.match(pkg, /"mo": "cli\/mo\.cjs"/);
