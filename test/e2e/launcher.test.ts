@@ -14,19 +14,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { KUBE_PORT_OFFSET, REPLICA_ENV } from '../../launcher/command-lines.ts';
+import { REPLICA_ENV } from '../../launcher/command-lines.ts';
 import { pidAlive, readStat } from '../../shared/proc.ts';
-import { randomBasePort as basePortOutsideEphemeral } from '../helpers/ports.ts';
+import { randomLauncherBasePort } from '../helpers/ports.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
 const START_TIMEOUT_MS = 60_000;
 const HAS_SETPRIV = spawnSync('setpriv', ['--pdeathsig', 'TERM', '--', 'true']).status === 0;
-
-function randomBasePort(): number {
-  // A launcher's ports: base+1..base+3 (replicas) and base+11..base+13 (the Kubernetes API).
-  return basePortOutsideEphemeral(3 + KUBE_PORT_OFFSET);
-}
 
 /** Alive = in /proc and not a zombie (a reparented zombie is dead, just not yet reaped by pid 1). */
 const alive = pidAlive;
@@ -163,7 +158,7 @@ test(
   async (t) => {
     const dir = tempDir(t);
     const dataDir = join(dir, 'data');
-    const base = randomBasePort();
+    const base = randomLauncherBasePort();
     const run = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(base), '--replicas', '3', '--nodes', nodesFile(dir, ['node-a', 'node-b']), '--restart-after', '1']);
 
     const banner = await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\), leader (\S+), 2 node agent\(s\)/);
@@ -271,7 +266,7 @@ test(
 
 test('SIGTERM to the launcher stops a child that ignores SIGTERM with SIGKILL after the grace period, and the launcher exits 0', { timeout: 60_000 }, async (t) => {
   const dir = tempDir(t);
-  const run = startLauncher(t, ['--data-dir', join(dir, 'data'), '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodesFile(dir, ['node-a'])], {
+  const run = startLauncher(t, ['--data-dir', join(dir, 'data'), '--base-port', String(randomLauncherBasePort()), '--replicas', '1', '--nodes', nodesFile(dir, ['node-a'])], {
     FAKE_CHILD_STUBBORN: 'node-a',
   });
   await run.waitForLine(/cluster is up/);
@@ -298,7 +293,7 @@ test(
     const dir = tempDir(t);
     const dataDir = join(dir, 'data');
     const nodes = nodesFile(dir, ['node-a']);
-    const first = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodes]);
+    const first = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomLauncherBasePort()), '--replicas', '1', '--nodes', nodes]);
     await first.waitForLine(/cluster is up/);
     await first.waitForLine(/^node-a *\| grandchild pid=\d+$/);
     const token = readFileSync(join(dataDir, 'token'), 'utf8');
@@ -308,7 +303,7 @@ test(
     await first.exited;
     await eventually('every child and grandchild of the killed launcher is gone', () => first.allPids().every((pid) => !alive(pid)));
 
-    const second = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomBasePort()), '--replicas', '1', '--nodes', nodes]);
+    const second = startLauncher(t, ['--data-dir', dataDir, '--base-port', String(randomLauncherBasePort()), '--replicas', '1', '--nodes', nodes]);
     await second.waitForLine(/cluster is up/);
     assert.equal(readFileSync(join(dataDir, 'token'), 'utf8'), token, 'the token survives restarts');
     process.kill(second.pid, 'SIGTERM');
@@ -319,7 +314,7 @@ test(
 
 test('a port already in use stops the start with exit 1 and a line naming the port, before any process is started', { timeout: 30_000 }, async (t) => {
   const dir = tempDir(t);
-  const base = randomBasePort();
+  const base = randomLauncherBasePort();
   const blocker = createServer();
   await new Promise<void>((resolve) => blocker.listen(base + 2, '127.0.0.1', resolve));
   t.after(() => blocker.close());
@@ -349,7 +344,7 @@ test('a nodes file that does not parse exits 2 naming the file', { timeout: 30_0
   const dir = tempDir(t);
   const path = join(dir, 'nodes.yaml');
   writeFileSync(path, '- name: [unclosed\n');
-  const run = startLauncher(t, ['--data-dir', join(dir, 'data'), '--base-port', String(randomBasePort()), '--nodes', path]);
+  const run = startLauncher(t, ['--data-dir', join(dir, 'data'), '--base-port', String(randomLauncherBasePort()), '--nodes', path]);
   assert.deepEqual(await run.exited, { code: 2, signal: null });
   assert.match(run.stderr, new RegExp(`^launcher: --nodes ${path}: .+\\n$`));
 });

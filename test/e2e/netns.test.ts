@@ -18,20 +18,13 @@ import { fileURLToPath } from 'node:url';
 import { destroyTopology, healProcess, isolate, linkStatus, readLayout } from '../../netns/index.ts';
 import { pidAlive } from '../../shared/proc.ts';
 import { agentCgroupName } from '../../node-agent/runtime/cgroups.ts';
-import { KUBE_PORT_OFFSET } from '../../launcher/command-lines.ts';
-import { randomBasePort as basePortOutsideEphemeral } from '../helpers/ports.ts';
+import { randomLauncherBasePort } from '../helpers/ports.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const FAKE = 'test/fixtures/fake-child.ts';
 const START_TIMEOUT_MS = 90_000;
 const IS_ROOT = process.getuid?.() === 0;
 const NETNS_SKIP = !IS_ROOT ? 'needs root (network namespaces)' : spawnSync('ip', ['netns', 'list']).status !== 0 ? 'needs `ip netns` (iproute2) working here' : undefined;
-
-/** Base ports whose subnets (base % 256) other tests are unlikely to use at the same time. */
-function randomBasePort(): number {
-  // A launcher's ports: base+1..base+3 (replicas) and base+11..base+13 (the Kubernetes API).
-  return basePortOutsideEphemeral(3 + KUBE_PORT_OFFSET);
-}
 
 const alive = pidAlive;
 
@@ -252,7 +245,7 @@ test('npm start -- --netns as a non-root user is refused with one line and exit 
     argv = [process.execPath, '--import', 'tsx', 'launcher/main.ts'];
   }
   const dataDir = join(home, 'data');
-  argv.push('--netns', '--data-dir', dataDir, '--base-port', String(randomBasePort()));
+  argv.push('--netns', '--data-dir', dataDir, '--base-port', String(randomLauncherBasePort()));
   const r = spawnSync(argv[0], argv.slice(1), { cwd, encoding: 'utf8', env: { ...process.env, HOME: home }, timeout: 60_000 });
   assert.equal(r.stderr, 'launcher: --netns needs root (network namespaces): run as root or without --netns\n');
   assert.equal(r.status, 2);
@@ -269,7 +262,7 @@ test(
     }
     const dir = tempDir(t);
     const dataDir = join(dir, 'data');
-    const base = randomBasePort();
+    const base = randomLauncherBasePort();
     const run = startLauncher(t, dataDir, base, ['--restart-after', '1']);
     await run.waitForLine(/^launcher\| (?:\d\d:\d\d:\d\d\.\d{3} )?=+ cluster is up: 3 control-plane replica\(s\).*, 4 node agent\(s\)/);
 
@@ -391,7 +384,7 @@ test(
       return;
     }
     const dir = tempDir(t);
-    const base = randomBasePort();
+    const base = randomLauncherBasePort();
     // A leftover of a "crashed" run: an empty namespace with this cluster's prefix.
     const stale = `mo-${base}-node-z`;
     assert.equal(spawnSync('ip', ['netns', 'add', stale]).status, 0);

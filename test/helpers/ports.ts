@@ -6,6 +6,7 @@
 // many clusters at once, each opening connections all the time).
 
 import fs from 'node:fs';
+import { KUBE_PORT_OFFSET } from '../../launcher/command-lines.ts';
 
 const LOWEST = 10000;
 const HIGHEST = 65535;
@@ -31,4 +32,13 @@ export function randomBasePort(span: number, [low, high]: [number, number] = eph
   const [from, to] = below[1] - below[0] >= above[1] - above[0] ? below : above;
   if (to < from) throw new Error(`no ${span} ports outside the ephemeral range ${low}-${high}`);
   return from + Math.floor(Math.random() * (to - from + 1));
+}
+
+/**
+ * A base port for `npm start -- --base-port B` with up to 3 replicas: B+1..B+3,
+ * and B+11..B+13 for the Kubernetes API. Random, so tests running at once
+ * rarely share ports, nor the `--netns` subnets derived from them (B % 256).
+ */
+export function randomLauncherBasePort(): number {
+  return randomBasePort(3 + KUBE_PORT_OFFSET);
 }
