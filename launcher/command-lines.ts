@@ -158,7 +158,7 @@ export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2', '
  * fault 2 MiB at a time; at most 2 arenas, or each of the thread pool's
  * threads would keep 8 MiB of its own. Measured ad hoc (3 replicas, 16
  * writers, alternated 3 times): 1.3-1.6 faults per write on the leader and
- * 0.8-0.9 on a follower, the cluster's CPU per write about a tenth lower.
+ * 0.75-0.99 on a follower, the cluster's CPU per write about a tenth lower.
  * `npm run bench -- --only writes` at concurrency 16, two runs with and one
  * without: 0.93 and 0.96 ms of CPU per write over the replicas against
  * 1.10, 1,562 and 1,505 writes/s against 1,333. The cost is RSS: an idle
