@@ -37,7 +37,7 @@ import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
 import { isDnsLabel } from '../shared/notation.ts';
 import { followLeadership, nodeRegistrar } from './leadership.ts';
-import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, setOwnPriority } from './priority.ts';
+import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, RolePriority, setOwnPriority } from './priority.ts';
 
 const log = makeLogger();
 
@@ -196,7 +196,10 @@ function config(): Config {
 async function main(): Promise<void> {
   const cfg = config();
   // Ahead of the workload on shared CPUs (priority.ts): first, so every thread made later inherits it.
-  log(describePriority(cfg.nice, setOwnPriority(cfg.nice)));
+  const startPriority = setOwnPriority(cfg.nice);
+  log(describePriority(cfg.nice, startPriority));
+  // The leader a little further ahead of its followers (priority.ts, LEADER_NICE_STEP).
+  const rolePriority = new RolePriority(cfg.nice, startPriority.ok);
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   // How long this process's event loop stops, per second (for `npm run bench`).
@@ -351,7 +354,11 @@ async function main(): Promise<void> {
       controller,
       now,
       log,
-      onRoleChange: () => changed(),
+      onRoleChange: (s) => {
+        changed();
+        const line = rolePriority.update(s.role === 'leader');
+        if (line) log(line);
+      },
       onElected: (s) => {
         events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${s.term}`);
         services.leadershipChanged();
