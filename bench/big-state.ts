@@ -19,6 +19,8 @@ export interface ReplicaPhase {
   id: string;
   loop: LoopSummary;
   term: number;
+  /** Whether it led when the phase's windows were read (with no election in the phase, for all of it). */
+  leader: boolean;
   rssMiB: number;
 }
 
@@ -61,8 +63,8 @@ async function phase(c: Cluster, since: number): Promise<ReplicaPhase[]> {
   return Promise.all(
     c.urls.map(async (url, i) => {
       const r = await request('GET', `${url}/v1/replica?eventLoopSince=${since}`, c.token);
-      const s = JSON.parse(r.text) as { id: string; term: number; eventLoop: { windows: LoopWindow[] } };
-      return { id: s.id, term: s.term, loop: summarize(s.eventLoop.windows), rssMiB: rssMiB(c.cps[i].pid) };
+      const s = JSON.parse(r.text) as { id: string; term: number; role: string; eventLoop: { windows: LoopWindow[] } };
+      return { id: s.id, term: s.term, leader: s.role === 'leader', loop: summarize(s.eventLoop.windows), rssMiB: rssMiB(c.cps[i].pid) };
     }),
   );
 }

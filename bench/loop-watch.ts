@@ -13,6 +13,32 @@ import { summarize, sumOf, type LoopWindow } from '../control-plane/event-loop-w
 /** A stop this long (ms) is counted apart: the longest alone says little when one burst makes it. */
 const LONG_STOP_MS = 100;
 
+/** Goal 5's bound on the leader's event-loop stops: half the shortest election timeout (250-500 ms). */
+export const LEADER_STOP_TARGET_MS = 125;
+
+/** A window, and whether its replica said it was the leader when the window was read (within a second or two of it). */
+type SeenWindow = LoopWindow & { leader: boolean };
+
+/**
+ * The longest stop of the windows read while their replica led, over every
+ * replica (a failover hands the lead on), and the goal's verdict on it: the
+ * issue's goal is the leader's loop; a follower's stops are reported beside
+ * it, not judged (a follower that waits delays nothing while the other one
+ * acknowledges). Empty when no window was read from a leader.
+ */
+function leaderStop(windows: readonly SeenWindow[][]): string {
+  const led = windows.flat().filter((w) => w.leader);
+  if (led.length === 0) return '';
+  const maxMs = Math.max(...led.map((w) => w.maxMs));
+  return `the leader's longest stop ${maxMs.toFixed(0)} ms (target < ${LEADER_STOP_TARGET_MS} ms: ${maxMs < LEADER_STOP_TARGET_MS ? 'meets target' : 'MISSES target'})`;
+}
+
+/** ` (leader)` when every window of `ws` was read while the replica led, ` (leader for N s)` when some were. */
+function roleOf(ws: readonly SeenWindow[]): string {
+  const led = ws.filter((w) => w.leader).length;
+  return led === 0 ? '' : led === ws.length ? ' (leader)' : ` (leader for ${led} s)`;
+}
+
 /** Benchmarks that end elections on purpose, and how. */
 const CAUSED: Record<string, { why: string; count?: number }> = {
   failover: { why: 'one per leader SIGKILL (the benchmark)' },
@@ -25,7 +51,7 @@ interface Followed {
   cluster: Cluster;
   timer: NodeJS.Timeout;
   /** Per replica id: windows seen, the last window's end, first and last term seen. */
-  replicas: Map<string, { windows: LoopWindow[]; lastEnd: number; firstTerm: number | null; lastTerm: number | null }>;
+  replicas: Map<string, { windows: SeenWindow[]; lastEnd: number; firstTerm: number | null; lastTerm: number | null }>;
   polling: Promise<void> | null;
 }
 
@@ -110,6 +136,7 @@ export class LoopWatch {
             const s = await getJson(`${url}/v1/replica?eventLoopSince=${r.lastEnd}`, f.cluster.token);
             const loop = s.eventLoop as { windows: LoopWindow[] } | undefined;
             const term = Number(s.term);
+            const leader = s.role === 'leader';
             // Term 0 is a cluster that has not elected its first leader yet
             // (a cluster started with no agents does not wait for one): that
             // election is the cluster starting, not one during the benchmark.
@@ -119,7 +146,7 @@ export class LoopWatch {
             }
             for (const w of loop?.windows ?? []) {
               if (w.end <= r.lastEnd) continue;
-              r.windows.push(w);
+              r.windows.push({ ...w, leader });
               r.lastEnd = w.end;
             }
             f.replicas.set(key, r);
@@ -160,7 +187,7 @@ export class LoopWatch {
         const s = summarize(r.windows);
         const long = r.windows.filter((w) => w.maxMs > LONG_STOP_MS).length;
         parts.push(
-          `cp-${i + 1} max ${s.maxMs.toFixed(0)} ms${whereItWent(r.windows, s.maxMs)}, p99 ${s.medianP99Ms.toFixed(1)} ms (worst second ${s.worstP99Ms.toFixed(0)} ms) over ${s.windows} s, ${long} s with a stop over ${LONG_STOP_MS} ms`,
+          `cp-${i + 1}${roleOf(r.windows)} max ${s.maxMs.toFixed(0)} ms${whereItWent(r.windows, s.maxMs)}, p99 ${s.medianP99Ms.toFixed(1)} ms (worst second ${s.worstP99Ms.toFixed(0)} ms) over ${s.windows} s, ${long} s with a stop over ${LONG_STOP_MS} ms`,
         );
         if (r.firstTerm !== null) first = Math.min(first, r.firstTerm);
         if (r.lastTerm !== null) last = Math.max(last, r.lastTerm);
@@ -176,7 +203,8 @@ export class LoopWatch {
             : caused
               ? `${elections} new terms: ${caused.why}`
               : `${elections} new terms: ELECTIONS the benchmark did not cause`;
-      out.push(`event loop during ${f.group}: ${parts.join('; ')}; term ${Number.isFinite(first) ? first : '?'} -> ${last}: ${verdict}`);
+      const leaderLine = leaderStop(f.cluster.urls.map((url) => f.replicas.get(url)?.windows ?? []));
+      out.push(`event loop during ${f.group}: ${parts.join('; ')}; term ${Number.isFinite(first) ? first : '?'} -> ${last}: ${verdict}${leaderLine ? `; ${leaderLine}` : ''}`);
       const marks = phases.get(f.cluster) ?? [];
       if (marks.length > 0) {
         const byPhase = marks.map((m, k) => {
@@ -189,10 +217,11 @@ export class LoopWatch {
             // When (UTC, the window's end), to set beside the replicas' logs: the first few only.
             const long = ws.filter((w) => w.maxMs > LONG_STOP_MS).map((w) => new Date(w.end).toISOString().slice(11, 19));
             const when = long.length > 0 ? `, ${long.length} s over ${LONG_STOP_MS} ms (${long.slice(0, 4).join(', ')}${long.length > 4 ? ', ...' : ''})` : '';
-            return `cp-${i + 1} ${maxMs.toFixed(0)} ms${whereItWent(ws, maxMs)}${when}`;
+            return `cp-${i + 1}${roleOf(ws)} ${maxMs.toFixed(0)} ms${whereItWent(ws, maxMs)}${when}`;
           });
           const secs = Number.isFinite(until) ? ` (${((until - m.at) / 1000).toFixed(0)} s)` : '';
-          return `${m.name}${secs}: ${each.join(', ')}`;
+          const led = leaderStop(inPhase);
+          return `${m.name}${secs}: ${each.join(', ')}${led ? `: ${led}` : ''}`;
         });
         const said = byPhase.filter((p) => p !== null);
         if (said.length > 0) out.push(`event loop during ${f.group}, longest stop by phase (a window counts in the phase it ended in): ${said.join('; ')}`);

@@ -285,11 +285,22 @@ if (want('big-state')) {
   const units = Number(process.env.MO_BENCH_UNITS ?? 1000);
   console.log(`\n== a big state: ${n} deployments of 0 replicas written (16 writers, new names), then one deployment of ${units} units applied (3 replicas, 4 agents) ==`);
   const loop = (p: BigStateReplica[]) =>
-    p.map((x) => `${x.id} max ${f(x.loop.maxMs, 0)} ms, p99 ${f(x.loop.medianP99Ms, 1)} ms (worst second ${f(x.loop.worstP99Ms, 0)} ms), term ${x.term}`).join('; ');
+    p
+      .map((x) => `${x.id}${x.leader ? ' (leader)' : ''} max ${f(x.loop.maxMs, 0)} ms, p99 ${f(x.loop.medianP99Ms, 1)} ms (worst second ${f(x.loop.worstP99Ms, 0)} ms), term ${x.term}`)
+      .join('; ');
   const rss = (p: Array<{ id: string; rssMiB: number }>) => p.map((x) => `${x.id} ${f(x.rssMiB)} MiB`).join(', ');
   const maxRss = (p: Array<{ id: string; rssMiB: number }>) => Math.max(...p.map((x) => x.rssMiB));
   const maxStop = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.loop.maxMs));
   const maxTerm = (p: BigStateReplica[]) => Math.max(...p.map((x) => x.term));
+  // Goal 5 bounds the leader's stops; the followers' are reported beside it. A phase with an
+  // election (or no single leader read) is judged on every replica's.
+  const stops = (p: BigStateReplica[], elections: number, target = 'target < 125 ms') => {
+    const leaders = p.filter((x) => x.leader);
+    if (elections !== 0 || leaders.length !== 1)
+      return `longest stop ${f(maxStop(p), 0)} ms over every replica (${elections !== 0 ? 'an election in the phase' : 'no single leader read'}); ${target}: ${verdict(maxStop(p) < 125)}`;
+    const followers = p.filter((x) => !x.leader);
+    return `the leader ${leaders[0].id}'s longest stop ${f(maxStop(leaders), 0)} ms; ${target}: ${verdict(maxStop(leaders) < 125)}; the followers' ${f(maxStop(followers), 0)} ms, reported`;
+  };
   const say = (line: string) => {
     console.log(line);
     summary.push(line);
@@ -300,22 +311,20 @@ if (want('big-state')) {
       `big state: ${fill.deployments} deployments written at ${Math.round(fill.fillWritesPerSec)}/s, ${fill.failedWrites === 0 ? 'no write failed' : `${fill.failedWrites} WRITES FAILED and were sent again (first: ${fill.firstFailure})`}; RSS 2 s after the fill ${rss(fill.fill)}, after 30 s at rest ${rss(fill.rest)} (target < 150 MiB at rest: ${verdict(maxRss(fill.rest) < 150)})`,
     );
     say(
-      `big state: event loop while filling: ${loop(fill.fill)} (longest stop ${f(maxStop(fill.fill), 0)} ms; target < 125 ms, half the election timeout: ${verdict(maxStop(fill.fill) < 125)}; ${terms === 0 ? 'no election' : `${terms} ELECTIONS`})`,
+      `big state: event loop while filling: ${loop(fill.fill)} (${stops(fill.fill, terms, 'target < 125 ms, half the election timeout')}; ${terms === 0 ? 'no election' : `${terms} ELECTIONS`})`,
     );
     const restTerms = maxTerm(fill.rest) - maxTerm(fill.fill);
     say(
-      `big state: event loop over the 30 s at rest: ${loop(fill.rest)} (longest stop ${f(maxStop(fill.rest), 0)} ms; target < 125 ms: ${verdict(maxStop(fill.rest) < 125)}; ${restTerms === 0 ? 'no election' : `${restTerms} ELECTIONS`}); collections at rest, as each replica logged them: ${fill.restCollections.map((x) => `${x.id} ${x.pausesMs.length === 0 ? 'none' : x.pausesMs.map((ms) => `${ms} ms`).join(', ')}`).join('; ')}`,
+      `big state: event loop over the 30 s at rest: ${loop(fill.rest)} (${stops(fill.rest, restTerms)}; ${restTerms === 0 ? 'no election' : `${restTerms} ELECTIONS`}); collections at rest, as each replica logged them: ${fill.restCollections.map((x) => `${x.id} ${x.pausesMs.length === 0 ? 'none' : x.pausesMs.map((ms) => `${ms} ms`).join(', ')}`).join('; ')}`,
     );
   });
   const scrapeTerms = maxTerm(r.scrape.loop) - maxTerm(r.rest);
   say(
-    `big state: GET /metrics of each replica in turn (${r.scrape.bytes.map((b) => `${f(b / 1048576, 1)} MiB`).join(', ')}): ${r.scrape.ms.map((ms) => `${f(ms, 0)} ms`).join(', ')}; event loop meanwhile: ${loop(r.scrape.loop)} (longest stop ${f(maxStop(r.scrape.loop), 0)} ms; target < 125 ms: ${verdict(maxStop(r.scrape.loop) < 125)}; ${scrapeTerms === 0 ? 'no election' : `${scrapeTerms} ELECTIONS`})`,
+    `big state: GET /metrics of each replica in turn (${r.scrape.bytes.map((b) => `${f(b / 1048576, 1)} MiB`).join(', ')}): ${r.scrape.ms.map((ms) => `${f(ms, 0)} ms`).join(', ')}; event loop meanwhile: ${loop(r.scrape.loop)} (${stops(r.scrape.loop, scrapeTerms)}; ${scrapeTerms === 0 ? 'no election' : `${scrapeTerms} ELECTIONS`})`,
   );
   const applyTerms = maxTerm(r.apply) - maxTerm(r.scrape.loop);
   say(`big state: apply of ${r.units} units on top: ${r.applyMs !== null ? `all Running after ${f(r.applyMs, 0)} ms` : `NOT all Running: ${r.applyError}`}; RSS ${rss(r.apply)}`);
-  say(
-    `big state: event loop during the apply: ${loop(r.apply)} (longest stop ${f(maxStop(r.apply), 0)} ms; target < 125 ms: ${verdict(maxStop(r.apply) < 125)}; ${applyTerms === 0 ? 'no election' : `${applyTerms} ELECTIONS`})`,
-  );
+  say(`big state: event loop during the apply: ${loop(r.apply)} (${stops(r.apply, applyTerms)}; ${applyTerms === 0 ? 'no election' : `${applyTerms} ELECTIONS`})`);
 }
 
 if (want('unit-memory')) {
