@@ -37,7 +37,7 @@ import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
 import { isDnsLabel } from '../shared/notation.ts';
 import { followLeadership, nodeRegistrar } from './leadership.ts';
-import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, RolePriority, setOwnPriority } from './priority.ts';
+import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, setOwnPriority } from './priority.ts';
 
 const log = makeLogger();
 
@@ -196,10 +196,7 @@ function config(): Config {
 async function main(): Promise<void> {
   const cfg = config();
   // Ahead of the workload on shared CPUs (priority.ts): first, so every thread made later inherits it.
-  const startPriority = setOwnPriority(cfg.nice);
-  log(describePriority(cfg.nice, startPriority));
-  // The leader a little further ahead of its followers (priority.ts, LEADER_NICE_STEP).
-  const rolePriority = new RolePriority(cfg.nice, startPriority.ok);
+  log(describePriority(cfg.nice, setOwnPriority(cfg.nice)));
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   // How long this process's event loop stops, per second (for `npm run bench`).
@@ -354,11 +351,7 @@ async function main(): Promise<void> {
       controller,
       now,
       log,
-      onRoleChange: (s) => {
-        changed();
-        const line = rolePriority.update(s.role === 'leader');
-        if (line) log(line);
-      },
+      onRoleChange: () => changed(),
       onElected: (s) => {
         events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${s.term}`);
         services.leadershipChanged();

@@ -1,6 +1,5 @@
 // control-plane/priority.ts -- a replica runs ahead of the workload on the
-// CPUs it shares, and the leader ahead of its followers (LEADER_NICE_STEP,
-// RolePriority): at start it lowers its own nice value (default
+// CPUs it shares: at start it lowers its own nice value (default
 // DEFAULT_REPLICA_NICE) on every thread it has, in the spirit of etcd's
 // tuning guide (which raises etcd's disk priority with ionice) and of
 // Kubernetes reserving CPU for its system daemons (kube-reserved). A
@@ -77,63 +76,6 @@ export function setPriorityOf(pid: number, nice: number): ThreadsOutcome {
     }
   }
   return { ok: true, nice, threads: moved };
-}
-
-/**
- * How much lower a leader's nice value is than a follower's. The leader does
- * the cluster's serial work (every write, the reconcile loop, placements,
- * the heartbeats that keep it leader); a follower only follows, and Raft
- * needs just one of two followers to acknowledge. On CPUs the replicas share
- * (npm start, the benches), each replica at the same weight left the leader
- * waiting for a CPU while both followers ran: in the 5,000-agent fleet bench
- * (`npm run bench -- --only fleet`, one run each, same code otherwise) the
- * leader's longest event-loop stop while 50,000 units arrived was 636 ms
- * (waiting for a CPU 1,206 ms of the 2 s around it; 31 s with a stop over
- * 100 ms) at the followers' -10, and 288 ms (556 ms waiting; 4 s) at -15,
- * the units all ready in 40.4 s instead of 51.9. The followers paid for it
- * (their longest stops there 1.1-1.4 s instead of 0.6), with no election.
- * On machines of their own the replicas do not compete, and it changes
- * nothing.
- */
-export const LEADER_NICE_STEP = 5;
-
-/**
- * The nice value of a leader whose followers run at `nice`: LEADER_NICE_STEP
- * lower (down to MIN_NICE), only when the replica asks for a raised priority
- * at all (`--nice 0` or above leaves both roles alone). Pure.
- */
-export function leaderNice(nice: number): number {
-  return nice < 0 ? Math.max(MIN_NICE, nice - LEADER_NICE_STEP) : nice;
-}
-
-/**
- * A replica's priority as its role changes: leaderNice(base) while it leads,
- * `base` otherwise, on every thread and (when the replica leads its session)
- * its autogroup. `startedOk` is whether the start-up setting to `base` was
- * allowed; when it was not, a role change tries nothing either.
- */
-export class RolePriority {
-  private current: number;
-
-  constructor(
-    private readonly base: number,
-    private readonly startedOk: boolean,
-    private readonly set: (nice: number) => PriorityOutcome = setOwnPriority,
-  ) {
-    this.current = base;
-  }
-
-  /** Move to the value for this role; the line to log when it moved (or was refused), null when nothing changed. */
-  update(leader: boolean): string | null {
-    const want = leader ? leaderNice(this.base) : this.base;
-    if (!this.startedOk || want === this.current) return null;
-    const r = this.set(want);
-    const role = leader ? 'as leader' : 'as a follower';
-    if (!r.ok) return `priority: ${role}, stays at nice ${r.nice}: nice ${want} was refused (${r.error})`;
-    this.current = want;
-    const group = r.autogroup.kind === 'set' ? `, and its session's autogroup too` : '';
-    return `priority: ${role}, nice ${want} on ${r.threads} thread${r.threads === 1 ? '' : 's'}${group}${leader ? ' (the leader runs ahead of its followers on shared CPUs)' : ''}`;
-  }
 }
 
 /** Every thread of this process to `nice`, and its autogroup too when it leads its session. */
