@@ -30,7 +30,14 @@
 //   4. failover: SIGKILL of the leader until the first acknowledged write,
 //      then until the new leader's API shows every node Ready and every
 //      unit still ready (no unit replaced).
-// NotReady lines are counted from the first registration to the end.
+// NotReady lines are counted from the first registration to the end, and
+// by phase beside the simulator's own worst heartbeat gap and event-loop
+// delay in that phase: a gap past the NotReady timeout means the simulator
+// went that long without sending (its workers starved of CPU on the cores
+// they share with the replicas), which the line then says. (Until
+// 2026-12-07 the line paired the whole run's count with the steady state's
+// gap only, and a simulator that fell behind while the units arrived read
+// as heartbeats the cluster had been sent and missed.)
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { build } from 'esbuild';
@@ -79,8 +86,14 @@ export interface FleetResult {
   leaderCpuPct: number;
   notReady: number;
   notReadyLines: string[];
-  simMaxHeartbeatGapMs: number;
-  simLoopMaxMs: number;
+  /**
+   * Each phase of the bench, in order: the NotReady announced in it, and the
+   * simulator's own worst heartbeat gap and event-loop delay in it (from its
+   * workers' reports, each covering the second before it). A NotReady in a
+   * phase where the simulator's gap passed the NotReady timeout is the
+   * simulator's falling behind, not a heartbeat the cluster missed.
+   */
+  phases: SimPhase[];
   failoverWriteMs: number;
   failoverSettledMs: number;
   failoverNotReady: number;
@@ -89,6 +102,17 @@ export interface FleetResult {
   failoverSimLoopMs: number;
   elections: number;
 }
+
+/** One phase of the fleet bench as the simulator lived it (FleetResult.phases). */
+export interface SimPhase {
+  name: string;
+  notReady: number;
+  simGapMs: number;
+  simLoopMs: number;
+}
+
+/** A replica turns a node NotReady after this long without a heartbeat (the fleet's replicas are started with it). */
+const NOT_READY_AFTER_MS = 3000;
 
 /** Units per deployment. */
 const UNITS_PER_DEPLOYMENT = 1000;
@@ -162,6 +186,13 @@ class Workers {
   /** Worst heartbeat gap and loop delay since reset(). */
   maxGapMs = 0;
   loopMaxMs = 0;
+  /** The same per phase of the bench (phase()), with where its NotReady count starts. */
+  readonly phases: Array<{ name: string; gapMs: number; loopMs: number; notReadyFrom: number }> = [];
+
+  /** From now on the reports count in phase `name`; `notReadyFrom` is the NotReady count at its start. */
+  phase(name: string, notReadyFrom: number): void {
+    this.phases.push({ name, gapMs: 0, loopMs: 0, notReadyFrom });
+  }
 
   start(c: Cluster, script: string, agents: number, workers: number): void {
     const urls = c.urls.map((u) => u.replace('http', 'ws') + '/agent').join(',');
@@ -194,6 +225,11 @@ class Workers {
         this.last.set(w, m);
         this.maxGapMs = Math.max(this.maxGapMs, m.maxHeartbeatGapMs);
         this.loopMaxMs = Math.max(this.loopMaxMs, m.loopMaxMs);
+        const p = this.phases.at(-1);
+        if (p) {
+          p.gapMs = Math.max(p.gapMs, m.maxHeartbeatGapMs);
+          p.loopMs = Math.max(p.loopMs, m.loopMaxMs);
+        }
       });
       child.once('exit', (code, signal) => {
         if (!this.stopping) this.fail(new Error(`fleet worker ${w} (pid ${child.pid}) exited with ${signal ?? `code ${code}`}`));
@@ -345,7 +381,7 @@ async function termOf(c: Cluster, i: number): Promise<number> {
 
 export async function benchFleet(opts: FleetOptions, say: (line: string) => void = console.log): Promise<FleetResult> {
   const { agents, units, durationS, workers: workerCount } = opts;
-  const c = await Cluster.start({ replicas: 3, nodes: [], cpArgs: ['--heartbeat-interval-ms', '1000', '--not-ready-after-ms', '3000'] });
+  const c = await Cluster.start({ replicas: 3, nodes: [], cpArgs: ['--heartbeat-interval-ms', '1000', '--not-ready-after-ms', String(NOT_READY_AFTER_MS)] });
   const workers = new Workers();
   workers.died.catch(() => {}); // observed through guard()
   // Ctrl-C or a SIGTERM mid-run still stops every process this run started, by pid.
@@ -377,8 +413,14 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
       `fleet: 3 replicas up (pids ${c.cps.map((p) => p.pid).join(', ')}; leader cp-${li}), RSS ${rssIdle.map((r) => r.toFixed(0)).join(' / ')} MiB; starting ${agents} agents in ${workerCount} worker processes`,
     );
 
+    // Each phase marked for the replicas' event-loop watch and for the simulator's own lateness.
+    const phase = (name: string): void => {
+      markPhase(c, name);
+      workers.phase(name, notReadyLines.length);
+    };
+
     // ---- 1. registration
-    markPhase(c, 'registration');
+    phase('registration');
     const t0 = performance.now();
     const failoverScript = await bundle(c.dir, 'failover-client');
     workers.start(c, await bundle(c.dir, 'fleet-agents'), agents, workerCount);
@@ -409,7 +451,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
 
     // ---- 2. units
     const deployments = Math.ceil(units / UNITS_PER_DEPLOYMENT);
-    markPhase(c, 'units');
+    phase('units');
     const t1 = performance.now();
     for (let d = 0; d < deployments; d++) {
       const n = Math.min(UNITS_PER_DEPLOYMENT, units - d * UNITS_PER_DEPLOYMENT);
@@ -449,7 +491,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     say(`fleet: ${units} units ready in ${(unitsMs / 1000).toFixed(1)} s; RSS ${rssUnits.map((r) => r.toFixed(0)).join(' / ')} MiB`);
 
     // ---- 3. steady state
-    markPhase(c, 'steady state');
+    phase('steady state');
     li = await leaderIndex(c);
     workers.resetMax();
     const cpu0 = c.cps.map((p) => cpuMs(p.pid));
@@ -464,8 +506,6 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     const windowMs = performance.now() - w0;
     const cpuPct = c.cps.map((p, i) => ((cpuMs(p.pid) - cpu0[i]) / windowMs) * 100);
     const rssSteady = c.cps.map((p) => rssMiB(p.pid));
-    const steadyGap = workers.maxGapMs;
-    const steadyLoop = workers.loopMaxMs;
     const leaderCheck = await leaderIndex(c);
 
     // ---- 4. failover
@@ -477,7 +517,7 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     workers.resetMax();
     // The kill and the writes come from a client process of its own (bench/failover-client.ts), started first.
     const client = await FailoverClient.start(c, failoverScript, survivors);
-    markPhase(c, 'failover and the 5 s after it settled');
+    phase('failover and the 5 s after it settled');
     let acked: Extract<FailoverReport, { type: 'acked' }>;
     try {
       acked = await client.run({ type: 'go', pid: victim.pid, path: '/v1/deployments/fleet-probe', body: JSON.stringify(deploymentManifest('fleet-probe', 0)) });
@@ -532,8 +572,12 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
       leaderCpuPct: cpuPct[leaderCheck - 1],
       notReady: notReadyLines.length,
       notReadyLines: notReadyLines.slice(0, 10),
-      simMaxHeartbeatGapMs: steadyGap,
-      simLoopMaxMs: steadyLoop,
+      phases: workers.phases.map((p, i, all) => ({
+        name: p.name,
+        notReady: (all[i + 1]?.notReadyFrom ?? notReadyLines.length) - p.notReadyFrom,
+        simGapMs: p.gapMs,
+        simLoopMs: p.loopMs,
+      })),
       failoverWriteMs,
       failoverSettledMs,
       failoverNotReady,
@@ -551,16 +595,27 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
   }
 }
 
+/**
+ * One phase's NotReady and the simulator's lateness in it. A gap past the
+ * NotReady timeout means the simulator itself went that long without sending
+ * (a worker starved of CPU on the machine it shares with the replicas), and
+ * the line says so: NotReady then is the simulator's doing, not the cluster's.
+ */
+export function formatSimPhase(p: SimPhase): string {
+  const behind = p.simGapMs > NOT_READY_AFTER_MS ? `: the simulator fell behind, a gap over the ${NOT_READY_AFTER_MS / 1000} s NotReady timeout` : '';
+  return `${p.name} ${p.notReady} (gap ${p.simGapMs} ms, delay ${p.simLoopMs.toFixed(0)} ms${behind})`;
+}
+
 export function formatFleet(r: FleetResult): string[] {
   const f = (n: number, d = 1) => n.toFixed(d);
   const lines = [
-    `fleet of ${r.agents} simulated agents (${r.workers} worker processes, heartbeats 1 Hz to each of 3 replicas, NotReady after 3 s): all Ready ${f(r.registerMs / 1000)} s after the first connection`,
+    `fleet of ${r.agents} simulated agents (${r.workers} worker processes, heartbeats 1 Hz to each of 3 replicas, NotReady after ${NOT_READY_AFTER_MS / 1000} s): all Ready ${f(r.registerMs / 1000)} s after the first connection`,
     `fleet: ${r.units} units applied at once (${Math.ceil(r.units / UNITS_PER_DEPLOYMENT)} deployments) until all ready on the leader: ${f(r.unitsMs / 1000)} s`,
     `fleet: leader CPU at steady state over ${r.durationS} s with every node and unit: ${f(r.leaderCpuPct)}% of a core (target < 25%: ${r.leaderCpuPct < 25 ? 'meets target' : 'MISSES target'}); followers ${r.replicas
       .filter((x) => x.role !== 'leader')
       .map((x) => f(x.cpuPct) + '%')
       .join(', ')}`,
-    `fleet: NotReady announced from registration to the end: ${r.notReady} (target 0: ${r.notReady === 0 ? 'meets target' : 'MISSES target'}); the simulator's worst heartbeat gap ${r.simMaxHeartbeatGapMs} ms, its worst event-loop delay ${f(r.simLoopMaxMs, 0)} ms`,
+    `fleet: NotReady announced from registration to the end: ${r.notReady} (target 0: ${r.notReady === 0 ? 'meets target' : 'MISSES target'}); by phase, with the simulator's own worst heartbeat gap and event-loop delay in it: ${r.phases.map(formatSimPhase).join('; ')}`,
     `fleet: leader SIGKILL until the first acknowledged write: ${f(r.failoverWriteMs, 0)} ms (target < 1000 ms: ${r.failoverWriteMs < 1000 ? 'meets target' : 'MISSES target'}); until the new leader shows every node and unit ready: ${f(r.failoverSettledMs, 0)} ms; NotReady after it: ${r.failoverNotReady} (the simulator's worst heartbeat gap meanwhile ${f(r.failoverSimGapMs, 0)} ms, its worst event-loop delay ${f(r.failoverSimLoopMs, 0)} ms: its links to the dead replica reconnect meanwhile); terms from the start to after the failover: +${r.elections} (1 is the failover's own election)`,
     ...r.replicas.map(
       (x) =>
