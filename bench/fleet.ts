@@ -375,8 +375,17 @@ async function leaderIndex(c: Cluster, exclude = -1): Promise<number> {
 }
 
 async function termOf(c: Cluster, i: number): Promise<number> {
-  const r = await call(c.urls[i - 1], c.token, 'GET', '/v1/replica', undefined, 5000);
-  return Number(r.json?.term);
+  // Asked again if the connection closes under the request (as the apply's PUTs are).
+  const { term } = await waitFor(
+    `the term of cp-${i}`,
+    async () => {
+      const r = await call(c.urls[i - 1], c.token, 'GET', '/v1/replica', undefined, 5000);
+      return r.status === 200 ? { term: Number(r.json?.term) } : null;
+    },
+    30000,
+    100,
+  );
+  return term;
 }
 
 export async function benchFleet(opts: FleetOptions, say: (line: string) => void = console.log): Promise<FleetResult> {
@@ -456,12 +465,18 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     for (let d = 0; d < deployments; d++) {
       const n = Math.min(UNITS_PER_DEPLOYMENT, units - d * UNITS_PER_DEPLOYMENT);
       // A PUT of the same manifest is idempotent: one the cluster could not
-      // commit in time (503, outcome unknown) is sent again, as a user would.
+      // commit in time (503, outcome unknown) is sent again, as a user would,
+      // and so is one that met a connection closing under it (the replica
+      // ending an idle keep-alive connection as the request went out: "socket
+      // hang up" ended a run on a loaded machine).
       for (let attempt = 1; ; attempt++) {
-        const r = await call(c.urls[li - 1], c.token, 'PUT', `/v1/deployments/fleet-${d}`, deploymentManifest(`fleet-${d}`, n), 30000);
-        if (r.status < 300) break;
-        say(`fleet: apply fleet-${d}: HTTP ${r.status} ${JSON.stringify(r.json)}${attempt < 5 ? '; again' : ''}`);
-        if (attempt >= 5) throw new Error(`apply fleet-${d}: HTTP ${r.status} ${JSON.stringify(r.json)}`);
+        const why = await call(c.urls[li - 1], c.token, 'PUT', `/v1/deployments/fleet-${d}`, deploymentManifest(`fleet-${d}`, n), 30000).then(
+          (r) => (r.status >= 200 && r.status < 300 ? null : `HTTP ${r.status} ${JSON.stringify(r.json)}`),
+          (err: Error) => err.message,
+        );
+        if (why === null) break;
+        say(`fleet: apply fleet-${d}: ${why}${attempt < 5 ? '; again' : ''}`);
+        if (attempt >= 5) throw new Error(`apply fleet-${d}: ${why}`);
         li = await leaderIndex(c);
       }
     }
