@@ -96,8 +96,8 @@ export interface FleetResult {
   phases: SimPhase[];
   failoverWriteMs: number;
   failoverSettledMs: number;
+  /** The failover phase's (the last of `phases`: from just before the leader's kill to the end) NotReady, and the simulator's worst heartbeat gap and event-loop delay in it. */
   failoverNotReady: number;
-  /** The simulator's worst heartbeat gap and event-loop delay from the leader's kill to the end. */
   failoverSimGapMs: number;
   failoverSimLoopMs: number;
   elections: number;
@@ -183,10 +183,7 @@ async function bundle(dir: string, name: 'fleet-agents' | 'failover-client'): Pr
 class Workers {
   readonly procs: ChildProcess[] = [];
   readonly last = new Map<number, FleetWorkerReport>();
-  /** Worst heartbeat gap and loop delay since reset(). */
-  maxGapMs = 0;
-  loopMaxMs = 0;
-  /** The same per phase of the bench (phase()), with where its NotReady count starts. */
+  /** The simulator's worst heartbeat gap and loop delay per phase of the bench (phase()), with where its NotReady count starts. */
   readonly phases: Array<{ name: string; gapMs: number; loopMs: number; notReadyFrom: number }> = [];
 
   /** From now on the reports count in phase `name`; `notReadyFrom` is the NotReady count at its start. */
@@ -223,8 +220,6 @@ class Workers {
       child.on('message', (m: FleetWorkerReport) => {
         if (m?.type !== 'report') return;
         this.last.set(w, m);
-        this.maxGapMs = Math.max(this.maxGapMs, m.maxHeartbeatGapMs);
-        this.loopMaxMs = Math.max(this.loopMaxMs, m.loopMaxMs);
         const p = this.phases.at(-1);
         if (p) {
           p.gapMs = Math.max(p.gapMs, m.maxHeartbeatGapMs);
@@ -252,11 +247,6 @@ class Workers {
     let s = 0;
     for (const r of this.last.values()) s += r[field];
     return s;
-  }
-
-  resetMax(): void {
-    this.maxGapMs = 0;
-    this.loopMaxMs = 0;
   }
 
   async stop(): Promise<void> {
@@ -508,14 +498,13 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     // ---- 3. steady state
     phase('steady state');
     li = await leaderIndex(c);
-    workers.resetMax();
     const cpu0 = c.cps.map((p) => cpuMs(p.pid));
     const w0 = performance.now();
     const notReadyBefore = notReadyLines.length;
     for (let s = 0; s < durationS; s += 30) {
       await sleep(Math.min(30, durationS - s) * 1000);
       say(
-        `fleet: steady state ${Math.min(durationS, s + 30)}/${durationS} s: NotReady so far ${notReadyLines.length - notReadyBefore}, simulator's worst heartbeat gap ${workers.maxGapMs} ms`,
+        `fleet: steady state ${Math.min(durationS, s + 30)}/${durationS} s: NotReady so far ${notReadyLines.length - notReadyBefore}, simulator's worst heartbeat gap ${workers.phases.at(-1)?.gapMs ?? 0} ms`,
       );
     }
     const windowMs = performance.now() - w0;
@@ -528,8 +517,6 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     li = leaderCheck;
     const victim = c.cps[li - 1];
     const survivors = c.urls.filter((_, j) => j !== li - 1);
-    const notReadyBeforeFailover = notReadyLines.length;
-    workers.resetMax();
     // The kill and the writes come from a client process of its own (bench/failover-client.ts), started first.
     const client = await FailoverClient.start(c, failoverScript, survivors);
     phase('failover and the 5 s after it settled');
@@ -557,10 +544,14 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
     );
     const failoverSettledMs = performance.now() - tf;
     await sleep(5000); // NotReady after a failover would show within the 3 s timeout
-    const failoverNotReady = notReadyLines.length - notReadyBeforeFailover;
-    // The simulator's own lateness over the failover: its 5,000 links to the dead replica reconnect meanwhile.
-    const failoverGap = workers.maxGapMs;
-    const failoverLoop = workers.loopMaxMs;
+    // Each phase's NotReady and the simulator's own lateness; over the failover (the last) its 5,000 links to the dead replica reconnect.
+    const phases: SimPhase[] = workers.phases.map((p, i, all) => ({
+      name: p.name,
+      notReady: (all[i + 1]?.notReadyFrom ?? notReadyLines.length) - p.notReadyFrom,
+      simGapMs: p.gapMs,
+      simLoopMs: p.loopMs,
+    }));
+    const failover = phases[phases.length - 1];
     const term1 = await termOf(c, newLeader);
     say(
       `fleet: leader cp-${li} SIGKILLed at ${new Date(acked.killedAt).toISOString().slice(11, 23)} UTC: first write acknowledged after ${failoverWriteMs.toFixed(0)} ms (tries from the kill: ${failoverTries}), cp-${newLeader} shows every node and unit ready after ${failoverSettledMs.toFixed(0)} ms`,
@@ -587,17 +578,13 @@ export async function benchFleet(opts: FleetOptions, say: (line: string) => void
       leaderCpuPct: cpuPct[leaderCheck - 1],
       notReady: notReadyLines.length,
       notReadyLines: notReadyLines.slice(0, 10),
-      phases: workers.phases.map((p, i, all) => ({
-        name: p.name,
-        notReady: (all[i + 1]?.notReadyFrom ?? notReadyLines.length) - p.notReadyFrom,
-        simGapMs: p.gapMs,
-        simLoopMs: p.loopMs,
-      })),
+      phases,
       failoverWriteMs,
       failoverSettledMs,
-      failoverNotReady,
-      failoverSimGapMs: failoverGap,
-      failoverSimLoopMs: failoverLoop,
+      // The failover is the last phase: its NotReady and the simulator's lateness in it.
+      failoverNotReady: failover.notReady,
+      failoverSimGapMs: failover.simGapMs,
+      failoverSimLoopMs: failover.simLoopMs,
       elections: Number.isFinite(term1 - term0) ? term1 - term0 : NaN,
     };
   } finally {
