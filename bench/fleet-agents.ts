@@ -6,9 +6,11 @@
 // (node-agent/agent-core.ts: fencing by term, command dedupe, the frames),
 // its figures (node-agent/agent-figures.ts, on a heartbeat) and the shared
 // msgpack codec. What is simulated is only the process work: a spawn makes
-// a unit that reports Pending and then Running (with a made-up pid) to every
-// replica, a terminate reports Terminating and then Succeeded, a forget
-// reports unit-gone, as node-agent/runtime/supervisor.ts would.
+// a unit that is Pending and then Running (with a made-up pid) 2 ms later,
+// a terminate reports Terminating and then Succeeded, a forget reports
+// unit-gone, as node-agent/runtime/supervisor.ts would; reports go to every
+// replica through the agent's own PendingHold (node-agent/pending-hold.ts),
+// so a Pending overtaken by its Running within the hold is not sent.
 //
 // Each agent heartbeats (with a WebSocket ping when the interval each
 // replica names is due and, every STATS_INTERVAL_MS, its figures, as the
@@ -32,6 +34,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { AgentCore } from '../node-agent/agent-core.ts';
 import { AgentFigures } from '../node-agent/agent-figures.ts';
 import { ControlPlaneLink, type ReconnectPacing } from '../node-agent/control-plane-link.ts';
+import { PendingHold } from '../node-agent/pending-hold.ts';
 import type { NodeInfo, UnitReport } from '../shared/model.ts';
 import { STATS_INTERVAL_MS, type AgentMessage, type Command, type ControlPlaneMessage } from '../shared/protocol/messages.ts';
 import { parseCommandLine, wholeNumber } from '../shared/flags.ts';
@@ -153,9 +156,12 @@ class SimAgent {
     return gap;
   }
 
+  /** As node-agent/main.ts: a Pending report waits a moment for the Running that overtakes it. */
+  private readonly reports = new PendingHold((r) => this.broadcast(this.core.unitStatus(r)));
+
   private report(u: UnitReport): void {
     this.figures.unitPhase(u.name, u.phase, performance.now());
-    this.broadcast(this.core.unitStatus({ ...u }));
+    this.reports.report({ ...u });
   }
 
   private onMessage(link: ControlPlaneLink, msg: ControlPlaneMessage): void {

@@ -34,6 +34,7 @@ import { ServiceProxy } from './runtime/service-proxy.ts';
 import { DEFAULT_GRACE_PERIOD_MS, UnitSupervisor, type UnitChange } from './runtime/supervisor.ts';
 import { LogStreams } from './runtime/log-streams.ts';
 import { LogDirectory } from './runtime/unit-log.ts';
+import { PendingHold } from './pending-hold.ts';
 
 const MiB = 1024 * 1024;
 
@@ -113,6 +114,8 @@ async function main(): Promise<void> {
   const broadcast = (msg: Parameters<ControlPlaneLink['send']>[0]) => {
     for (const link of links) link.send(msg);
   };
+  // A cold start's Pending report waits a moment for its Running (pending-hold.ts): one report per unit, not two.
+  const reports = new PendingHold((report) => broadcast(core.unitStatus(report)));
 
   const supervisor = new UnitSupervisor({
     stateDir: config.stateDir,
@@ -128,7 +131,7 @@ async function main(): Promise<void> {
     onChange: (report, change) => {
       if (change === 'phase') figures.unitPhase(report.name, report.phase, performance.now());
       // The report first, then the log line.
-      broadcast(core.unitStatus(report));
+      reports.report(report);
       logTransition(report, change);
       if (report.phase === 'Succeeded' || report.phase === 'Failed') ports.release(report.name);
     },
