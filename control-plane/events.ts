@@ -97,7 +97,19 @@ export class EventRing {
         break;
       }
     }
-    const e: ClusterEvent = { ...n, involvedObject: { kind, name }, seq: ++this.seq, count, firstTimestamp };
+    // Field by field: `{ ...n, ...more }` made a slow object, ~3.5 us an event against ~1.3 us for the
+    // whole add() without it (50 deployments' unit events, in process), on every replica for every event.
+    const e: ClusterEvent = {
+      type: n.type,
+      reason: n.reason,
+      message: n.message,
+      involvedObject: { kind, name },
+      source: n.source,
+      timestamp: n.timestamp,
+      seq: ++this.seq,
+      count,
+      firstTimestamp,
+    };
     this.push(e, owner, key);
     const mine = this.byOwner.get(owner)!;
     if (mine.length > MAX_EVENTS_PER_OWNER) this.remove(this.ring.indexOf(mine[0]));

@@ -129,18 +129,21 @@ test('the indexed ring keeps exactly what a scan of the kept events keeps: count
     return state % n;
   };
   const kinds = ['Unit', 'Unit', 'Unit', 'Node', 'Deployment'] as const;
-  for (let round = 0; round < 3; round++) {
+  for (let round = 0; round < 4; round++) {
     const model = new ScanRing();
     let ring = new EventRing();
     // Few names, reasons and messages: many equal events (counted), owners over their 100, and
-    // equal events that fell out of the newest 400 (added anew beside the old one).
+    // equal events that fell out of the newest 400 (added anew beside the old one). The last
+    // round is a fleet's placement: a new unit name every time over 12 deployments, so each
+    // owner's oldest goes from the middle of the ring.
+    const fleet = round === 3;
     for (let k = 0; k < 6000; k++) {
-      const kind = kinds[rnd(kinds.length)];
-      const name = kind === 'Unit' ? `d${rnd(4)}-${rnd(150)}` : `${kind.toLowerCase()}-${rnd(30)}`;
+      const kind = fleet ? 'Unit' : kinds[rnd(kinds.length)];
+      const name = fleet ? `d${rnd(12)}-${k}` : kind === 'Unit' ? `d${rnd(4)}-${rnd(150)}` : `${kind.toLowerCase()}-${rnd(30)}`;
       const n: NewEvent = {
         type: rnd(5) === 0 ? 'Warning' : 'Normal',
         reason: `R${rnd(3)}`,
-        message: `m${rnd(round === 0 ? 2 : 20)}`,
+        message: fleet ? `m${rnd(2)}` : `m${rnd(round === 0 ? 2 : 20)}`,
         involvedObject: { kind, name },
         source: 'cp-1',
         timestamp: k,
