@@ -21,6 +21,7 @@ import { ViewCache, renderAll, type Rendered } from './view-cache.ts';
 import {
   allDeploymentViews,
   allNodeViews,
+  nodeViewByName,
   allUnitViews,
   deploymentView,
   unitViewByName,
@@ -363,13 +364,14 @@ export class ApiServer {
     return o;
   }
 
-  /** One object's view; a deployment's or a unit's is made alone, not by rendering every one of them. */
+  /** One object's view; a deployment's, a unit's or a node's is made alone, not by rendering every one of them. */
   private find(resource: Resource, name: string): ApiObject | undefined {
     if (resource === 'deployments') {
       const d = this.deps.store.state.deployments.get(name);
       return d ? deploymentView(d, this.src()) : undefined;
     }
     if (resource === 'units') return unitViewByName(this.src(), name);
+    if (resource === 'nodes') return nodeViewByName(this.src(), name);
     return this.list(resource).find((x) => x.metadata.name === name);
   }
 

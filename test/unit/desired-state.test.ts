@@ -11,7 +11,7 @@ import { unitSpecHash, validateManifest } from '../../shared/manifest.ts';
 import type { UnitReport } from '../../shared/model.ts';
 import { DesiredState, type StoreCommand } from '../../control-plane/store/desired-state.ts';
 import { NodeRegistry } from '../../control-plane/registry/node-registry.ts';
-import { allDeploymentViews, allNodeViews, allUnitViews, deploymentView } from '../../control-plane/api/views.ts';
+import { allDeploymentViews, allNodeViews, allUnitViews, deploymentView, nodeViewByName } from '../../control-plane/api/views.ts';
 
 const NOW = 1_700_000_000_000;
 const NODE = { name: 'node-a', capacity: { cpu: 1000, memory: 1024 }, taints: [], labels: { zone: 'z1' } };
@@ -203,6 +203,8 @@ test('views: a unit bound but not reported is Pending; reported Running it is Ru
   assert.equal(st.ready, true);
   assert.deepEqual(st.allocated, { cpu: 400, memory: 128 }, 'both bound units count against the node');
   assert.equal(st.agent.pid, 77);
+  assert.deepEqual(nodeViewByName({ state: s, observed: registry.nodes, now: NOW }, NODE.name), nodes[0], 'one node alone: the same view as in the list');
+  assert.equal(nodeViewByName({ state: s, observed: registry.nodes, now: NOW }, 'node-unknown'), undefined);
   const d = deploymentView(s.deployments.get('web')!, { state: s, observed: registry.nodes, now: NOW });
   assert.equal((d.spec as { replicas: number }).replicas, 3);
 });
