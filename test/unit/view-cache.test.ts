@@ -132,6 +132,20 @@ test('warm() builds a big list in slices between turns of the event loop; the re
   assert.ok(cache.size.deploymentsBuilt <= 501, 'the rendering after warm() reused the warmed views');
 });
 
+test("warm() reads the clock at every deployment, as one's counts walk its units: a slice is never 32 big deployments", async () => {
+  const state = new DesiredState();
+  const registry = new NodeRegistry(1000);
+  let i = 0;
+  for (let k = 0; k < 40; k++) state.apply(++i, apply(`d-${k}`, 0, '60', 0));
+  const cache = new ViewCache();
+  const loop = countTurns();
+  // Slices of 0 ms: every clock reading ends one, so a turn between every two deployments.
+  await cache.warm('deployments', () => ({ state, observed: registry.nodes, now: T0 }), 0);
+  loop.stop();
+  assert.ok(loop.turns() >= 39, `a turn of the event loop after every deployment (${loop.turns()} turns)`);
+  assert.equal(cache.size.deploymentsBuilt, 40);
+});
+
 test('a list past its counting budget shows the rest with the counts they last had, counts the stalest first next time, and says so', () => {
   const names = ['a', 'b', 'c', 'd'];
   const { state, registry, write } = smallCluster(names, 1);
