@@ -238,13 +238,6 @@ export function nodeView(name: string, rec: NodeRecord | undefined, obs: Observe
   };
 }
 
-/**
- * Every node's view, its allocation read from the store's index of requests
- * by node (DesiredState.requestsOn, checked against a walk of every unit in
- * desired-state.test.ts): O(nodes). A walk of every unit here took 28 of
- * the ~45 ms of one list of 5,000 nodes with 50,000 units (in process), and
- * the fleet bench lists them every second while a new leader settles.
- */
 /** One node's view, made alone (as `GET /v1/nodes/NAME` asks), or undefined when neither the store nor the registry knows it. */
 export function nodeViewByName(src: ViewSource, name: string): NodeView | undefined {
   const rec = src.state.nodes.get(name);
@@ -252,6 +245,13 @@ export function nodeViewByName(src: ViewSource, name: string): NodeView | undefi
   return rec || obs ? nodeView(name, rec, obs, src.state.requestsOn(name)) : undefined;
 }
 
+/**
+ * Every node's view, its allocation read from the store's index of requests
+ * by node (DesiredState.requestsOn, checked against a walk of every unit in
+ * desired-state.test.ts): O(nodes). A walk of every unit here took 28 of
+ * the ~45 ms of one list of 5,000 nodes with 50,000 units (in process), and
+ * the fleet bench lists them every second while a new leader settles.
+ */
 export function allNodeViews(src: ViewSource): NodeView[] {
   const names = new Set([...src.state.nodes.keys(), ...src.observed.keys()]);
   return [...names].sort().map((n) => nodeView(n, src.state.nodes.get(n), src.observed.get(n), src.state.requestsOn(n)));
