@@ -91,9 +91,9 @@ export interface FleetResult {
    * simulator's own worst heartbeat gap and event-loop delay in it (from its
    * workers' reports, each covering the second before it). A NotReady in a
    * phase where the simulator's gap passed the NotReady timeout is the
-   * simulator's falling behind, not a heartbeat the cluster missed.
+   * simulator's falling behind, not a heartbeat the cluster missed. The
+   * last is the failover's (from just before the leader's kill to the end).
    */
-  /** Each phase's NotReady and the simulator's lateness; the last is the failover's (from just before the leader's kill to the end). */
   phases: SimPhase[];
   failoverWriteMs: number;
   failoverSettledMs: number;

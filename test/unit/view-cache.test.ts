@@ -107,16 +107,21 @@ test('a rendering reuses the objects whose inputs did not change, and renders th
   assert.equal(cache.size.units, 3, 'a deleted unit is forgotten');
 });
 
-test('warm() builds a big list in slices between turns of the event loop; the rendering after it builds only what changed meanwhile', async () => {
+/** `n` deployments of 0 replicas (`d-0`...), their view source, and the next log index. */
+function emptyDeployments(n: number) {
   const state = new DesiredState();
   const registry = new NodeRegistry(1000);
   let i = 0;
-  for (let k = 0; k < 500; k++) state.apply(++i, apply(`d-${k}`, 0, '60', 0));
+  for (let k = 0; k < n; k++) state.apply(++i, apply(`d-${k}`, 0, '60', 0));
+  return { state, src: () => ({ state, observed: registry.nodes, now: T0 }), nextIndex: () => ++i };
+}
+
+test('warm() builds a big list in slices between turns of the event loop; the rendering after it builds only what changed meanwhile', async () => {
+  const { state, src, nextIndex } = emptyDeployments(500);
   const cache = new ViewCache();
-  const src = () => ({ state, observed: registry.nodes, now: T0 });
   const loop = countTurns();
   // A change while warming: the rendering after it must show it.
-  setImmediate(() => state.apply(++i, { type: 'deployment.scale', at: T0, name: 'd-7', replicas: 3 }));
+  setImmediate(() => state.apply(nextIndex(), { type: 'deployment.scale', at: T0, name: 'd-7', replicas: 3 }));
   await cache.warm('deployments', src, 0);
   loop.stop();
   assert.ok(loop.turns() >= 500 / 64 - 1, `the event loop turned between slices (${loop.turns()} turns)`);
@@ -133,14 +138,11 @@ test('warm() builds a big list in slices between turns of the event loop; the re
 });
 
 test("warm() reads the clock at every deployment, as one's counts walk its units: a slice is never 32 big deployments", async () => {
-  const state = new DesiredState();
-  const registry = new NodeRegistry(1000);
-  let i = 0;
-  for (let k = 0; k < 40; k++) state.apply(++i, apply(`d-${k}`, 0, '60', 0));
+  const { src } = emptyDeployments(40);
   const cache = new ViewCache();
   const loop = countTurns();
   // Slices of 0 ms: every clock reading ends one, so a turn between every two deployments.
-  await cache.warm('deployments', () => ({ state, observed: registry.nodes, now: T0 }), 0);
+  await cache.warm('deployments', src, 0);
   loop.stop();
   assert.ok(loop.turns() >= 39, `a turn of the event loop after every deployment (${loop.turns()} turns)`);
   assert.equal(cache.size.deploymentsBuilt, 40);
