@@ -37,7 +37,7 @@ import { kubeconfigText } from './kube/kubeconfig.ts';
 import { KubeApi, kubeServer } from './kube/server.ts';
 import { isDnsLabel } from '../shared/notation.ts';
 import { followLeadership, nodeRegistrar } from './leadership.ts';
-import { DEFAULT_REPLICA_NICE, describePriority, MAX_NICE, MIN_NICE, setOwnPriority } from './priority.ts';
+import { DEFAULT_REPLICA_NICE, MAX_NICE, MIN_NICE, RolePriority } from './priority.ts';
 
 const log = makeLogger();
 
@@ -195,8 +195,10 @@ function config(): Config {
 
 async function main(): Promise<void> {
   const cfg = config();
-  // Ahead of the workload on shared CPUs (priority.ts): first, so every thread made later inherits it.
-  log(describePriority(cfg.nice, setOwnPriority(cfg.nice)));
+  // Ahead of the workload on shared CPUs (priority.ts): first, so every thread made later inherits
+  // it; the full value while it leads.
+  const priority = new RolePriority(cfg.nice, log);
+  priority.start();
   const now = () => Date.now();
   const registry = new NodeRegistry(cfg.notReadyAfterMs);
   // How long this process's event loop stops, per second (for `npm run bench`).
@@ -351,7 +353,10 @@ async function main(): Promise<void> {
       controller,
       now,
       log,
-      onRoleChange: () => changed(),
+      onRoleChange: (s) => {
+        priority.roleChanged(s.role === 'leader');
+        changed();
+      },
       onElected: (s) => {
         events.record('Normal', 'LeaderElected', 'Replica', cfg.id, `${cfg.id} leads term ${s.term}`);
         services.leadershipChanged();

@@ -35,6 +35,18 @@
 // gives its autogroup the same nice value (/proc/self/autogroup). One that
 // shares its session (started from a shell without setsid) leaves the
 // group alone, since that would raise its neighbours too, and says so.
+//
+// Only the leader runs at the nice value asked for; a follower runs
+// FOLLOWER_NICE_STEP above it (never above 0), still ahead of agents and
+// units, and moves to the full value when it wins an election. On one
+// machine the three replicas otherwise weigh the same, and a follower
+// applying a burst takes the CPU the leader waits for: in
+// `npm run bench -- --only fleet` (5,000 simulated agents on 2 cores) the
+// leader waited to be scheduled for ~1 s of the 2 s around each stop over
+// 100 ms while the units arrived (longest stop 486 ms, 21 s with a stop over
+// 100 ms); with the followers' groups at -5, 274 ms and 7 s. A follower's own
+// work (append, acknowledge, heartbeats) waits a little longer; the leader's
+// stops are what cost elections and every write's latency.
 
 import fs from 'node:fs';
 import os from 'node:os';
@@ -43,6 +55,8 @@ import { readStat } from '../shared/proc.ts';
 /** The nice value a replica asks for unless --nice says otherwise (weight 9,548 against a default process's 1,024). */
 export const DEFAULT_REPLICA_NICE = -10;
 export const MIN_NICE = -20;
+/** How much nicer than the leader a follower runs (header). */
+export const FOLLOWER_NICE_STEP = 5;
 export const MAX_NICE = 19;
 
 /** What became of the session's autogroup: set to the nice value, left (shared with other processes of the session, or refused), or none here (autogroups off, or no /proc). The kernel shows it outside the root cpu cgroup too, where it weighs nothing (setAutogroupOf). */
@@ -82,6 +96,51 @@ export function setPriorityOf(pid: number, nice: number): ThreadsOutcome {
 export function setOwnPriority(nice: number): PriorityOutcome {
   const r = setPriorityOf(process.pid, nice);
   return r.ok ? { ...r, autogroup: setAutogroupOf(process.pid, nice) } : r;
+}
+
+/** The nice value a replica runs at when asked for `nice`: that while it leads; while it follows, FOLLOWER_NICE_STEP more, never above 0 (a replica asked for 0 or more runs there in every role). Pure. */
+export function roleNice(nice: number, leads: boolean): number {
+  return leads || nice >= 0 ? nice : Math.min(0, nice + FOLLOWER_NICE_STEP);
+}
+
+/**
+ * A replica's priority as its role changes: set once at start (as a
+ * follower), then moved on every change between leading and following.
+ * When the start was refused (no right to a lower value) it never tries
+ * again. `set` is setOwnPriority (injected for the tests).
+ */
+export class RolePriority {
+  private current: number | null = null;
+  constructor(
+    private readonly nice: number,
+    private readonly log: (line: string) => void,
+    private readonly set: (nice: number) => PriorityOutcome = setOwnPriority,
+  ) {}
+
+  /** The start, as a follower: logs the outcome in one line. */
+  start(): PriorityOutcome {
+    const r = this.set(roleNice(this.nice, false));
+    if (r.ok) this.current = r.nice;
+    this.log(describePriority(this.nice, r));
+    return r;
+  }
+
+  /** After a role change: the value for the new role, when it differs. */
+  roleChanged(leads: boolean): void {
+    if (this.current === null) return;
+    const want = roleNice(this.nice, leads);
+    if (want === this.current) return;
+    const r = this.set(want);
+    if (!r.ok) {
+      this.current = null;
+      this.log(`priority: stays at nice ${r.nice}: nice ${want} ${leads ? 'to lead' : 'to follow'} was refused (${r.error}); no further changes`);
+      return;
+    }
+    this.current = want;
+    this.log(
+      `priority: nice ${want} on ${r.threads} thread${r.threads === 1 ? '' : 's'}${r.autogroup.kind === 'set' ? ' and its autogroup' : ''} now that it ${leads ? 'leads' : 'follows'}`,
+    );
+  }
 }
 
 /** The nice value in a /proc/PID/autogroup line (`/autogroup-123 nice -5`), or null. Pure. */
@@ -137,7 +196,8 @@ export function describePriority(wanted: number, r: PriorityOutcome): string {
           : a.kind === 'refused'
             ? ` (its session's autogroup refused it: ${a.error})`
             : '';
-    return `priority: nice ${r.nice} on ${r.threads} thread${r.threads === 1 ? '' : 's'}${group} (--nice ${wanted}): the control plane runs ahead of agents and units on shared CPUs`;
+    const roles = roleNice(wanted, false) === wanted ? '' : `; ${wanted} while it leads`;
+    return `priority: nice ${r.nice} on ${r.threads} thread${r.threads === 1 ? '' : 's'}${group} (--nice ${wanted}${roles}): the control plane runs ahead of agents and units on shared CPUs`;
   }
   return `priority: stays at nice ${r.nice}: --nice ${wanted} was refused (${r.error}; a lower value needs root or CAP_SYS_NICE)`;
 }

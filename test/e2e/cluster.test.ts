@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import { readStat, threadNices } from '../../shared/proc.ts';
-import { autogroupNice, DEFAULT_REPLICA_NICE } from '../../control-plane/priority.ts';
+import { autogroupNice, DEFAULT_REPLICA_NICE, roleNice } from '../../control-plane/priority.ts';
 import WebSocket from 'ws';
 import { Cluster, pidAlive, waitFor, webManifest } from '../helpers/cluster.ts';
 
@@ -48,8 +48,9 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
   assert.ok(new Set(units.map((u) => u.spec.nodeName)).size >= 2, 'replicas spread over more than one node');
 
   // The replica runs ahead of agents and units on the shared CPUs (control-plane/priority.ts): as
-  // root every one of its threads is at DEFAULT_REPLICA_NICE (-10), read in /proc; agents and units
-  // keep the nice they were started with (this test's own).
+  // root, once it leads (it starts as a follower, a step nicer), every one of its threads is at
+  // DEFAULT_REPLICA_NICE (-10), read in /proc; agents and units keep the nice they were started
+  // with (this test's own).
   const ours = os.getPriority(0);
   const cpThreads = threadNices(c.cps[0].pid);
   assert.ok(cpThreads.length > 1, `the replica's threads are in /proc/${c.cps[0].pid}/task`);
@@ -60,8 +61,8 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
       `every thread of the replica is at nice ${DEFAULT_REPLICA_NICE}`,
     );
     assert.ok(
-      c.cps[0].output.some((l) => new RegExp(`priority: nice ${DEFAULT_REPLICA_NICE} on \\d+ threads`).test(l)),
-      `the replica says so: ${c.cps[0].output.slice(0, 5).join(' | ')}`,
+      c.cps[0].output.some((l) => new RegExp(`priority: nice ${DEFAULT_REPLICA_NICE} on \\d+ threads.* now that it leads`).test(l)),
+      `the replica says so: ${c.cps[0].output.filter((l) => l.includes('priority')).join(' | ')}`,
     );
   } else {
     assert.ok(
@@ -85,7 +86,11 @@ test("both lessons' story: apply, scale, unit crash, node loss, scale down, dele
     assert.equal(readStat(c.cps[0].pid)?.session, c.cps[0].pid, 'the replica leads its own session');
     assert.equal(groupNice(c.cps[0].pid), DEFAULT_REPLICA_NICE, `the replica's autogroup: ${fs.readFileSync(`/proc/${c.cps[0].pid}/autogroup`, 'utf8').trim()}`);
     assert.ok(
-      c.cps[0].output.some((l) => new RegExp(`priority: nice ${DEFAULT_REPLICA_NICE} on \\d+ threads, and its session's autogroup too`).test(l)),
+      c.cps[0].output.some((l) =>
+        new RegExp(
+          `priority: nice ${roleNice(DEFAULT_REPLICA_NICE, false)} on \\d+ threads, and its session's autogroup too \\(--nice ${DEFAULT_REPLICA_NICE}; ${DEFAULT_REPLICA_NICE} while it leads\\)`,
+        ).test(l),
+      ),
       `the replica says so: ${c.cps[0].output.slice(0, 5).join(' | ')}`,
     );
     for (const a of c.agents.values()) {
