@@ -4,8 +4,8 @@
 // tells its parent how long that took and what each try got.
 //
 // Why a process of its own: the bench's main process runs at nice 0 in the
-// shell's session, while the replicas and the simulator's workers each lead
-// a session at the replicas' priority (control-plane/priority.ts). During a
+// shell's session, while the simulator's workers each lead a session at the
+// leader's priority, and the replicas theirs (control-plane/priority.ts). During a
 // failover all five are busy on this machine's 2 cores, and a client in
 // the bench's process was scheduled so seldom that its 5 ms pause between
 // two tries lasted 188 ms (an ad-hoc trace of one run: kill, a 503 after
@@ -106,7 +106,7 @@ function main(): void {
     console.error('failover-client: must be started with an IPC channel (by bench/fleet.ts)');
     process.exit(2);
   }
-  setOwnPriority(DEFAULT_REPLICA_NICE); // as the replicas and the simulator's workers; refused without root, like theirs
+  setOwnPriority(DEFAULT_REPLICA_NICE); // as the leader and the simulator's workers; refused without root, like theirs
   process.on('message', (m: FailoverGo) => {
     if (m?.type !== 'go') return;
     void run(urls, token, m)

@@ -20,9 +20,10 @@
 // commands, and how late its own timers ran (so a false NotReady can be told
 // apart from a simulator that fell behind).
 //
-// The worker runs at the replicas' nice value (control-plane/priority.ts):
-// it stands for thousands of other machines, and at the default nice 0 the
-// replicas (at -5) were ahead of it on this machine's 2 cores; after a leader
+// The worker runs at the leader's nice value (control-plane/priority.ts; the
+// followers run 5 steps above it): it stands for thousands of other
+// machines, and at the default nice 0 the replicas (then all at -5) were
+// ahead of it on this machine's 2 cores; after a leader
 // failover, while every replica was busiest, hundreds of simulated agents'
 // heartbeats then came more than the NotReady timeout late (438 NotReady in
 // one run of npm run bench -- --only fleet).

@@ -260,7 +260,7 @@ class Workers {
   }
 }
 
-/** The failover's client process (bench/failover-client.ts): started before the kill, in a session of its own at the replicas' priority. */
+/** The failover's client process (bench/failover-client.ts): started before the kill, in a session of its own at the leader's priority. */
 class FailoverClient {
   private readonly reports: FailoverReport[] = [];
   /** Set at 'close', not 'exit': 'close' comes once the IPC channel has delivered every message (exit may come first). */
