@@ -43,10 +43,13 @@
 // applying a burst takes the CPU the leader waits for: in
 // `npm run bench -- --only fleet` (5,000 simulated agents on 2 cores) the
 // leader waited to be scheduled for ~1 s of the 2 s around each stop over
-// 100 ms while the units arrived (longest stop 486 ms, 21 s with a stop over
-// 100 ms); with the followers' groups at -5, 274 ms and 7 s. A follower's own
-// work (append, acknowledge, heartbeats) waits a little longer; the leader's
-// stops are what cost elections and every write's latency.
+// 100 ms while the units arrived (longest stop 471-510 ms, 18-21 s with a
+// stop over 100 ms, 3 runs); with followers a step back, 211-304 ms and 5-10
+// s (3 runs, alternated: docs/benchmarks.md). The leader keeps its own
+// value, so agents and units lose nothing (a leader boosted above it had
+// starved the fleet's simulator). A follower's own work (append,
+// acknowledge, heartbeats) waits a little longer; the leader's stops are
+// what cost elections and every write's latency.
 
 import fs from 'node:fs';
 import os from 'node:os';
