@@ -343,6 +343,13 @@ async function main(): Promise<void> {
     services.changed();
   });
 
+  // A follower steps back only while every replica is up (priority.ts). A leader's death
+  // reaches its followers as a role change (they campaign when its link closes); any other
+  // link is checked once a second.
+  const everyPeerUp = () => raftStore.transport.connectedPeers().length + 1 >= peers.size;
+  const priorityCheck = setInterval(() => priority.update(store.isLeader(), everyPeerUp()), 1000);
+  priorityCheck.unref();
+
   // Leadership (control-plane/leadership.ts): only the leader acts.
   const registerNode = nodeRegistrar({ store, registry, now, log });
   followLeadership(
@@ -354,7 +361,7 @@ async function main(): Promise<void> {
       now,
       log,
       onRoleChange: (s) => {
-        priority.roleChanged(s.role === 'leader');
+        priority.update(s.role === 'leader', everyPeerUp());
         changed();
       },
       onElected: (s) => {

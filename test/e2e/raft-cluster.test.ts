@@ -23,15 +23,16 @@ async function clusterStatus(c: Cluster): Promise<any> {
 }
 
 /**
- * As root, waits until every thread of each live replica is at its role's
- * nice value (control-plane/priority.ts): the leader's full value, each
- * follower's a step above it. Read in /proc; without root a replica keeps
+ * As root, waits until every thread of each live replica is at its nice
+ * value (control-plane/priority.ts): the leader's full value, each
+ * follower's a step above it while every replica is up (`allUp`), the full
+ * value too while one is down. Read in /proc; without root a replica keeps
  * the nice it was started with, and this checks nothing.
  */
-async function prioritiesFollowRoles(c: Cluster, leaderId: string): Promise<void> {
+async function prioritiesFollowRoles(c: Cluster, leaderId: string, allUp: boolean): Promise<void> {
   if (process.getuid?.() !== 0) return;
-  const wanted = (id: string) => roleNice(DEFAULT_REPLICA_NICE, id === leaderId);
-  assert.notEqual(wanted(leaderId), wanted('none'), 'the leader and a follower run at different nice values');
+  const wanted = (id: string) => roleNice(DEFAULT_REPLICA_NICE, id === leaderId || !allUp);
+  assert.notEqual(roleNice(DEFAULT_REPLICA_NICE, true), roleNice(DEFAULT_REPLICA_NICE, false), 'the leader and a follower run at different nice values');
   await waitFor(`the leader ${leaderId}'s threads at nice ${wanted(leaderId)}, its followers' at ${wanted('none')}`, async () =>
     c.cps.every((p) => !p || !pidAlive(p.pid) || threadNices(p.pid).every((t) => t.nice === wanted(p.name))),
   );
@@ -56,14 +57,14 @@ test('SIGKILL of the leader: a new leader with a higher term, writes intact, new
     return before.every((u) => evs.some((e) => e.reason === 'Started' && e.involvedObject.name === u.metadata.name));
   });
   const old = await leaderOf(c);
-  await prioritiesFollowRoles(c, old.id);
+  await prioritiesFollowRoles(c, old.id, true);
   const victim = c.cps[old.index - 1];
   victim.child.kill('SIGKILL');
   await victim.exited;
   const next = await leaderOf(c, old.id);
   assert.ok(next.term > old.term, `new term ${next.term} > old term ${old.term}`);
-  // The new leader moves to the full value; the one left follows on.
-  await prioritiesFollowRoles(c, next.id);
+  // The new leader moves to the full value, and so does the one left: a write now waits for it.
+  await prioritiesFollowRoles(c, next.id, false);
   // The story survives: the old leader's events and decisions, read through every replica.
   for (const url of c.urls.filter((_, i) => i !== old.index - 1)) {
     const r = await fetch(`${url}/v1/events`, { headers: { authorization: `Bearer ${c.token}` } });
@@ -101,7 +102,8 @@ test('SIGKILL of the leader: a new leader with a higher term, writes intact, new
     },
     15000,
   );
-  await prioritiesFollowRoles(c, next.id);
+  // Every replica up again: the followers step back.
+  await prioritiesFollowRoles(c, next.id, true);
 });
 
 test('a write sent through a follower just after the leader died waits for the next leader instead of being refused', { timeout: 120000 }, async (t) => {

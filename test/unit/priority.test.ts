@@ -43,7 +43,7 @@ test('the leader runs at the nice value asked for, a follower a step nicer but n
   assert.equal(roleNice(5, false), 5);
 });
 
-test('a replica starts at the follower value, moves on each change of role, and stops trying once refused', () => {
+test('a replica starts at the follower value, moves on each change of role or of its peers, and stops trying once refused', () => {
   const calls: number[] = [];
   const lines: string[] = [];
   let refuse = false;
@@ -54,20 +54,24 @@ test('a replica starts at the follower value, moves on each change of role, and 
   const p = new RolePriority(-10, (l) => lines.push(l), set);
   assert.equal(p.start().ok, true);
   assert.match(lines[0], /^priority: nice -5 on 9 threads, and its session's autogroup too \(--nice -10; -10 while it leads\)/);
-  p.roleChanged(false); // a candidate, or a follower again: no change
-  p.roleChanged(true);
+  p.update(false, true); // a candidate, or a follower again: no change
+  p.update(true, true);
   assert.match(lines[1], /^priority: nice -10 on 9 threads and its autogroup now that it leads$/);
-  p.roleChanged(true);
-  p.roleChanged(false);
-  assert.match(lines[2], /^priority: nice -5 on 9 threads and its autogroup now that it follows$/);
-  assert.deepEqual(calls, [-5, -10, -5]);
+  p.update(true, false); // a leader with a follower down: still the full value, nothing to do
+  p.update(false, true);
+  assert.match(lines[2], /^priority: nice -5 on 9 threads and its autogroup now that it follows with every replica up$/);
+  // A follower that cannot reach every replica may be the leader's only one: the full value.
+  p.update(false, false);
+  assert.match(lines[3], /^priority: nice -10 on 9 threads and its autogroup now that it follows with a replica unreachable$/);
+  p.update(false, true);
+  assert.deepEqual(calls, [-5, -10, -5, -10, -5]);
   refuse = true;
-  p.roleChanged(true);
-  assert.match(lines[3], /^priority: stays at nice -5: nice -10 to lead was refused \(EPERM\); no further changes$/);
-  p.roleChanged(false);
-  p.roleChanged(true);
-  assert.deepEqual(calls, [-5, -10, -5, -10], 'no try after a refusal');
-  assert.equal(lines.length, 4);
+  p.update(true, true);
+  assert.match(lines[5], /^priority: stays at nice -5: nice -10 now that it leads was refused \(EPERM\); no further changes$/);
+  p.update(false, true);
+  p.update(true, true);
+  assert.deepEqual(calls, [-5, -10, -5, -10, -5, -10], 'no try after a refusal');
+  assert.equal(lines.length, 6);
 
   // Refused at the start (no root, no CAP_SYS_NICE): it runs as started in every role.
   const none: number[] = [];
@@ -77,7 +81,7 @@ test('a replica starts at the follower value, moves on each change of role, and 
     (nice) => (none.push(nice), { ok: false, nice: 0, error: 'EACCES' }),
   );
   assert.equal(q.start().ok, false);
-  q.roleChanged(true);
+  q.update(true, true);
   assert.deepEqual(none, [-5]);
   // Asked for 0: nothing moves when it leads.
   const zero: number[] = [];
@@ -87,6 +91,7 @@ test('a replica starts at the follower value, moves on each change of role, and 
     (nice) => (zero.push(nice), { ok: true, nice, threads: 1, autogroup: { kind: 'none' } }),
   );
   z.start();
-  z.roleChanged(true);
+  z.update(true, true);
+  z.update(false, false);
   assert.deepEqual(zero, [0]);
 });
