@@ -105,9 +105,9 @@ export function setOwnPriority(nice: number): PriorityOutcome {
   return r.ok ? { ...r, autogroup: setAutogroupOf(process.pid, nice) } : r;
 }
 
-/** The nice value a replica runs at when asked for `nice`: that while it leads; while it follows, FOLLOWER_NICE_STEP more, never above 0 (a replica asked for 0 or more runs there in every role). Pure. */
-export function roleNice(nice: number, leads: boolean): number {
-  return leads || nice >= 0 ? nice : Math.min(0, nice + FOLLOWER_NICE_STEP);
+/** The nice value a replica runs at when asked for `nice`: that while `full` (it leads, or a write may wait for it: RolePriority); else FOLLOWER_NICE_STEP more, never above 0 (a replica asked for 0 or more runs there in every role). Pure. */
+export function roleNice(nice: number, full: boolean): number {
+  return full || nice >= 0 ? nice : Math.min(0, nice + FOLLOWER_NICE_STEP);
 }
 
 /**
