@@ -24,7 +24,10 @@ RUN if node -e "require('esbuild').transformSync('let x: number = 1', { loader: 
       echo "node_modules missing or built for another platform: running npm ci (needs network)"; \
       rm -rf node_modules && npm ci --no-audit --no-fund; \
     fi \
- && npm run build
+ && npm run build \
+ && mkdir -p dist/node_modules \
+ && (cp -r node_modules/ffi-rs node_modules/@yuuang dist/node_modules/ 2>/dev/null \
+     || echo "ffi-rs is not in node_modules: replicas will not trim malloc at rest")
 
 # ---- run: node, util-linux (setpriv) and the two bundles ----
 FROM ${NODE_IMAGE}
@@ -37,6 +40,10 @@ RUN command -v setpriv >/dev/null 2>&1 \
  && command -v setpriv
 WORKDIR /app
 COPY --from=build /src/dist/control-plane.mjs /src/dist/node-agent.mjs /app/dist/
+# ffi-rs and its binary for this platform: a replica at rest calls glibc's
+# malloc_trim through it (control-plane/malloc-trim.ts); esbuild cannot bundle
+# a native add-on, so it is resolved beside the bundles at run time.
+COPY --from=build /src/dist/node_modules /app/dist/node_modules
 # The web dashboard's files (served at / by every replica, read beside dist/).
 COPY --from=build /src/dashboard /app/dashboard
 # A node container's entrypoint: puts the container's processes in a leaf
