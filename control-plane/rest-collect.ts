@@ -19,7 +19,10 @@
 // no client or burst is waiting; then not again before the next burst,
 // unless the heap still holds far more than it uses (fragmented pages: the
 // collection compacts only a bounded share, compactingCollection): then
-// again at each quiet tick, up to REST_COLLECTIONS_MAX. Each full
+// again at the next quiet tick, up to REST_COLLECTIONS_MAX (a busy tick
+// delays it; minWorkMs of work since the collection ends the rest: a
+// leader with 10,000 deployments is 4-7% busy at rest, and ending the rest
+// at any busy tick left its heap 65-73 MiB held for 42-45 used). Each full
 // collection is one pause, logged with what it gave back: 28-68 ms in such
 // probes and in `npm run bench -- --only big-state` (10,000 deployments),
 // under the election timeout's 250-500 ms; the leader then held 134-154
@@ -36,12 +39,18 @@
 // object's rendered JSON. After the bench's list of 10,000 deployments that
 // was ~18 MiB the leader held at rest and the followers did not.
 //
+// A second after each collection, once V8 has freed the dead buffers'
+// memory, malloc is trimmed (malloc-trim.ts: glibc keeps freed memory
+// resident unless asked), and again every REST_TRIM_EVERY_MS while the rest
+// lasts; the trims' own time is not counted as work.
+//
 // RestCollector is the decision, pure (unit-tested with made-up readings);
 // startRestCollection is the shell: the readings, the timer, the collection.
 
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import vm from 'node:vm';
+import { mallocTrim, type TrimResult } from './malloc-trim.ts';
 
 export interface RestCollectOptions {
   /** Busy loop time (ms), counted over the seconds that were not quiet, after which a rest is worth a collection. */
@@ -63,7 +72,7 @@ export const REST_COLLECT_MAX_HEAP_BYTES = 96 * 1048576;
 
 export const REST_COLLECT_DEFAULTS: RestCollectOptions = { minWorkMs: 1000, quietMs: 5000, maxBusy: 0.05 };
 
-/** The decision: fed a reading per tick, says when to collect. */
+/** The decision: fed a reading per tick, says when to collect (and when to trim malloc again). */
 export class RestCollector {
   /** Busy time (ms) of the readings that were not quiet, since the last collection here. */
   private work = 0;
@@ -71,6 +80,10 @@ export class RestCollector {
   private quietSince: number | null = null;
   /** Collections made in this rest, while another may follow (0: none will). */
   private inRest = 0;
+  /** Whether this rest (quiet since the last work) has collected. */
+  private restCollected = false;
+  /** When malloc was last trimmed in this rest (ms); null: not yet, or work ended the rest. */
+  private trimmedAt: number | null = null;
 
   constructor(private readonly o: RestCollectOptions = REST_COLLECT_DEFAULTS) {}
 
@@ -79,7 +92,8 @@ export class RestCollector {
    * since the last reading, and the heap in use (bytes). 'first': a rest
    * after a burst, collect now (the work counted is then done with);
    * 'again': another collection of the same rest (collected() asked for
-   * one, and the loop stayed quiet); 'too-big': a rest that would collect
+   * one, at the next quiet tick: a busy one delays it, and a burst's worth
+   * of work, minWorkMs since the last collection, ends the rest); 'too-big': a rest that would collect
    * but the heap in use is over maxHeapUsedBytes, so it does not (said once
    * per rest, the work done with); null: none.
    */
@@ -87,7 +101,9 @@ export class RestCollector {
     if (busy >= this.o.maxBusy) {
       this.work += busy * spanMs;
       this.quietSince = null;
-      this.inRest = 0; // work ends the rest: V8 collects as it allocates
+      // A burst ends the rest: V8 collects as it allocates. A lighter second does not (a leader
+      // with 10,000 deployments is 4-7% busy at rest: its idle sweeps, heartbeats and Raft's).
+      if (this.work >= this.o.minWorkMs) [this.inRest, this.restCollected, this.trimmedAt] = [0, false, null];
       return null;
     }
     const due = this.inRest > 0 ? 'again' : this.due(nowMs);
@@ -111,9 +127,30 @@ export class RestCollector {
   collected(first: boolean, slackBytes: number): number {
     const n = first ? 1 : this.inRest + 1;
     this.inRest = n < REST_COLLECTIONS_MAX && slackBytes > REST_SLACK_BYTES ? n : 0;
+    this.restCollected = true;
     return n;
   }
+
+  /** malloc was trimmed at `nowMs` (after a collection, or because trimDue said so); counted only while the rest that collected lasts. */
+  trimmed(nowMs: number): void {
+    if (this.restCollected) this.trimmedAt = nowMs;
+  }
+
+  /** Whether a rest that collected has lasted REST_TRIM_EVERY_MS since its last trim (see there), and the last reading was quiet. */
+  trimDue(nowMs: number): boolean {
+    return this.trimmedAt !== null && this.quietSince !== null && nowMs - this.trimmedAt >= REST_TRIM_EVERY_MS;
+  }
 }
+
+/**
+ * How often malloc is trimmed again while a rest that collected lasts. A
+ * replica at rest still reads frames (heartbeats, Raft's), and each socket
+ * read takes a 64 KiB buffer from malloc and shrinks it: glibc serves those
+ * from the free space a trim gave back, touching its pages again. After the
+ * big-state fill, RSS at rest rose 14-16 MiB on each replica in the 25 s
+ * after one trim. A trim then is a few ms (malloc-trim.ts).
+ */
+export const REST_TRIM_EVERY_MS = 10_000;
 
 /**
  * V8's full collection as a function. Node offers it only with --expose-gc
@@ -165,21 +202,47 @@ export const REST_SLACK_BYTES = 16 * 1048576;
 /** Most collections in one rest (each one bounded pause, a tick apart, only while the loop stays quiet). */
 export const REST_COLLECTIONS_MAX = 4;
 
-/** Read every tickMs, collect when RestCollector says so, log what it gave back. Returns the stop. */
-export function startRestCollection(log: (line: string) => void, release: () => string | null = () => null, o: RestCollectOptions = REST_COLLECT_DEFAULTS, tickMs = 1000): () => void {
+/**
+ * Read every tickMs, collect when RestCollector says so, then give the C
+ * library's free pages back (`trim`: malloc-trim.ts) and log what both gave
+ * back. Returns the stop.
+ */
+export function startRestCollection(
+  log: (line: string) => void,
+  release: () => string | null = () => null,
+  o: RestCollectOptions = REST_COLLECT_DEFAULTS,
+  tickMs = 1000,
+  trim: () => TrimResult = mallocTrim,
+): () => void {
   const decide = new RestCollector(o);
   const collect = compactingCollection(fullCollection());
   let last: EventLoopUtilization = performance.eventLoopUtilization();
   let lastAt = performance.now();
+  /** Why malloc cannot be trimmed here, once said. */
+  let trimRefusalSaid = false;
+  /** The trims' own time (ms) since the last reading: not work. */
+  let trimmingMs = 0;
+  const trimNow = (): TrimResult => {
+    const t0 = performance.now();
+    const t = trim();
+    trimmingMs += performance.now() - t0;
+    if (t.ok) decide.trimmed(performance.now());
+    return t;
+  };
   const timer = setInterval(() => {
     const now = performance.eventLoopUtilization();
     const at = performance.now();
-    const busy = performance.eventLoopUtilization(now, last).utilization;
+    const elu = performance.eventLoopUtilization(now, last);
+    const busy = Math.max(0, elu.active - trimmingMs) / Math.max(1, elu.active + elu.idle);
+    trimmingMs = 0;
     const span = at - lastAt;
     [last, lastAt] = [now, at];
     const before = reading();
     const due = decide.tick(at, busy, span, before.used_heap_size);
-    if (due === null) return;
+    if (due === null) {
+      if (decide.trimDue(at)) trimNow();
+      return;
+    }
     // What only a later list or watch would read goes first, so the collection takes it too.
     const released = due === 'again' ? null : release();
     const mib = (b: number) => (b / 1048576).toFixed(1);
@@ -195,11 +258,18 @@ export function startRestCollection(log: (line: string) => void, release: () => 
     const ms = performance.now() - t0;
     const after = reading();
     const n = decide.collected(due === 'first', after.total_heap_size - after.used_heap_size);
-    // Dead buffers' memory is given back after the pause (V8 frees their backing stores in the background): read it a second later.
+    // Dead buffers' memory is given back after the pause (V8 frees their backing stores in the background):
+    // read it a second later, and only then ask malloc for the pages they leave free.
     setTimeout(() => {
+      const external = reading().external_memory;
+      const t = trimNow();
+      let trimmed = '';
+      if (t.ok) trimmed = `; malloc trimmed in ${t.ms.toFixed(0)} ms: RSS ${mib(t.rssBefore)} -> ${mib(t.rssAfter)} MiB`;
+      else if (!trimRefusalSaid) [trimmed, trimRefusalSaid] = [`; malloc not trimmed: ${t.why}`, true];
       log(
         `memory: collected at rest in ${ms.toFixed(0)} ms${n > 1 ? ` (${n} of this rest)` : ''}: heap ${mib(before.used_heap_size)} -> ${mib(after.used_heap_size)} MiB used, ` +
-          `${mib(before.total_heap_size)} -> ${mib(after.total_heap_size)} MiB held; external ${mib(before.external_memory)} -> ${mib(reading().external_memory)} MiB a second later` +
+          `${mib(before.total_heap_size)} -> ${mib(after.total_heap_size)} MiB held; external ${mib(before.external_memory)} -> ${mib(external)} MiB a second later` +
+          trimmed +
           (released === null ? '' : `; ${released}`),
       );
     }, 1000).unref();
