@@ -39,7 +39,7 @@
 // object's rendered JSON. After the bench's list of 10,000 deployments that
 // was ~18 MiB the leader held at rest and the followers did not.
 //
-// A second after each collection, once V8 has freed the dead buffers'
+// A tick and a half after each collection (1.5 s), once V8 has freed the dead buffers'
 // memory, malloc is trimmed (malloc-trim.ts: glibc keeps freed memory
 // resident unless asked), and again every REST_TRIM_EVERY_MS while the rest
 // lasts; the trims' own time is not counted as work.
@@ -259,7 +259,9 @@ export function startRestCollection(
     const after = reading();
     const n = decide.collected(due === 'first', after.total_heap_size - after.used_heap_size);
     // Dead buffers' memory is given back after the pause (V8 frees their backing stores in the background):
-    // read it a second later, and only then ask malloc for the pages they leave free.
+    // read it later, and only then ask malloc for the pages they leave free. Half a tick off the
+    // readings, so a trim never runs in the same turn as the next tick's collection (the two
+    // together stopped a leader 85-91 ms).
     setTimeout(() => {
       const external = reading().external_memory;
       const t = trimNow();
@@ -268,11 +270,11 @@ export function startRestCollection(
       else if (!trimRefusalSaid) [trimmed, trimRefusalSaid] = [`; malloc not trimmed: ${t.why}`, true];
       log(
         `memory: collected at rest in ${ms.toFixed(0)} ms${n > 1 ? ` (${n} of this rest)` : ''}: heap ${mib(before.used_heap_size)} -> ${mib(after.used_heap_size)} MiB used, ` +
-          `${mib(before.total_heap_size)} -> ${mib(after.total_heap_size)} MiB held; external ${mib(before.external_memory)} -> ${mib(external)} MiB a second later` +
+          `${mib(before.total_heap_size)} -> ${mib(after.total_heap_size)} MiB held; external ${mib(before.external_memory)} -> ${mib(external)} MiB ${((tickMs * 1.5) / 1000).toFixed(1)} s later` +
           trimmed +
           (released === null ? '' : `; ${released}`),
       );
-    }, 1000).unref();
+    }, tickMs * 1.5).unref();
     // What the collection itself took is not work.
     last = performance.eventLoopUtilization();
     lastAt = performance.now();

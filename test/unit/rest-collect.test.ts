@@ -138,7 +138,7 @@ test('malloc is trimmed again every REST_TRIM_EVERY_MS, at a quiet reading, whil
   assert.equal(c.trimDue(41_000 + 5 * REST_TRIM_EVERY_MS), false);
 });
 
-test('the shell trims malloc a second after each collection and logs what it gave back; where it cannot, it says why once', async () => {
+test('the shell trims malloc a tick and a half after each collection and logs what it gave back; where it cannot, it says why once', async () => {
   const lines: string[] = [];
   const answers: TrimResult[] = [
     { ok: false, why: 'malloc_trim unavailable: no such library' },
