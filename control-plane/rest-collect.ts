@@ -147,8 +147,8 @@ export class RestCollector {
  * replica at rest still reads frames (heartbeats, Raft's), and each socket
  * read takes a 64 KiB buffer from malloc and shrinks it: glibc serves those
  * from the free space a trim gave back, touching its pages again. After the
- * big-state fill, RSS at rest rose 14-16 MiB on each replica in the 25 s
- * after one trim. A trim then is a few ms (malloc-trim.ts).
+ * big-state fill, RSS at rest rose 10-16 MiB on each replica in the 25 s
+ * after one trim. A trim then took 4-18 ms (one traced run).
  */
 export const REST_TRIM_EVERY_MS = 10_000;
 
