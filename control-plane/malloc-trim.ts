@@ -19,8 +19,8 @@
 // for linux-x64-gnu; loading it costs a replica ~4 MiB of RSS), loaded only
 // the first time a rest asks for a trim. Where it cannot be (another
 // platform, a C library without malloc_trim such as musl, the package
-// missing from an image), `mallocTrim` says why, once, and a rest only
-// collects.
+// missing from an image), `mallocTrim` returns why, the first rest's log
+// line says it, and rests only collect.
 
 import { createRequire } from 'node:module';
 import type * as Ffi from 'ffi-rs';

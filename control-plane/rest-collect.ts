@@ -39,10 +39,10 @@
 // object's rendered JSON. After the bench's list of 10,000 deployments that
 // was ~18 MiB the leader held at rest and the followers did not.
 //
-// A tick and a half after each collection (1.5 s), once V8 has freed the dead buffers'
-// memory, malloc is trimmed (malloc-trim.ts: glibc keeps freed memory
-// resident unless asked), and again every REST_TRIM_EVERY_MS while the rest
-// lasts; the trims' own time is not counted as work.
+// A tick and a half after each collection (1.5 s), once V8 has freed the
+// dead buffers' memory, malloc is trimmed (malloc-trim.ts: glibc keeps
+// freed memory resident unless asked), and again every REST_TRIM_EVERY_MS
+// while the rest lasts; the trims' own time is not counted as work.
 //
 // RestCollector is the decision, pure (unit-tested with made-up readings);
 // startRestCollection is the shell: the readings, the timer, the collection.
@@ -93,8 +93,9 @@ export class RestCollector {
    * after a burst, collect now (the work counted is then done with);
    * 'again': another collection of the same rest (collected() asked for
    * one, at the next quiet tick: a busy one delays it, and a burst's worth
-   * of work, minWorkMs since the last collection, ends the rest); 'too-big': a rest that would collect
-   * but the heap in use is over maxHeapUsedBytes, so it does not (said once
+   * of work, minWorkMs since the last collection, ends the rest);
+   * 'too-big': a rest that would collect but the heap in use is over
+   * maxHeapUsedBytes, so it does not (said once
    * per rest, the work done with); null: none.
    */
   tick(nowMs: number, busy: number, spanMs: number, heapUsedBytes = 0): 'first' | 'again' | 'too-big' | null {
