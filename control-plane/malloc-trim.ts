@@ -16,7 +16,7 @@
 //
 // How: Node has no binding for it, so it is called through ffi-rs (a
 // foreign-function interface with a prebuilt binary per platform, ~0.8 MB
-// for linux-x64-gnu; loading it costs a replica ~4 MiB of RSS), loaded only
+// for linux-x64-gnu; loading it cost a bare Node process 3.7 MiB of RSS), loaded only
 // the first time a rest asks for a trim. Where it cannot be (another
 // platform, a C library without malloc_trim such as musl, the package
 // missing from an image), `mallocTrim` returns why, the first rest's log
