@@ -110,13 +110,30 @@ import { formatTaint } from '../shared/notation.ts';
 export { formatTaint };
 
 /**
- * V8 flags of every control-plane replica: semi-spaces of 2 MiB instead of
- * up to 16 (V8's young generation grew to 32 MiB, nearly all of it free
- * between collections). In the big-state bench (10,000 deployments), 3
- * runs with the flag against 4 without: followers 165-187 MiB RSS instead
- * of 196-214, the leader 247-295 (210-310: no clear change), and the fill
- * and the apply no slower (1,260-1,406/s and 6.9-9.1 s, against
- * 966-1,255/s and 9-19 s).
+ * V8 flags of every control-plane replica.
+ *
+ * Semi-spaces of up to 16 MiB: V8's own default on 64-bit machines (Node
+ * 20), written out so that another Node's default does not move it. From
+ * 2026-12-04 to 2026-12-07 replicas ran with 2 MiB, for their RSS at rest
+ * (a young generation grown to 32 MiB stayed committed after a burst). A
+ * replica that comes to rest now collects by itself (rest-collect.ts), and
+ * V8 shrinks its young generation back to 1 MiB at a full collection made
+ * after ~5 s of little allocation, which that collection is (an ad-hoc
+ * probe: 32 MiB and RSS 123 MiB after a burst, 1 MiB and 56 MiB after such a
+ * collection). So the cap bought nothing at rest, `--only big-state` with
+ * 10,000 deployments: the leader 107.4 MiB 30 s after the fill, the
+ * followers 92.4 and 96.9 (with the cap, 4 runs: 109.7-120.5 and
+ * 90.5-100.6). Under load it cost CPU: a scavenge pays for its roots (a
+ * replica's thousands of sockets, the old generation's pointers into the
+ * young one) whatever its size, and 2 MiB filled many times a second. The
+ * 5,000-agent fleet (`--only fleet --duration 20` with --trace-gc, one run
+ * each): 1,123-1,941 scavenges taking 7.9-10.0 s per replica with 2 MiB,
+ * 5.1-6.2 s with 4, 3.7-5.6 s with 8, 143-249 taking 2.6-3.3 s with 16; the
+ * leader at steady state 23.0, 22.4, 21.0 and 20.4% of a core, the
+ * followers 15.8-17.0, 15.4-15.6, 15.0 and 13.4-13.6%. The price is RSS
+ * while busy: the replica with 1,000 units right after the apply 117.0 MiB
+ * (95.6 with the cap), an idle one 64.6 (61.8), the leader with 10,000
+ * units 151.3 (`--only unit-memory`; 150.4 with the cap that day).
  *
  * And no memory reducer: once allocation slows after a burst (50,000 units
  * placed, then the fleet's steady state), V8 runs a collection to shrink
@@ -131,7 +148,7 @@ export { formatTaint };
  * that comes to rest still collects a burst's garbage: it runs a full
  * collection itself once its loop is quiet (control-plane/rest-collect.ts).
  */
-export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=2', '--no-memory-reducer'];
+export const REPLICA_V8_FLAGS: readonly string[] = ['--max-semi-space-size=16', '--no-memory-reducer'];
 
 /**
  * Environment of every control-plane replica, for glibc's malloc (other C

@@ -82,7 +82,7 @@ describe('launcher command lines', () => {
     assert.equal(cp2.port, 7002);
     assert.deepEqual(cp2.argv, [
       NODE,
-      '--max-semi-space-size=2',
+      '--max-semi-space-size=16',
       '--no-memory-reducer',
       '--import',
       'tsx',
@@ -108,7 +108,7 @@ describe('launcher command lines', () => {
     // The death line's command starts it the same way, with the values the replica got.
     assert.equal(
       Supervisor.handCommand(cp2, {}),
-      `MALLOC_MMAP_THRESHOLD_=131072 GLIBC_TUNABLES=${tunables} ${NODE} --max-semi-space-size=2 --no-memory-reducer --import tsx control-plane/main.ts --id cp-2 ${cp2.argv.slice(8).join(' ')}`,
+      `MALLOC_MMAP_THRESHOLD_=131072 GLIBC_TUNABLES=${tunables} ${NODE} --max-semi-space-size=16 --no-memory-reducer --import tsx control-plane/main.ts --id cp-2 ${cp2.argv.slice(8).join(' ')}`,
     );
     assert.match(Supervisor.handCommand(cp2, { MALLOC_MMAP_THRESHOLD_: '65536' }), /^MALLOC_MMAP_THRESHOLD_=65536 GLIBC_TUNABLES=glibc\.malloc\.trim_threshold=8388608:\S+ \//);
   });

@@ -251,7 +251,7 @@ describe('launcher in --netns mode', () => {
     const cp1 = specs.find((s) => s.name === 'cp-1')!;
     assert.equal(
       shellQuote(cp1.argv),
-      'nsenter --net=/var/run/netns/mo-7000-cp-1 -- /usr/bin/node --max-semi-space-size=2 --no-memory-reducer dist/control-plane.mjs --id cp-1 --listen 10.213.88.11:7001 ' +
+      'nsenter --net=/var/run/netns/mo-7000-cp-1 -- /usr/bin/node --max-semi-space-size=16 --no-memory-reducer dist/control-plane.mjs --id cp-1 --listen 10.213.88.11:7001 ' +
         '--peers cp-1=ws://10.213.88.11:7001,cp-2=ws://10.213.88.12:7002,cp-3=ws://10.213.88.13:7003 --data-dir .mo/cp-1 --token t ' +
         // The Kubernetes API (HTTPS, P + 10 + i) on the same namespace address, with the cluster CA of the data dir.
         '--kube-listen 10.213.88.11:7011 --ca-dir .mo',
