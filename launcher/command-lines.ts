@@ -118,9 +118,9 @@ export { formatTaint };
  * (a young generation grown to 32 MiB stayed committed after a burst). A
  * replica that comes to rest now collects by itself (rest-collect.ts), and
  * V8 shrinks its young generation back to 1 MiB at a full collection made
- * after ~5 s of little allocation, which that collection is (an ad-hoc
- * probe: 32 MiB and RSS 123 MiB after a burst, 1 MiB and 56 MiB after such a
- * collection). So the cap bought nothing at rest, `--only big-state` with
+ * after ~5 s of little allocation, which that collection is (a replica
+ * after 2,000 writes: 32 MiB, then 1 MiB at rest, as
+ * test/e2e/rest-trim.test.ts checks). So the cap bought nothing at rest, `--only big-state` with
  * 10,000 deployments: the leader 107.4 MiB 30 s after the fill, the
  * followers 92.4 and 96.9 (with the cap, 4 runs: 109.7-120.5 and
  * 90.5-100.6). Under load it cost CPU: a scavenge pays for its roots (a
@@ -133,7 +133,10 @@ export { formatTaint };
  * followers 15.8-17.0, 15.4-15.6, 15.0 and 13.4-13.6%. The price is RSS
  * while busy: the replica with 1,000 units right after the apply 117.0 MiB
  * (95.6 with the cap), an idle one 64.6 (61.8), the leader with 10,000
- * units 151.3 (`--only unit-memory`; 150.4 with the cap that day).
+ * units 151.3 and 198.4 in two runs (`--only unit-memory`; 150.4 with the
+ * cap that day, 173.6 in an earlier full run); and single scavenges of up
+ * to 54-65 ms where 15-23 ms were with the cap (`--only snapshot-catch-up`,
+ * much surviving).
  *
  * And no memory reducer: once allocation slows after a burst (50,000 units
  * placed, then the fleet's steady state), V8 runs a collection to shrink
