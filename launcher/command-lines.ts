@@ -120,14 +120,14 @@ export { formatTaint };
  * V8 shrinks its young generation back to 1 MiB at a full collection made
  * after ~5 s of little allocation, which that collection is (a replica
  * after 2,000 writes: 32 MiB, then 1 MiB at rest, as
- * test/e2e/rest-trim.test.ts checks). So the cap bought nothing at rest, `--only big-state` with
- * 10,000 deployments: the leader 107.4 MiB 30 s after the fill, the
- * followers 92.4 and 96.9 (with the cap, 4 runs: 109.7-120.5 and
- * 90.5-100.6). Under load it cost CPU: a scavenge pays for its roots (a
+ * test/e2e/rest-trim.test.ts checks). So the cap bought nothing at rest:
+ * `--only big-state` with 10,000 deployments, the leader 107.4 and 121.2
+ * MiB 30 s after the fill in two runs, the followers 89.5-96.9 (with the
+ * cap, 4 runs: 109.7-120.5 and 90.5-100.6). Under load it cost CPU: a scavenge pays for its roots (a
  * replica's thousands of sockets, the old generation's pointers into the
  * young one) whatever its size, and 2 MiB filled many times a second. The
- * 5,000-agent fleet (`--only fleet --duration 20` with --trace-gc, one run
- * each): 1,123-1,941 scavenges taking 7.9-10.0 s per replica with 2 MiB,
+ * 5,000-agent fleet (`--only fleet --duration 20` with
+ * MO_REPLICA_V8_FLAGS='--trace-gc --max-semi-space-size=N', one run each): 1,123-1,941 scavenges taking 7.9-10.0 s per replica with 2 MiB,
  * 5.1-6.2 s with 4, 3.7-5.6 s with 8, 143-249 taking 2.6-3.3 s with 16; the
  * leader at steady state 23.0, 22.4, 21.0 and 20.4% of a core, the
  * followers 15.8-17.0, 15.4-15.6, 15.0 and 13.4-13.6%. The price is RSS

@@ -92,7 +92,9 @@ export function startProcess(name: string, script: string, args: string[], env: 
   const bundle = BUNDLE_OF[script];
   // MO_CPU_PROF=<dir>: every replica and agent writes a V8 CPU profile there when it exits (README.md, Benchmarks).
   const prof = process.env.MO_CPU_PROF && bundle ? ['--cpu-prof', `--cpu-prof-dir=${process.env.MO_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
-  const v8 = script === ENTRIES.controlPlane.entry ? REPLICA_V8_FLAGS : []; // as npm start runs a replica
+  // MO_REPLICA_V8_FLAGS='--trace-gc --max-semi-space-size=2': V8 flags after a replica's own (the last of a repeated flag wins).
+  const extra = process.env.MO_REPLICA_V8_FLAGS?.split(/\s+/).filter(Boolean) ?? [];
+  const v8 = script === ENTRIES.controlPlane.entry ? [...REPLICA_V8_FLAGS, ...extra] : []; // as npm start runs a replica
   const argv = [...v8, ...prof, ...(bundle && fs.existsSync(path.join(REPO, bundle)) ? [bundle, ...args] : ['--import', 'tsx', script, ...args])];
   // Each process leads its own session, as `npm start` starts it (so a replica's priority covers
   // its autogroup: control-plane/priority.ts), unless `session` says 'shared'.
